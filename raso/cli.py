@@ -1,0 +1,39 @@
+"""The `raso` command line: one subcommand module per feature under `raso.commands`.
+
+Each module in COMMAND_MODULES exposes `register(subparsers)` which adds its subcommand(s)
+and sets `func` on the parser; `func(args) -> int` is the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "raso.commands.models",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raso",
+        description="Retrieval-augmented skill optimization: write and improve agent skills (SKILL.md).",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

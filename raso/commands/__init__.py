@@ -1,0 +1,1 @@
+"""Subcommands of the `raso` CLI (see raso.cli)."""

@@ -1,0 +1,46 @@
+"""Shared test configuration.
+
+Data-heavy tests read the read-only `../shared` folder through ONE configurable path:
+`RASO_SHARED_DIR` (default: the `shared` folder next to this checkout). Where it is absent such
+tests skip with a stated reason; `.ci/run` sets `RASO_REQUIRE_SHARED=1`, which turns that skip
+into a failure so CI always runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_root() -> Path:
+    return Path(os.environ.get("RASO_SHARED_DIR", REPO_ROOT.parent / "shared")).resolve()
+
+
+def require_shared(*parts: str) -> Path:
+    """Return ../shared/<parts>, or skip (fail under RASO_REQUIRE_SHARED=1) when it is missing."""
+    path = shared_root().joinpath(*parts)
+    if not path.exists():
+        reason = f"shared data not found at {path} (set RASO_SHARED_DIR to the shared folder)"
+        if os.environ.get("RASO_REQUIRE_SHARED") == "1":
+            pytest.fail(reason + "; RASO_REQUIRE_SHARED=1 makes this a failure", pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    return require_shared()
+
+
+@pytest.fixture
+def shared_corpus() -> Path:
+    return require_shared("corpus")
+
+
+@pytest.fixture
+def shared_envdata() -> Path:
+    return require_shared("envdata")
