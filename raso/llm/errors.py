@@ -1,0 +1,41 @@
+"""Errors raised by the LLM gateway. Everything the gateway raises is an `LLMError`."""
+
+from __future__ import annotations
+
+
+class LLMError(RuntimeError):
+    """A model call failed; the message says which model/role and what to do about it."""
+
+    def __init__(self, message: str, *, model: str | None = None, role: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.role = role
+
+
+class LLMAuthError(LLMError):
+    """The provider rejected the credentials (never retried)."""
+
+
+class LLMContextWindowError(LLMError):
+    """The prompt does not fit the model's context window (never retried)."""
+
+
+class LLMUnavailableError(LLMError):
+    """Transient failures persisted through every retry attempt."""
+
+
+class StructuredOutputError(LLMError):
+    """The model's reply did not validate against the requested schema, even after one repair attempt."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_text: str,
+        validation_error: str,
+        model: str | None = None,
+        role: str | None = None,
+    ) -> None:
+        super().__init__(message, model=model, role=role)
+        self.raw_text = raw_text
+        self.validation_error = validation_error

@@ -1,0 +1,128 @@
+"""Thread-safe usage and cost ledger: tokens, USD, calls, retries and cache hits per role, stage and model."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "calls", "retries", "cache_hits", "failures")
+
+
+class CallRecord(BaseModel):
+    """One gateway request. A cache hit records zero tokens and cost (nothing was spent)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: str
+    stage: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+    cached: bool = False
+    failed: bool = False
+    latency_s: float = 0.0
+
+
+def _empty() -> dict[str, Any]:
+    return {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "calls": 0, "retries": 0, "cache_hits": 0, "failures": 0}
+
+
+def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
+    bucket["prompt_tokens"] += rec.prompt_tokens
+    bucket["completion_tokens"] += rec.completion_tokens
+    bucket["cost_usd"] += rec.cost_usd
+    bucket["retries"] += rec.retries
+    if rec.cached:
+        bucket["cache_hits"] += 1
+    else:
+        bucket["calls"] += 1  # requests that reached a model (successful or not)
+    if rec.failed:
+        bucket["failures"] += 1
+
+
+class UsageLedger:
+    """Accumulates `CallRecord`s; aggregates are always recomputable from the records."""
+
+    def __init__(self, records: Iterable[CallRecord] = ()) -> None:
+        self._lock = threading.Lock()
+        self._records: list[CallRecord] = []
+        self._totals = _empty()
+        self._by_role: dict[str, dict[str, Any]] = {}
+        self._by_stage: dict[str, dict[str, Any]] = {}
+        self._by_model: dict[str, dict[str, Any]] = {}
+        for rec in records:
+            self.record(rec)
+
+    def record(self, rec: CallRecord) -> None:
+        with self._lock:
+            self._records.append(rec)
+            _add(self._totals, rec)
+            _add(self._by_role.setdefault(rec.role, _empty()), rec)
+            _add(self._by_stage.setdefault(rec.stage, _empty()), rec)
+            _add(self._by_model.setdefault(rec.model, _empty()), rec)
+
+    def records(self) -> list[CallRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def totals(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._totals)
+
+    def by_role(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: dict(v) for k, v in self._by_role.items()}
+
+    def by_stage(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: dict(v) for k, v in self._by_stage.items()}
+
+    def by_model(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: dict(v) for k, v in self._by_model.items()}
+
+    def merge(self, other: "UsageLedger") -> None:
+        for rec in other.records():
+            self.record(rec)
+
+    def to_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "totals": dict(self._totals),
+                "by_role": {k: dict(v) for k, v in self._by_role.items()},
+                "by_stage": {k: dict(v) for k, v in self._by_stage.items()},
+                "by_model": {k: dict(v) for k, v in self._by_model.items()},
+                "calls": [r.model_dump() for r in self._records],
+            }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "UsageLedger":
+        """Rebuild from `to_dict()` output; aggregates are recomputed from the call records."""
+        return cls(CallRecord.model_validate(r) for r in data.get("calls", []))
+
+    def save(self, path: str | Path) -> Path:
+        """Write JSON atomically (temp file + rename) so a crash never leaves a half-written ledger."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(self.to_dict(), fh, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "UsageLedger":
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

