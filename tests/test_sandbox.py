@@ -1,0 +1,177 @@
+"""Containment tests for raso.sandbox: each hostile program is stopped with a clear error and leaves no trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import openpyxl
+import psutil
+import pytest
+
+from raso.sandbox import Sandbox, SandboxLimits, isolation_support
+
+LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=15, memory_bytes=512 * 1024 * 1024,
+                       file_size_bytes=2 * 1024 * 1024, output_chars=1000)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox(LIMITS)
+
+
+@pytest.fixture
+def workbook(tmp_path: Path) -> Path:
+    path = tmp_path / "in.xlsx"
+    wb = openpyxl.Workbook()
+    wb.active["A1"] = 21
+    wb.save(path)
+    return path
+
+
+def run(sandbox: Sandbox, code: str, workbook: Path, tmp_path: Path):
+    return sandbox.run(code, {"input.xlsx": workbook}, ["input.xlsx", "output.xlsx"], "output.xlsx",
+                       tmp_path / "out" / "output.xlsx")
+
+
+def test_a_correct_program_produces_the_output_workbook(sandbox, workbook, tmp_path):
+    code = ("import sys, openpyxl\nwb = openpyxl.load_workbook(sys.argv[1])\n"
+            "wb.active['B1'] = wb.active['A1'].value * 2\nwb.save(sys.argv[2])\nprint('saved')\n")
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == "saved"
+    assert res.output_file == tmp_path / "out" / "output.xlsx"
+    assert openpyxl.load_workbook(res.output_file).active["B1"].value == 42
+    assert res.error_summary() is None
+
+
+def test_infinite_loop_hits_the_cpu_limit(sandbox, workbook, tmp_path):
+    res = run(sandbox, "while True:\n    pass\n", workbook, tmp_path)
+    assert not res.ok
+    assert res.limit_hit in ("cpu_time", "wall_time")
+    assert "time limit exceeded" in res.error_summary()
+    assert res.output_file is None
+
+
+def test_sleeping_program_is_killed_at_the_wall_clock_limit(workbook, tmp_path):
+    box = Sandbox(LIMITS.model_copy(update={"wall_seconds": 2.0}))
+    res = run(box, "import time\ntime.sleep(60)\n", workbook, tmp_path)
+    assert res.timed_out and res.limit_hit == "wall_time"
+    assert res.wall_time_s < 15
+    assert "wall-clock" in res.error_summary()
+
+
+def test_memory_bomb_is_stopped(sandbox, workbook, tmp_path):
+    res = run(sandbox, "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n", workbook, tmp_path)
+    assert res.limit_hit == "memory"
+    assert "memory limit" in res.error_summary()
+
+
+def test_fork_bomb_is_refused_and_leaves_no_processes(sandbox, workbook, tmp_path):
+    marker = uuid.uuid4().hex
+    code = f"# {marker}\nimport os\nwhile True:\n    os.fork()\n"
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.exit_code not in (0, None)
+    assert "starting or signalling processes is not allowed" in res.error_summary()
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
+
+
+def test_subprocess_is_refused(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import subprocess\nsubprocess.run(['id'])\n", workbook, tmp_path)
+    assert res.exit_code == 1
+    assert "not allowed" in res.error_summary()
+
+
+def test_writing_outside_the_working_directory_is_refused(sandbox, workbook, tmp_path):
+    target = tmp_path / f"escape-{uuid.uuid4().hex}.txt"
+    res = run(sandbox, f"open({str(target)!r}, 'w').write('escaped')\n", workbook, tmp_path)
+    assert "writing" in res.error_summary() and "not allowed" in res.error_summary()
+    assert not target.exists()
+
+
+def test_reading_a_file_outside_the_working_directory_is_refused(workbook, tmp_path):
+    secret = tmp_path / "secret" / "answer.xlsx"
+    secret.parent.mkdir()
+    secret.write_text("the answer")
+    box = Sandbox(LIMITS, deny_read=[secret.parent])
+    res = run(box, f"print(open({str(secret)!r}).read())\n", workbook, tmp_path)
+    assert "reading" in res.error_summary() and "not allowed" in res.error_summary()
+    assert "the answer" not in res.stdout
+    res = run(box, "print(open('/etc/hostname').read())\n", workbook, tmp_path)
+    assert "not allowed" in res.error_summary()
+
+
+def test_network_connection_is_refused(sandbox, workbook, tmp_path):
+    code = "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', 80))\n"
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.exit_code == 1
+    assert "network access is not allowed" in res.error_summary()
+
+
+def test_network_namespace_has_no_route_even_without_the_audit_hook():
+    support = isolation_support()
+    if not support.network_isolated:
+        pytest.skip(f"unshare --net is not permitted on this machine: {support.notes}")
+    code = ("import socket\ns = socket.socket()\ns.settimeout(2)\n"
+            "try:\n    s.connect(('127.0.0.1', 80))\nexcept OSError as e:\n    print(type(e).__name__, e.errno)\n")
+    out = subprocess.run([*support.unshare_prefix, sys.executable, "-I", "-c", code], capture_output=True,
+                         text=True, timeout=30)
+    assert out.stdout.split() == ["OSError", "101"]  # ENETUNREACH: no interface at all, not even loopback
+
+
+def test_huge_output_file_hits_the_file_size_limit(sandbox, workbook, tmp_path):
+    code = "with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'x' * 1024 * 1024)\n"
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.limit_hit == "file_size"
+    assert "file size limit" in res.error_summary()
+
+
+def test_huge_output_workbook_is_not_read_back(sandbox, workbook, tmp_path):
+    code = "import sys\nwith open(sys.argv[2], 'wb') as f:\n    for _ in range(100):\n        f.write(b'x' * 1024 * 1024)\n"
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.output_file is None
+    assert res.limit_hit == "file_size"
+
+
+def test_printing_forever_is_cut_and_truncated(sandbox, workbook, tmp_path):
+    res = run(sandbox, "while True:\n    print('y' * 1000)\n", workbook, tmp_path)
+    assert not res.ok
+    assert len(res.stdout) < 2 * LIMITS.output_chars
+
+
+def test_deleting_the_input_only_deletes_the_copy(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import os, sys\nos.remove(sys.argv[1])\n", workbook, tmp_path)
+    assert res.exit_code == 0
+    assert workbook.exists() and openpyxl.load_workbook(workbook).active["A1"].value == 21
+    assert res.output_file is None
+    assert "did not create the output file" in res.output_error
+
+
+def test_output_symlink_to_a_host_file_is_not_read_back(sandbox, workbook, tmp_path):
+    code = "import os, sys\nos.symlink('/etc/passwd', sys.argv[2])\n"
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.output_file is None
+    assert not (tmp_path / "out" / "output.xlsx").exists()
+
+
+def test_ctypes_is_refused(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import ctypes\nctypes.CDLL(None).system(b'id')\n", workbook, tmp_path)
+    assert res.exit_code == 1
+    assert "not allowed" in res.error_summary()
+
+
+def test_environment_is_minimal(sandbox, workbook, tmp_path, monkeypatch):
+    monkeypatch.setenv("RASO_TEST_SECRET", "hunter2")
+    res = run(sandbox, "import os\nprint(sorted(os.environ))\n", workbook, tmp_path)
+    assert res.ok
+    assert "RASO_TEST_SECRET" not in res.stdout
+    assert "HOME" in res.stdout
+
+
+def test_working_directory_is_removed_afterwards(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import os\nprint(os.getcwd())\n", workbook, tmp_path)
+    assert res.ok
+    assert not Path(res.stdout.strip()).exists()
