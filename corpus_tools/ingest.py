@@ -1,0 +1,645 @@
+"""Load skill corpora into `SkillRecord`s, with a report of every file that was skipped or adjusted.
+
+Three source kinds (`load_corpus` picks by looking at each source):
+
+* a folder with `MANIFEST.jsonl` (the shared corpus layout: `skills/<id>` files, one manifest row per
+  file with repo, commit, path, license, kind and the `skill` a reference belongs to);
+* a `.jsonl` dump, one skill per line (`text`, or `name`/`description`/`body`; optional `id`, `repo`,
+  `path`, `commit`, `license`, `references: [{path, text}]`);
+* any other directory tree: every folder holding a `SKILL.md` is a skill, other `.md` files below it
+  (not inside a nested skill) are its references.
+
+Bad input never stops a build. Files are skipped with a reason (binary, empty, too large, symlink
+loop, ...) or kept with a note (non-UTF-8 bytes replaced, invalid front matter read leniently, no
+headings). Decision on non-UTF-8 text: bytes that do not decode are replaced with U+FFFD and the file
+is kept (a note `decoded_with_replacement`), because one stray Latin-1 byte should not cost a good
+skill; a file where more than 5% of the characters would be replacements is not text and is skipped
+as `not_utf8`. Exact duplicates (same SKILL.md text) are dropped, keeping the first one loaded.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from corpus_tools.frontmatter import parse_front_matter
+
+SKILL_FILE = "SKILL.md"
+MANIFEST_FILE = "MANIFEST.jsonl"
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_REPLACEMENT_RATIO = 0.05
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
+_BOILERPLATE = re.compile(r"^(license|licence|copying|changelog|history|notice|code_of_conduct)\b", re.I)
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+# Reasons a file is skipped.
+SKIP_BINARY = "binary"
+SKIP_NOT_UTF8 = "not_utf8"
+SKIP_TOO_LARGE = "too_large"
+SKIP_EMPTY = "empty"
+SKIP_SYMLINK_LOOP = "symlink_loop"
+SKIP_BROKEN_SYMLINK = "broken_symlink"
+SKIP_UNREADABLE = "unreadable"
+SKIP_DUPLICATE = "duplicate"
+SKIP_OUTSIDE_SKILL = "outside_skill"
+SKIP_BOILERPLATE = "boilerplate"
+SKIP_INVALID_JSON = "invalid_json"
+SKIP_MISSING_TEXT = "missing_text"
+SKIP_MISSING_FILE = "missing_file"
+SKIP_ORPHAN_REFERENCE = "orphan_reference"
+SKIP_NOT_A_SOURCE = "not_a_source"
+# Notes on files that were kept.
+NOTE_REPLACED = "decoded_with_replacement"
+NOTE_NO_HEADINGS = "no_headings"
+NOTE_NO_NAME = "no_name"
+NOTE_SHA_MISMATCH = "sha256_mismatch"
+# Front matter issues (see corpus_tools.frontmatter) are notes as well.
+
+ProgressFn = Callable[[int, "int | None"], None]
+
+
+@dataclass(slots=True)
+class RefDoc:
+    """A markdown reference file that belongs to a skill."""
+
+    path: str
+    text: str
+
+
+@dataclass
+class SkillRecord:
+    id: str
+    name: str
+    description: str
+    body: str
+    text: str
+    metadata: dict[str, Any]
+    repo: str
+    path: str
+    commit: str
+    license: str
+    references: list[RefDoc] = field(default_factory=list)
+    content_hash: str = ""
+
+
+@dataclass(slots=True)
+class FileIssue:
+    source: str
+    path: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class IngestReport:
+    sources: list[str] = field(default_factory=list)
+    files_seen: int = 0
+    skills_loaded: int = 0
+    references_loaded: int = 0
+    skipped: list[FileIssue] = field(default_factory=list)
+    notes: list[FileIssue] = field(default_factory=list)
+
+    def skip(self, source: str, path: str, reason: str, detail: str = "") -> None:
+        self.skipped.append(FileIssue(source, path, reason, detail))
+
+    def note(self, source: str, path: str, reason: str, detail: str = "") -> None:
+        self.notes.append(FileIssue(source, path, reason, detail))
+
+    def skip_counts(self) -> dict[str, int]:
+        return dict(Counter(item.reason for item in self.skipped).most_common())
+
+    def note_counts(self) -> dict[str, int]:
+        return dict(Counter(item.reason for item in self.notes).most_common())
+
+    def reasons_for(self, path_suffix: str) -> list[str]:
+        """Skip and note reasons recorded for files whose path ends with `path_suffix`."""
+        return [i.reason for i in (*self.skipped, *self.notes) if i.path.endswith(path_suffix)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sources": self.sources,
+            "files_seen": self.files_seen,
+            "skills_loaded": self.skills_loaded,
+            "references_loaded": self.references_loaded,
+            "skipped_counts": self.skip_counts(),
+            "note_counts": self.note_counts(),
+            "skipped": [asdict(i) for i in self.skipped],
+            "notes": [asdict(i) for i in self.notes],
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def summary(self) -> str:
+        lines = [f"files seen {self.files_seen}; skills loaded {self.skills_loaded}; "
+                 f"references loaded {self.references_loaded}"]
+        if self.skipped:
+            lines.append("skipped: " + ", ".join(f"{k} {v}" for k, v in self.skip_counts().items()))
+        if self.notes:
+            lines.append("kept with notes: " + ", ".join(f"{k} {v}" for k, v in self.note_counts().items()))
+        return "\n".join(lines)
+
+
+def load_corpus(
+    sources: Sequence[str | Path] | str | Path,
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: ProgressFn | None = None,
+) -> tuple[list[SkillRecord], IngestReport]:
+    """Load every skill from `sources` (manifest folders, .jsonl dumps, directory trees)."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    report = IngestReport(sources=[str(s) for s in sources])
+    loader = _Loader(report, max_file_bytes, progress)
+    for source in sources:
+        loader.load_source(Path(source))
+    report.skills_loaded = len(loader.records)
+    report.references_loaded = sum(len(r.references) for r in loader.records)
+    return loader.records, report
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading one file
+
+
+@dataclass(slots=True)
+class _Decoded:
+    text: str | None
+    reason: str = ""
+    detail: str = ""
+    replaced: int = 0
+
+
+def _stat_problem(path: Path) -> tuple[str, str] | None:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return SKIP_SYMLINK_LOOP, "symbolic link loop"
+        if path.is_symlink():
+            return SKIP_BROKEN_SYMLINK, f"link target missing: {os.readlink(path)}"
+        return SKIP_UNREADABLE, exc.strerror or str(exc)
+    return None
+
+
+def read_text_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> _Decoded:
+    problem = _stat_problem(path)
+    if problem:
+        return _Decoded(None, *problem)
+    size = path.stat().st_size
+    if size > max_bytes:
+        return _Decoded(None, SKIP_TOO_LARGE, f"{size} bytes > limit {max_bytes}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return _Decoded(None, SKIP_UNREADABLE, exc.strerror or str(exc))
+    return decode_bytes(data)
+
+
+def decode_bytes(data: bytes) -> _Decoded:
+    if not data.strip():
+        return _Decoded(None, SKIP_EMPTY, "no content" if not data else "only whitespace")
+    if b"\x00" in data[:8192]:
+        return _Decoded(None, SKIP_BINARY, "NUL bytes in the first 8 KiB")
+    try:
+        return _Decoded(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        first_error = f"first bad byte at offset {exc.start}"
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    replaced = text.count("\ufffd")
+    if replaced > MAX_REPLACEMENT_RATIO * max(len(text), 1):
+        return _Decoded(None, SKIP_NOT_UTF8, f"{replaced} of {len(text)} characters do not decode")
+    return _Decoded(text, detail=f"{replaced} undecodable byte sequence(s) replaced; {first_error}", replaced=replaced)
+
+
+def has_headings(body: str) -> bool:
+    """True when `body` has an ATX heading outside fenced code (a cheap check for the report)."""
+    fence: str | None = None
+    for line in body.splitlines():
+        m = _FENCE_LINE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * 3
+            elif marker.startswith(fence):
+                fence = None
+            continue
+        if fence is None and _HEADING_LINE.match(line):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------------
+# Provenance helpers for plain directory trees
+
+_LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "COPYING", "COPYING.md")
+
+
+def detect_license(text: str) -> str:
+    """Best-effort SPDX identifier from a license file's text."""
+    head = text[:3000].lower()
+    if "apache license" in head and "version 2.0" in head:
+        return "Apache-2.0"
+    if "permission is hereby granted, free of charge" in head:
+        return "MIT"
+    if "creative commons" in head and "sharealike" in head.replace("-", "").replace(" ", ""):
+        return "CC-BY-SA-4.0"
+    if "creative commons" in head and "attribution" in head:
+        return "CC-BY-4.0"
+    if "redistribution and use in source and binary forms" in head:
+        return "BSD"
+    if "gnu general public license" in head:
+        return "GPL"
+    if "mozilla public license" in head:
+        return "MPL-2.0"
+    if "this is free and unencumbered software" in head:
+        return "Unlicense"
+    return "unknown"
+
+
+def _git_provenance(root: Path) -> tuple[str | None, str]:
+    """(owner/name from the origin remote, HEAD commit) of a git checkout at `root`, if any."""
+    git = root / ".git"
+    if not git.is_dir():
+        return None, ""
+    repo = None
+    try:
+        config = (git / "config").read_text(encoding="utf-8", errors="replace")
+        m = re.search(r'\[remote "origin"\][^\[]*?url\s*=\s*(\S+)', config)
+        if m:
+            tail = re.sub(r"\.git$", "", m.group(1).rstrip("/"))
+            parts = re.split(r"[/:]", tail)
+            if len(parts) >= 2:
+                repo = f"{parts[-2]}/{parts[-1]}"
+    except OSError:
+        pass
+    commit = ""
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:]
+            ref_file = git / ref
+            if ref_file.is_file():
+                commit = ref_file.read_text().strip()
+            elif (git / "packed-refs").is_file():
+                for line in (git / "packed-refs").read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        commit = line.split()[0]
+        else:
+            commit = head
+    except OSError:
+        pass
+    return repo, commit
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+class _Loader:
+    def __init__(self, report: IngestReport, max_bytes: int, progress: ProgressFn | None):
+        self.report = report
+        self.max_bytes = max_bytes
+        self.progress = progress
+        self.records: list[SkillRecord] = []
+        self.seen_hashes: dict[str, str] = {}
+
+    # ---- dispatch
+    def load_source(self, source: Path) -> None:
+        label = str(source)
+        problem = _stat_problem(source)
+        if problem:
+            self.report.skip(label, label, *problem)
+        elif source.is_dir() and (source / MANIFEST_FILE).is_file():
+            self._load_manifest(source)
+        elif source.is_dir():
+            self._load_tree(source)
+        elif source.suffix == ".jsonl":
+            self._load_jsonl(source)
+        elif source.name == SKILL_FILE:
+            self._load_tree_skill(source.parent, [], source.parent.parent, label, "local/" + source.parent.name, "")
+        else:
+            self.report.skip(label, label, SKIP_NOT_A_SOURCE,
+                             "expected a folder, a .jsonl dump, a SKILL.md or a folder with MANIFEST.jsonl")
+
+    def _tick(self, done: int, total: int | None) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
+
+    # ---- shared record construction
+    def _add_record(self, source: str, *, record_id: str, text: str, repo: str, path: str, commit: str,
+                    license: str, references: list[RefDoc], fallback_name: str,
+                    extra_metadata: dict[str, Any] | None = None, known_name: str | None = None,
+                    known_description: str | None = None) -> SkillRecord | None:
+        content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if content_hash in self.seen_hashes:
+            self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE,
+                             f"same SKILL.md text as {self.seen_hashes[content_hash]}")
+            return None
+        fm = parse_front_matter(text)
+        label = path_label(repo, path)
+        if fm.issue:
+            self.report.note(source, label, fm.issue, fm.detail)
+        data = dict(fm.data)
+        name = _as_text(data.pop("name", None)) or (known_name or "")
+        description = _as_text(data.pop("description", None)) or (known_description or "")
+        if not name:
+            name = fallback_name
+            self.report.note(source, label, NOTE_NO_NAME, f"name taken from the folder: {fallback_name}")
+        if not has_headings(fm.body):
+            self.report.note(source, label, NOTE_NO_HEADINGS, "the body becomes a single section")
+        metadata = {k: v for k, v in data.items()}
+        if extra_metadata:
+            metadata.update(extra_metadata)
+        record = SkillRecord(id=record_id, name=name, description=description, body=fm.body, text=text,
+                             metadata=metadata, repo=repo, path=path, commit=commit, license=license,
+                             references=references, content_hash=content_hash)
+        self.seen_hashes[content_hash] = record_id
+        self.records.append(record)
+        return record
+
+    def _decode_file(self, source: str, file: Path, label: str) -> str | None:
+        decoded = read_text_file(file, self.max_bytes)
+        if decoded.text is None:
+            self.report.skip(source, label, decoded.reason, decoded.detail)
+            return None
+        if decoded.replaced:
+            self.report.note(source, label, NOTE_REPLACED, decoded.detail)
+        return decoded.text
+
+    # ---- manifest folders
+    def _load_manifest(self, root: Path) -> None:
+        source = str(root)
+        rows: list[dict[str, Any]] = []
+        with open(root / MANIFEST_FILE, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw)
+                except ValueError as exc:
+                    self.report.skip(source, f"{MANIFEST_FILE}:{lineno}", SKIP_INVALID_JSON, str(exc))
+                    continue
+                if not isinstance(row, dict) or "id" not in row:
+                    self.report.skip(source, f"{MANIFEST_FILE}:{lineno}", SKIP_INVALID_JSON, "row without an id")
+                    continue
+                rows.append(row)
+        refs_by_skill: dict[str, list[dict[str, Any]]] = {}
+        skills: list[dict[str, Any]] = []
+        for row in rows:
+            if row.get("kind", "skill") == "skill" and row.get("skill", row["id"]) == row["id"]:
+                skills.append(row)
+            else:
+                refs_by_skill.setdefault(str(row.get("skill")), []).append(row)
+        files_dir = root / "skills"
+        total = len(rows)
+        done = 0
+        skill_ids = set()
+        for row in skills:
+            skill_ids.add(row["id"])
+            references: list[RefDoc] = []
+            for ref in refs_by_skill.get(row["id"], []):
+                self.report.files_seen += 1
+                text = self._manifest_file(source, files_dir, ref)
+                if text is not None:
+                    references.append(RefDoc(path=str(ref.get("path") or ref["id"]), text=text))
+            self.report.files_seen += 1
+            text = self._manifest_file(source, files_dir, row)
+            done += 1 + len(refs_by_skill.get(row["id"], []))
+            self._tick(done, total)
+            if text is None:
+                for ref in references:
+                    self.report.skip(source, ref.path, SKIP_ORPHAN_REFERENCE, f"its skill {row['id']} was skipped")
+                continue
+            path = str(row.get("path") or row["id"])
+            extra = {k: row[k] for k in ("near_duplicate_of",) if row.get(k)}
+            self._add_record(source, record_id=str(row["id"]), text=text, repo=str(row.get("repo") or "unknown"),
+                             path=path, commit=str(row.get("commit") or ""),
+                             license=str(row.get("license") or "unknown"), references=references,
+                             fallback_name=Path(path).parent.name or Path(path).stem, extra_metadata=extra,
+                             known_name=row.get("name"), known_description=row.get("description"))
+        for skill_id, refs in refs_by_skill.items():
+            if skill_id not in skill_ids:
+                for ref in refs:
+                    self.report.files_seen += 1
+                    detail = f"no skill row {skill_id}" if ref.get("skill") else "manifest row names no skill"
+                    self.report.skip(source, path_label(str(ref.get("repo") or ""), str(ref.get("path") or ref["id"])),
+                                     SKIP_ORPHAN_REFERENCE, detail)
+
+    def _manifest_file(self, source: str, files_dir: Path, row: dict[str, Any]) -> str | None:
+        file = files_dir / str(row["id"])
+        label = path_label(str(row.get("repo") or ""), str(row.get("path") or row["id"]))
+        if not file.exists() and not file.is_symlink():
+            self.report.skip(source, label, SKIP_MISSING_FILE, f"{file} does not exist")
+            return None
+        text = self._decode_file(source, file, label)
+        expected = row.get("sha256")
+        if text is not None and expected:
+            actual = hashlib.sha256(file.read_bytes()).hexdigest()
+            if actual != expected:
+                self.report.note(source, label, NOTE_SHA_MISMATCH, "file differs from its manifest row")
+        return text
+
+    # ---- .jsonl dumps
+    def _load_jsonl(self, file: Path) -> None:
+        source = str(file)
+        try:
+            total = file.stat().st_size
+            fh = open(file, "rb")
+        except OSError as exc:
+            self.report.skip(source, source, SKIP_UNREADABLE, str(exc))
+            return
+        with fh:
+            position = 0
+            for lineno, raw in enumerate(fh, 1):
+                position += len(raw)
+                if lineno % 500 == 0:
+                    self._tick(position, total)
+                if not raw.strip():
+                    continue
+                self.report.files_seen += 1
+                self._jsonl_line(source, f"{file.name}:{lineno}", raw)
+            self._tick(total, total)
+
+    def _jsonl_line(self, source: str, where: str, raw: bytes) -> None:
+        if len(raw) > self.max_bytes:
+            self.report.skip(source, where, SKIP_TOO_LARGE, f"{len(raw)} bytes > limit {self.max_bytes}")
+            return
+        decoded = decode_bytes(raw)
+        if decoded.text is None:
+            self.report.skip(source, where, decoded.reason, decoded.detail)
+            return
+        try:
+            row = json.loads(decoded.text)
+        except ValueError as exc:
+            self.report.skip(source, where, SKIP_INVALID_JSON, str(exc))
+            return
+        if not isinstance(row, dict):
+            self.report.skip(source, where, SKIP_INVALID_JSON, "line is not a JSON object")
+            return
+        text = _as_text(row.get("text") or row.get("content") or row.get("skill_md") or row.get("markdown"))
+        if not text and row.get("body"):
+            front = {k: row[k] for k in ("name", "description") if row.get(k)}
+            text = ("---\n" + yaml_dump(front) + "---\n" if front else "") + _as_text(row["body"])
+        if not text or not text.strip():
+            self.report.skip(source, where, SKIP_MISSING_TEXT, "no text/content/body field")
+            return
+        repo = _as_text(row.get("repo")) or "unknown"
+        path = _as_text(row.get("path")) or where
+        if decoded.replaced:
+            self.report.note(source, path_label(repo, path), NOTE_REPLACED, decoded.detail)
+        references = []
+        for ref in row.get("references") or []:
+            if isinstance(ref, dict) and _as_text(ref.get("text") or ref.get("content")).strip():
+                references.append(RefDoc(path=_as_text(ref.get("path")) or "reference.md",
+                                         text=_as_text(ref.get("text") or ref.get("content"))))
+        content_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        record_id = _as_text(row.get("id")) or (f"{repo}/{path}" if row.get("path") else f"jsonl:{content_id}")
+        extra = row.get("metadata") if isinstance(row.get("metadata"), dict) else None
+        self._add_record(source, record_id=record_id, text=text, repo=repo, path=path,
+                         commit=_as_text(row.get("commit")), license=_as_text(row.get("license")) or "unknown",
+                         references=references, fallback_name=Path(path).parent.name or content_id,
+                         extra_metadata=extra)
+
+    # ---- directory trees
+    def _load_tree(self, root: Path) -> None:
+        source = str(root)
+        git_repo, commit = _git_provenance(root)
+        repo = git_repo or f"local/{root.resolve().name}"
+        md_files = self._walk(root, source)
+        skill_dirs = {f.parent for f in md_files if f.name == SKILL_FILE}
+        refs: dict[Path, list[Path]] = {d: [] for d in skill_dirs}
+        for f in md_files:
+            if f.name == SKILL_FILE:
+                continue
+            owner = next((p for p in f.parents if p in skill_dirs), None)
+            rel = f.relative_to(root).as_posix()
+            if owner is None:
+                self.report.files_seen += 1
+                self.report.skip(source, rel, SKIP_OUTSIDE_SKILL, "markdown file not inside a skill folder")
+            elif _BOILERPLATE.match(f.name):
+                self.report.files_seen += 1
+                self.report.skip(source, rel, SKIP_BOILERPLATE, "license/changelog file, not skill content")
+            else:
+                refs[owner].append(f)
+        ordered = sorted(skill_dirs, key=lambda d: d.relative_to(root).as_posix())
+        for i, skill_dir in enumerate(ordered, 1):
+            self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), root, source, repo, commit)
+            self._tick(i, len(ordered))
+
+    def _load_tree_skill(self, skill_dir: Path, ref_files: list[Path], root: Path, source: str, repo: str,
+                         commit: str) -> None:
+        rel_dir = skill_dir.relative_to(root).as_posix()
+        skill_path = f"{rel_dir}/{SKILL_FILE}" if rel_dir != "." else SKILL_FILE
+        references = []
+        for ref in ref_files:
+            self.report.files_seen += 1
+            rel = ref.relative_to(root).as_posix()
+            text = self._decode_file(source, ref, rel)
+            if text is not None:
+                references.append(RefDoc(path=rel, text=text))
+        self.report.files_seen += 1
+        text = self._decode_file(source, skill_dir / SKILL_FILE, skill_path)
+        if text is None:
+            for ref in references:
+                self.report.skip(source, ref.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
+            return
+        self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
+                         commit=commit, license=self._tree_license(skill_dir, root), references=references,
+                         fallback_name=skill_dir.name if rel_dir != "." else root.resolve().name)
+
+    def _tree_license(self, skill_dir: Path, root: Path) -> str:
+        for folder in (skill_dir, *skill_dir.parents):
+            for name in _LICENSE_NAMES:
+                candidate = folder / name
+                if candidate.is_file():
+                    try:
+                        return detect_license(candidate.read_text(encoding="utf-8", errors="replace"))
+                    except OSError:
+                        return "unknown"
+            if folder == root:
+                break
+        return "unknown"
+
+    def _walk(self, root: Path, source: str) -> list[Path]:
+        """All .md files below `root`. Symlinked folders are followed once; a link that leads back into
+        a folder already walked (or that cannot resolve) is reported instead of followed."""
+        found: list[Path] = []
+        visited = {os.path.realpath(root)}
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError as exc:
+                self.report.skip(source, str(folder), SKIP_UNREADABLE, exc.strerror or str(exc))
+                continue
+            for entry in entries:
+                if entry.name in _SKIPPED_DIRS:
+                    continue
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    rel = path.relative_to(root).as_posix()
+                    try:
+                        real = os.path.realpath(path, strict=True)
+                    except OSError as exc:
+                        is_md = entry.name.endswith(".md")
+                        if exc.errno == errno.ELOOP:
+                            self.report.skip(source, rel, SKIP_SYMLINK_LOOP, "symbolic link loop")
+                        elif is_md or exc.errno != errno.ENOENT:
+                            self.report.skip(source, rel, SKIP_BROKEN_SYMLINK, f"cannot resolve: {exc.strerror}")
+                        if is_md:
+                            self.report.files_seen += 1
+                        continue
+                    if os.path.isdir(real):
+                        if real in visited:
+                            self.report.skip(source, rel, SKIP_SYMLINK_LOOP,
+                                             f"links to a folder already walked: {real}")
+                            continue
+                        visited.add(real)
+                        stack.append(path)
+                    elif entry.name.endswith(".md"):
+                        found.append(path)
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    real = os.path.realpath(path)
+                    if real not in visited:
+                        visited.add(real)
+                        stack.append(path)
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    found.append(path)
+        return found
+
+
+def path_label(repo: str, path: str) -> str:
+    return f"{repo}/{path}" if repo else path
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (list, tuple)):
+        return " ".join(_as_text(v) for v in value)
+    return str(value).strip()
+
+
+def yaml_dump(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def iter_documents(record: SkillRecord) -> Iterable[tuple[str, str]]:
+    """(path, text) of the skill file and each reference."""
+    yield record.path, record.text
+    for ref in record.references:
+        yield ref.path, ref.text
