@@ -1,0 +1,121 @@
+"""The WebShop harness: shopping goals as RASO tasks, one text shop per task."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import ClassVar
+
+from raso.harness import Harness, Task, TextEnv
+
+from harnesses.webshop.catalog import Catalog, CatalogError, Goal
+from harnesses.webshop.env import WebShopEnv
+from harnesses.webshop.search import ProductSearch
+
+RESOURCE_DIR = Path(__file__).resolve().parent
+# The standard WebShop split of the (shuffled) human goals: test 0-499, val 500-1499, train the rest.
+OFFICIAL_TEST, OFFICIAL_VAL_END = 500, 1500
+
+
+def _find_one(data_dir: Path, pattern: str, required: bool = True) -> Path | None:
+    matches = sorted(data_dir.glob(pattern))
+    if len(matches) > 1:
+        raise CatalogError(f"several files match {pattern} in {data_dir}: {[m.name for m in matches]}; "
+                           "pass the paths explicitly")
+    if not matches:
+        if required:
+            raise CatalogError(f"no {pattern} in {data_dir} (the official WebShop data folder holds "
+                               "items_shuffle_*.json, items_ins_v2_*.json and items_human_ins.json)")
+        return None
+    return matches[0]
+
+
+def split_goals(goals: list[Goal], seed: int = 233) -> dict[str, list[Goal]]:
+    """Shuffle the goals with `seed` (as the original server does) and cut them into splits.
+
+    With the official data (more than 1,500 goals) the cut is WebShop's: test = first 500, val = next 1,000,
+    train = the rest. A smaller goal set is cut in the same order by proportion: test = first half,
+    val = the next sixth, train = the remaining third (the shipped 60-goal catalog: 30 / 10 / 20).
+    """
+    shuffled = list(goals)
+    random.Random(seed).shuffle(shuffled)
+    if len(shuffled) > OFFICIAL_VAL_END:
+        test_end, val_end = OFFICIAL_TEST, OFFICIAL_VAL_END
+    else:
+        test_end = len(shuffled) // 2
+        val_end = test_end + len(shuffled) // 6
+    return {"train": shuffled[val_end:], "val": shuffled[test_end:val_end], "test": shuffled[:test_end]}
+
+
+class WebShopHarness(Harness):
+    """Text-mode WebShop. Without arguments it uses the small catalog shipped with raso (60 products, 60 goals);
+    pass `data_dir` (a folder with the official files) or the file paths for real runs."""
+
+    name: ClassVar[str] = "webshop"
+    resource_dir: ClassVar[Path] = RESOURCE_DIR
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        products_path: str | Path | None = None,
+        attributes_path: str | Path | None = None,
+        human_goals_path: str | Path | None = None,
+        reviews_path: str | Path | None = None,
+        num_products: int | None = None,
+        max_steps: int = 15,
+        seed: int = 233,
+    ):
+        self.max_steps = max_steps
+        self.seed = seed
+        if data_dir is not None:
+            folder = Path(data_dir)
+            if not folder.is_dir():
+                raise CatalogError(f"WebShop data folder not found: {folder}")
+            products_path = products_path or _find_one(folder, "items_shuffle*.json")
+            attributes_path = attributes_path or _find_one(folder, "items_ins_v2*.json")
+            human_goals_path = human_goals_path or _find_one(folder, "items_human_ins*.json")
+            reviews_path = reviews_path or _find_one(folder, "reviews*.json", required=False)
+        if products_path is None and attributes_path is None and human_goals_path is None:
+            self.catalog = Catalog.small(seed=seed)
+        elif products_path and attributes_path and human_goals_path:
+            self.catalog = Catalog.load(products_path, attributes_path, human_goals_path, reviews_path,
+                                        num_products=num_products, seed=seed)
+        else:
+            raise CatalogError("give all three of products_path, attributes_path and human_goals_path "
+                               "(or a data_dir holding them)")
+        if not self.catalog.goals:
+            raise CatalogError("the WebShop data holds no usable goals (human goals need attributes)")
+        self._goals = {g.id: g for g in self.catalog.goals}
+        self._search: ProductSearch | None = None
+        self._splits: dict[str, list[Task]] | None = None
+
+    @property
+    def search(self) -> ProductSearch:
+        if self._search is None:
+            self._search = ProductSearch(self.catalog.products)
+        return self._search
+
+    def splits(self) -> dict[str, list[Task]]:
+        if self._splits is None:
+            self._splits = {
+                split: [self._task(goal) for goal in goals]
+                for split, goals in split_goals(self.catalog.goals, self.seed).items()
+            }
+        return self._splits
+
+    @staticmethod
+    def _task(goal: Goal) -> Task:
+        return Task(id=goal.id, instruction=goal.instruction_text, metadata={
+            "asin": goal.asin, "category": goal.category, "query": goal.query,
+            "attributes": goal.attributes, "goal_options": goal.goal_options, "price_upper": goal.price_upper,
+        })
+
+    def goal(self, task: Task) -> Goal:
+        try:
+            return self._goals[task.id]
+        except KeyError:
+            raise ValueError(f"task {task.id!r} is not a goal of this WebShop catalog") from None
+
+    def make_env(self, task: Task) -> TextEnv:
+        return WebShopEnv(self.catalog, self.search, self.goal(task), max_steps=self.max_steps)
