@@ -1,0 +1,121 @@
+"""The shared retrieve-and-adapt pipeline of RASI and RASU.
+
+For each (requirement, query): retrieve the top-K corpus sections, then either adapt them into one
+lesson (Cross-Harness Adaptation) or, for the adaptation-off ablation, keep them raw as quoted material.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from raso.llm import LLMGateway, StructuredOutputError
+
+from . import roles
+from .render import PromptLimits, render_section
+from .types import Lesson, RetrievedSection, SectionRef
+
+if TYPE_CHECKING:
+    from raso.retrievers import SectionSearcher
+
+
+def to_retrieved(hit: Any) -> RetrievedSection:
+    """A corpus_tools.index.Hit (section + score) as a record with provenance."""
+    section = hit.section
+    return RetrievedSection(
+        ref=SectionRef(repo=section.repo, path=section.path, commit=section.commit,
+                       heading_path=section.heading_path, section_id=section.id),
+        skill_name=section.skill_name,
+        text=section.text,
+        score=float(hit.score),
+        license=getattr(section, "license", "") or "",
+    )
+
+
+def retrieve(
+    retriever: "SectionSearcher",
+    query: str,
+    k: int,
+    *,
+    exclude_repos: Sequence[str] = (),
+    exclude_skills: Sequence[str] = (),
+) -> list[RetrievedSection]:
+    hits = retriever.search(query, k=k, exclude_repos=tuple(exclude_repos), exclude_skills=tuple(exclude_skills))
+    return [to_retrieved(hit) for hit in hits[:k]]
+
+
+def raw_lesson(requirement: str, sections: Sequence[RetrievedSection], limits: PromptLimits) -> Lesson:
+    """Adaptation off: the sections themselves, quoted with provenance, stand in for the lesson."""
+    return Lesson(
+        requirement=requirement,
+        text="\n".join(render_section(s, limits.section_chars) for s in sections),
+        sources=[s.ref for s in sections],
+        adapted=False,
+    )
+
+
+def adapt_lesson(
+    gw: LLMGateway,
+    *,
+    requirement: str,
+    task_description: str,
+    harness_description: str,
+    sections: Sequence[RetrievedSection],
+    limits: PromptLimits,
+) -> Lesson:
+    """One adaptation call. The lesson's requirement and sources come from the inputs, never from the
+    model's reply, so text in a section cannot retarget the lesson or forge its provenance."""
+    out = roles.adapt(gw, roles.AdaptationInput(
+        requirement=requirement, task_description=task_description, harness_description=harness_description,
+        sections=list(sections),
+    ), limits)
+    return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])
+
+
+def gather_lessons(
+    gw: LLMGateway,
+    *,
+    items: Sequence[tuple[str, str]],
+    task_description: str,
+    harness_description: str,
+    retriever: "SectionSearcher",
+    k: int,
+    adapt: bool,
+    limits: PromptLimits,
+    exclude_repos: Sequence[str] = (),
+    exclude_skills: Sequence[str] = (),
+    workers: int = 1,
+) -> tuple[list[Lesson], list[list[RetrievedSection]], list[str]]:
+    """Retrieve and adapt each (requirement, query) pair.
+
+    Returns (lessons, retrieved sections per item, errors). An item whose query finds nothing gets no
+    lesson; an item whose adaptation reply is junk (StructuredOutputError) is skipped and reported in
+    errors, so one bad reply does not sink a whole initialization or update. Order follows `items`.
+    """
+    retrieved = [
+        retrieve(retriever, query, k, exclude_repos=exclude_repos, exclude_skills=exclude_skills)
+        for _, query in items
+    ]
+
+    def one(index: int) -> Lesson | str | None:
+        requirement = items[index][0]
+        sections = retrieved[index]
+        if not sections:
+            return None
+        if not adapt:
+            return raw_lesson(requirement, sections, limits)
+        try:
+            return adapt_lesson(gw, requirement=requirement, task_description=task_description,
+                                harness_description=harness_description, sections=sections, limits=limits)
+        except StructuredOutputError as exc:
+            return f"adaptation for requirement {index + 1} ({requirement[:80]!r}) skipped: {exc}"
+
+    if workers > 1 and adapt and len(items) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(one, range(len(items))))
+    else:
+        results = [one(i) for i in range(len(items))]
+    lessons = [r for r in results if isinstance(r, Lesson)]
+    errors = [r for r in results if isinstance(r, str)]
+    return lessons, retrieved, errors

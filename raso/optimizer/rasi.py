@@ -1,0 +1,88 @@
+"""RASI (retrieval-augmented skill initialization) and its retrieval-free control RFSI. Zero rollouts.
+
+query-init turns (T, H) into M requirement/query pairs; RASI retrieves K sections per query and adapts
+them into one lesson each; skill-init writes s0. RFSI runs the same query-init and the same skill-init
+prompt with the lessons block left out. `adapt=False` pastes the raw sections instead of lessons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from raso.llm import LLMGateway
+
+from . import roles
+from .adaptation import gather_lessons
+from .render import PromptLimits
+from .skills import draft_to_skill, fallback_description, fallback_name
+from .types import InitMode, InitResult, Requirement
+
+if TYPE_CHECKING:
+    from raso.retrievers import SectionSearcher
+
+
+def _dedupe(requirements: Sequence[Requirement], limit: int) -> list[Requirement]:
+    seen: set[str] = set()
+    out: list[Requirement] = []
+    for req in requirements:
+        key = " ".join(req.requirement.lower().split())
+        if key and key not in seen:
+            seen.add(key)
+            out.append(req)
+    return out[:limit]
+
+
+def initialize_skill(
+    gw: LLMGateway,
+    *,
+    task_description: str,
+    harness_description: str,
+    retriever: "SectionSearcher | None" = None,
+    k: int = 5,
+    num_requirements: int = 5,
+    adapt: bool = True,
+    skill_name: str | None = None,
+    exclude_repos: Sequence[str] = (),
+    exclude_skills: Sequence[str] = (),
+    limits: PromptLimits | None = None,
+    workers: int = 1,
+) -> InitResult:
+    """Write the initial skill s0. `retriever=None` is RFSI; `adapt=False` is RASI without adaptation.
+
+    Raises StructuredOutputError when query-init or skill-init return junk (a junk lesson is only skipped
+    and noted in `errors`) and LLMError when the model cannot be reached.
+    """
+    if num_requirements < 1:
+        raise ValueError("num_requirements must be at least 1")
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    limits = limits or PromptLimits()
+    plan = roles.query_init(gw, roles.QueryInitInput(
+        task_description=task_description, harness_description=harness_description,
+        num_requirements=num_requirements,
+    ), limits)
+    requirements = _dedupe(plan.requirements, num_requirements)
+
+    mode: InitMode = "rfsi"
+    lessons, retrieved, errors = [], [], []
+    if retriever is not None:
+        mode = "rasi" if adapt else "rasi-raw"
+        lessons, retrieved, errors = gather_lessons(
+            gw, items=[(r.requirement, r.query) for r in requirements], task_description=task_description,
+            harness_description=harness_description, retriever=retriever, k=k, adapt=adapt, limits=limits,
+            exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers,
+        )
+
+    draft = roles.skill_init(gw, roles.SkillInitInput(
+        task_description=task_description, harness_description=harness_description,
+        requirements=requirements, lessons=lessons,
+    ), limits)
+    skill = draft_to_skill(
+        draft,
+        default_name=skill_name or fallback_name(task_description),
+        default_description=fallback_description(task_description),
+        keep_name=skill_name is not None,
+    )
+    return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=lessons, retrieved=retrieved,
+                      errors=errors)

@@ -1,0 +1,218 @@
+"""The RASO agent roles. Each role is one function: a pydantic input, a `.md` prompt template in
+`prompts/`, one structured gateway call (role "optimizer", its own stage name), a pydantic output.
+
+`*_messages(inp, limits)` builds the exact messages a role sends, so tests and run logs can inspect them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raso.harness import Rollout
+from raso.llm import LLMGateway
+from raso.skill import Skill
+
+from .render import (
+    PromptLimits,
+    numbered,
+    render_description,
+    render_gradients,
+    render_items,
+    render_lessons_block,
+    render_sections,
+    render_skill,
+    render_trajectories,
+)
+from .types import Gradient, Lesson, Requirement, RetrievedSection
+
+OPTIMIZER_ROLE = "optimizer"
+PROMPTS_DIR = Path(__file__).with_name("prompts")
+
+STAGE_QUERY_INIT = "rasi.query_init"
+STAGE_ADAPT = "adapt"
+STAGE_SKILL_INIT = "rasi.skill_init"
+STAGE_GRADIENT = "rasu.gradient"
+STAGE_MERGE = "rasu.merge"
+STAGE_UPDATE = "rasu.update"
+
+
+@cache
+def template(name: str) -> Template:
+    return Template((PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8"))
+
+
+def _messages(name: str, **values: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": template("system").template.strip()},
+        {"role": "user", "content": template(name).substitute(**values).strip()},
+    ]
+
+
+def _tokens(limit: int | None) -> dict[str, Any]:
+    return {} if limit is None else {"max_tokens": limit}
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_description: str
+    harness_description: str
+
+
+# ---------------------------------------------------------------------------------------------- query-init
+class QueryInitInput(_Input):
+    num_requirements: int = Field(ge=1)
+
+
+class QueryInitOutput(BaseModel):
+    requirements: list[Requirement] = Field(min_length=1)
+
+
+def query_init_messages(inp: QueryInitInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages(
+        "query_init",
+        task_description=render_description(inp.task_description, limits),
+        harness_description=render_description(inp.harness_description, limits),
+        num_requirements=str(inp.num_requirements),
+    )
+
+
+def query_init(gw: LLMGateway, inp: QueryInitInput, limits: PromptLimits) -> QueryInitOutput:
+    """(T, H) -> M requirement/query pairs."""
+    return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits), QueryInitOutput,
+                         stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens))
+
+
+# ---------------------------------------------------------------------------------------------- adaptation
+class AdaptationInput(_Input):
+    requirement: str
+    sections: list[RetrievedSection]
+
+
+class AdaptationOutput(BaseModel):
+    """The lesson."""  # only the text: which requirement it serves is fixed by the caller, never by the model
+
+    lesson: str = Field(min_length=1, description="1 to 4 imperative sentences for the target harness")
+
+
+def adaptation_messages(inp: AdaptationInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages(
+        "adaptation",
+        requirement=" ".join(inp.requirement.split()),
+        task_description=render_description(inp.task_description, limits),
+        harness_description=render_description(inp.harness_description, limits),
+        sections=render_sections(inp.sections, limits.section_chars),
+    )
+
+
+def adapt(gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits) -> AdaptationOutput:
+    """Cross-Harness Adaptation: (c, T, H, K sections) -> one lesson."""
+    return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits), AdaptationOutput,
+                         stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens))
+
+
+# ---------------------------------------------------------------------------------------------- skill drafts
+class SkillDraft(BaseModel):
+    """An agent skill (SKILL.md)."""  # raso.optimizer.skills.draft_to_skill turns it into a valid Skill
+
+    name: str = Field(default="", description="short lowercase-hyphenated name")
+    description: str = Field(default="", description="one sentence: what the skill does and when to use it")
+    body: str = Field(min_length=1, description="the markdown body of the skill")
+
+
+class SkillInitInput(_Input):
+    requirements: list[Requirement]
+    lessons: list[Lesson] = Field(default_factory=list)
+
+
+def skill_init_messages(inp: SkillInitInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages(
+        "skill_init",
+        task_description=render_description(inp.task_description, limits),
+        harness_description=render_description(inp.harness_description, limits),
+        requirements=numbered(r.requirement for r in inp.requirements),
+        lessons_block=render_lessons_block(inp.lessons, purpose="requirement"),
+    )
+
+
+def skill_init(gw: LLMGateway, inp: SkillInitInput, limits: PromptLimits) -> SkillDraft:
+    """(T, H, requirements, lessons) -> s0. Without lessons (RFSI) the lessons block is simply absent."""
+    return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits), SkillDraft,
+                         stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens))
+
+
+# ---------------------------------------------------------------------------------------------- gradient-and-query
+class GradientInput(_Input):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    skill: Skill
+    rollouts: list[Rollout] = Field(min_length=1)
+
+
+class GradientSet(BaseModel):
+    gradients: list[Gradient] = Field(default_factory=list)
+
+
+def gradient_messages(inp: GradientInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages(
+        "gradient_query",
+        task_description=render_description(inp.task_description, limits),
+        harness_description=render_description(inp.harness_description, limits),
+        skill=render_skill(inp.skill, limits),
+        trajectories=render_trajectories(inp.rollouts, limits),
+        max_items=str(limits.max_items),
+    )
+
+
+def gradient_query(gw: LLMGateway, inp: GradientInput, limits: PromptLimits) -> GradientSet:
+    """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
+    out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits), GradientSet,
+                        stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens))
+    return GradientSet(gradients=out.gradients[: limits.max_items])
+
+
+# ---------------------------------------------------------------------------------------------- merge
+class MergeInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gradients: list[Gradient] = Field(min_length=1)
+
+
+def merge_messages(inp: MergeInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages("merge", items=render_items(inp.gradients), max_items=str(limits.max_items))
+
+
+def merge(gw: LLMGateway, inp: MergeInput, limits: PromptLimits) -> GradientSet:
+    """All chunk outputs -> one consolidated set (same failure mode merged, redundant queries dropped)."""
+    out = gw.structured(OPTIMIZER_ROLE, merge_messages(inp, limits), GradientSet,
+                        stage=STAGE_MERGE, **_tokens(limits.plan_tokens))
+    return GradientSet(gradients=out.gradients[: limits.max_items])
+
+
+# ---------------------------------------------------------------------------------------------- skill-update
+class SkillUpdateInput(_Input):
+    skill: Skill
+    gradients: list[Gradient] = Field(min_length=1)
+    lessons: list[Lesson] = Field(default_factory=list)
+
+
+def skill_update_messages(inp: SkillUpdateInput, limits: PromptLimits) -> list[dict[str, Any]]:
+    return _messages(
+        "skill_update",
+        task_description=render_description(inp.task_description, limits),
+        harness_description=render_description(inp.harness_description, limits),
+        skill=render_skill(inp.skill, limits),
+        gradients=render_gradients(inp.gradients),
+        lessons_block=render_lessons_block(inp.lessons, purpose="failure mode"),
+    )
+
+
+def skill_update(gw: LLMGateway, inp: SkillUpdateInput, limits: PromptLimits) -> SkillDraft:
+    """(s_t, gradients, lessons) -> s_{t+1}. Without lessons (RFSU) the lessons block is simply absent."""
+    return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits), SkillDraft,
+                         stage=STAGE_UPDATE, **_tokens(limits.skill_tokens))

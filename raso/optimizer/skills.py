@@ -1,0 +1,71 @@
+"""Turning a model's skill draft into a valid SKILL.md (`raso.skill.Skill`), filling gaps deterministically."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from raso.llm import StructuredOutputError
+from raso.skill import Skill, SkillParseError, slugify
+
+from .roles import SkillDraft
+
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024  # the Agent Skills limit on `description`
+_HEADING_MARKS = re.compile(r"^[#>*\-\s]+")
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    for line in text.splitlines():
+        line = _HEADING_MARKS.sub("", line).strip()
+        if line:
+            sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+            return sentence[:limit].rstrip()
+    return ""
+
+
+def fallback_name(task_description: str) -> str:
+    words = _first_sentence(task_description).split()[:6]
+    return slugify(" ".join(words), fallback="task-skill")
+
+
+def fallback_description(task_description: str) -> str:
+    sentence = _first_sentence(task_description)
+    return f"How to solve tasks of this kind: {sentence}" if sentence else "How to solve the tasks of this harness."
+
+
+def draft_to_skill(
+    draft: SkillDraft,
+    *,
+    default_name: str,
+    default_description: str,
+    keep_name: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> Skill:
+    """A valid Skill from a draft. A body that is itself a whole SKILL.md is unpacked; a missing name or
+    description gets the default; names are slugified and descriptions flattened and capped.
+
+    `keep_name` pins the name to `default_name` (an update keeps the skill's identity).
+    Raises StructuredOutputError when the draft has no body text at all.
+    """
+    name, description, body = draft.name, draft.description, draft.body.strip()
+    if body.startswith("---"):
+        try:
+            inner = Skill.parse(body)
+        except SkillParseError:
+            pass
+        else:
+            name, description, body = name or inner.name, description or inner.description, inner.body.strip()
+    if not body:
+        raise StructuredOutputError(
+            "the model returned a skill with an empty body",
+            raw_text=draft.model_dump_json(), validation_error="body: empty after stripping front matter",
+        )
+    final_name = default_name if keep_name else slugify(name, fallback="")[:MAX_NAME].strip("-")
+    final_description = " ".join(description.split())[:MAX_DESCRIPTION]
+    return Skill(
+        name=final_name or slugify(default_name, fallback="task-skill"),
+        description=final_description or " ".join(default_description.split())[:MAX_DESCRIPTION],
+        body=body + "\n",
+        metadata=dict(metadata or {}),
+    )

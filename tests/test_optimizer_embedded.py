@@ -1,0 +1,41 @@
+"""RASI and RFSI with the real embedded model (Qwen2.5-Coder-0.5B, offline): a few small calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer_helpers import H, T, SpyRetriever, section, stages
+from raso.llm import GatewayConfig, LLMGateway
+from raso.optimizer.rasi import initialize_skill
+from raso.optimizer.render import PromptLimits
+from raso.skill import Skill
+
+pytestmark = pytest.mark.embedded
+
+LIMITS = PromptLimits(plan_tokens=256, lesson_tokens=160, skill_tokens=640, description_chars=800)
+
+
+def _gateway() -> LLMGateway:
+    pytest.importorskip("llama_cpp", reason="the embedded model needs the `local` extra")
+    return LLMGateway(GatewayConfig.for_models())  # local/qwen2.5-coder-0.5b for every role
+
+
+@pytest.mark.parametrize("retrieval", [True, False], ids=["rasi", "rfsi"])
+def test_embedded_init_writes_a_skill_md_with_front_matter(tmp_path, retrieval):
+    gw = _gateway()
+    spy = SpyRetriever([section(1, text="## Empty groups\nWhen a group has no rows, leave its output blank "
+                                        "instead of writing 0.")])
+    init = initialize_skill(gw, task_description=T, harness_description=H, retriever=spy if retrieval else None,
+                            k=1, num_requirements=2, limits=LIMITS)
+    path = init.skill.save(tmp_path / "SKILL.md")
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\nname: ")
+    parsed = Skill.load(path)
+    assert parsed.name and parsed.description and len(parsed.body.strip()) > 20
+    assert 1 <= len(init.requirements) <= 2
+    assert stages(gw)[0] == "rasi.query_init" and stages(gw)[-1] == "rasi.skill_init"
+    if retrieval:
+        assert init.mode == "rasi" and len(spy.calls) == len(init.requirements)
+        assert all(lesson.sources[0].section_id == "sec-1" for lesson in init.lessons)
+    else:
+        assert init.mode == "rfsi" and not spy.calls and "adapt" not in stages(gw)
