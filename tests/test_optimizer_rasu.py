@@ -173,3 +173,15 @@ def test_the_gradient_prompt_fits_a_small_context_for_a_full_minibatch():
     prompt = user_text(calls_of(sm, "gradient")[0])
     assert prompt.count("<trajectory ") == 8
     assert len(prompt) < 6000 + 4000  # trajectory budget + template, descriptions, skill and schema
+
+
+def test_default_limits_are_tighter_for_the_embedded_optimizer_model():
+    from raso.llm import GatewayConfig, LLMGateway
+    from raso.optimizer.render import limits_for
+
+    local = limits_for(LLMGateway(GatewayConfig.for_models(target="local/qwen2.5-coder-0.5b")))
+    remote = limits_for(LLMGateway(GatewayConfig.for_models(target="local/qwen2.5-coder-0.5b",
+                                                            optimizer="openai/gpt-4o-mini")))
+    assert remote == PromptLimits()
+    assert local.section_chars < remote.section_chars and local.trajectory_chars < remote.trajectory_chars
+    assert local.skill_tokens is not None

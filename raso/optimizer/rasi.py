@@ -14,7 +14,7 @@ from raso.llm import LLMGateway
 
 from . import roles
 from .adaptation import gather_lessons
-from .render import PromptLimits
+from .render import PromptLimits, limits_for
 from .skills import draft_to_skill, fallback_description, fallback_name
 from .types import InitMode, InitResult, Requirement
 
@@ -50,6 +50,7 @@ def initialize_skill(
 ) -> InitResult:
     """Write the initial skill s0. `retriever=None` is RFSI; `adapt=False` is RASI without adaptation.
 
+    `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
     Raises StructuredOutputError when query-init or skill-init return junk (a junk lesson is only skipped
     and noted in `errors`) and LLMError when the model cannot be reached.
     """
@@ -57,7 +58,7 @@ def initialize_skill(
         raise ValueError("num_requirements must be at least 1")
     if k < 1:
         raise ValueError("k must be at least 1")
-    limits = limits or PromptLimits()
+    limits = limits or limits_for(gw)
     plan = roles.query_init(gw, roles.QueryInitInput(
         task_description=task_description, harness_description=harness_description,
         num_requirements=num_requirements,

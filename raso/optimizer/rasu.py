@@ -18,7 +18,7 @@ from raso.skill import Skill
 
 from . import roles
 from .adaptation import gather_lessons
-from .render import PromptLimits
+from .render import PromptLimits, limits_for
 from .skills import draft_to_skill
 from .types import Gradient, UpdateMode, UpdateProposal
 
@@ -76,12 +76,13 @@ def propose_update(
     Junk from a gradient call skips that chunk and junk from the merge falls back to the chunk outputs
     (both noted in `errors`); junk from the skill-update call raises StructuredOutputError. When no failure
     mode is found, the proposal is `unchanged` and its candidate is s_t (no update call is made).
+    `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
     """
     if not rollouts:
         raise ValueError("propose_update needs at least one rollout")
     if k < 1:
         raise ValueError("k must be at least 1")
-    limits = limits or PromptLimits()
+    limits = limits or limits_for(gw)
     mode: UpdateMode = "rfsu" if retriever is None else ("rasu" if adapt else "rasu-raw")
     errors: list[str] = []
 

@@ -43,6 +43,23 @@ class PromptLimits(BaseModel):
     skill_tokens: int | None = Field(default=None, description="skill-init and skill-update replies")
 
 
+LOCAL_PROVIDER_PREFIX = "local/"
+
+
+def limits_for(gateway: object) -> PromptLimits:
+    """Default budgets for the gateway's optimizer model: tighter for the embedded model (8k context,
+    ~20 tokens/s on one core), the generous defaults for everything else."""
+    try:
+        _, role = gateway.config.resolve_role("optimizer")  # type: ignore[attr-defined]
+        model = role.model
+    except Exception:  # a gateway stand-in without a config: the defaults
+        return PromptLimits()
+    if model.startswith(LOCAL_PROVIDER_PREFIX):
+        return PromptLimits(description_chars=2500, section_chars=800, trajectory_chars=4000, step_chars=300,
+                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=900)
+    return PromptLimits()
+
+
 def clip(text: str, limit: int) -> str:
     """The head of `text` within `limit` characters, marking what was cut."""
     text = text.strip()
