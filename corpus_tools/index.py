@@ -1,0 +1,380 @@
+"""BM25 index over skill sections: build, save, load, top-K search with repository/skill filters.
+
+Engine (chosen by measurement, see benchmarks/bench_bm25.py and the corpus notes): an inverted index
+in compressed-sparse-row form over terms, holding for every (term, section) pair its precomputed BM25
+term weight ("eager" scoring, as bm25s does). A query sums the weight rows of its terms into a score
+array (numpy fancy-index adds), keeps the candidates that match at least one term, drops filtered
+repositories/skills *before* ranking (so K results come back whenever K unfiltered matches exist),
+and selects the top K with `argpartition`. Ties are broken by section order, so results are
+deterministic. Sections are stored column-wise (one UTF-8 blob + offsets per text column, small
+tables for provenance), so a million sections do not become a million Python objects, and a saved
+index is memory-mapped on load.
+
+Scoring: score(q, d) = sum over query tokens t (repeated tokens count again) of
+    idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+with two idf variants:
+* "lucene" (default): ln(1 + (N - n_t + 0.5) / (n_t + 0.5)), always positive;
+* "okapi" (parity with rank-bm25's BM25Okapi): ln((N - n_t + 0.5) / (n_t + 0.5)), where values below
+  zero are replaced by epsilon * (mean idf over the vocabulary) -- exactly rank-bm25's formula.
+The indexed text of a section is its heading path, a newline, then its text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from corpus_tools.sections import Section
+from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
+
+FORMAT_VERSION = 1
+IDF_MODES = ("lucene", "okapi")
+_BATCH = 8192
+_SOURCE_FIELDS = ("skill_id", "skill_name", "repo", "path", "commit", "license")
+
+ProgressFn = Callable[[int, "int | None"], None]
+
+
+@dataclass(slots=True)
+class Hit:
+    section: Section
+    score: float
+
+
+def index_text(section: Section) -> str:
+    """The text BM25 sees for a section."""
+    return f"{section.heading_path}\n{section.text}"
+
+
+class _Blob:
+    """Append-only UTF-8 string column: one byte buffer plus offsets."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.offsets: list[int] = [0]
+
+    def add(self, value: str) -> None:
+        self.data += value.encode("utf-8")
+        self.offsets.append(len(self.data))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.frombuffer(bytes(self.data), dtype=np.uint8), np.asarray(self.offsets, dtype=np.int64)
+
+
+class SectionIndex:
+    """BM25 over sections. Build with `SectionIndex.build`, persist with `save`/`load`."""
+
+    def __init__(self, *, vocab: dict[str, int], indptr: np.ndarray, postings: np.ndarray, weights: np.ndarray,
+                 doc_lengths: np.ndarray, doc_source: np.ndarray, sources: list[dict[str, str]],
+                 blobs: dict[str, tuple[np.ndarray, np.ndarray]], meta: dict[str, Any]):
+        self.vocab = vocab
+        self.indptr = indptr
+        self.postings = postings
+        self.weights = weights
+        self.doc_lengths = doc_lengths
+        self.doc_source = doc_source
+        self.sources = sources
+        self.blobs = blobs
+        self.meta = meta
+        repos = sorted({s["repo"] for s in sources})
+        skills = sorted({s["skill_id"] for s in sources})
+        self._repo_ids = {r: i for i, r in enumerate(repos)}
+        self._skill_ids = {s: i for i, s in enumerate(skills)}
+        source_repo = np.asarray([self._repo_ids[s["repo"]] for s in sources], dtype=np.int32)
+        source_skill = np.asarray([self._skill_ids[s["skill_id"]] for s in sources], dtype=np.int32)
+        self.doc_repo = source_repo[doc_source] if len(sources) else np.zeros(0, np.int32)
+        self.doc_skill = source_skill[doc_source] if len(sources) else np.zeros(0, np.int32)
+
+    # ------------------------------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, sections: Iterable[Section], k1: float = 1.5, b: float = 0.75, *, idf: str = "lucene",
+              epsilon: float = 0.25, dtype: type = np.float32, progress: ProgressFn | None = None,
+              total: int | None = None) -> "SectionIndex":
+        """Index `sections` (any iterable, consumed once). `idf="okapi"` reproduces rank-bm25's
+        BM25Okapi scores; `dtype=np.float64` keeps full precision for exact comparisons."""
+        if idf not in IDF_MODES:
+            raise ValueError(f"idf must be one of {IDF_MODES}, got {idf!r}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        started = time.perf_counter()
+        if total is None and hasattr(sections, "__len__"):
+            total = len(sections)  # type: ignore[arg-type]
+        # A missing token gets the next id on first lookup: the fastest pure-Python term->id map.
+        vocab: dict[str, int] = defaultdict(itertools.count().__next__)
+        texts, headings, ids = _Blob(), _Blob(), _Blob()
+        source_index: dict[tuple[str, ...], int] = {}
+        doc_source: list[int] = []
+        lengths: list[int] = []
+        chunk_docs: list[np.ndarray] = []
+        chunk_terms: list[np.ndarray] = []
+        chunk_tf: list[np.ndarray] = []
+        batch_ids: list[int] = []
+        batch_lengths: list[int] = []
+        n_docs = 0
+
+        def flush() -> None:
+            if not batch_ids:
+                return
+            first = n_docs - len(batch_lengths)
+            terms = np.asarray(batch_ids, dtype=np.int64)
+            docs = np.repeat(np.arange(first, n_docs, dtype=np.int64), batch_lengths)
+            keys, counts = np.unique((docs << 32) | terms, return_counts=True)
+            chunk_docs.append((keys >> 32).astype(np.int32))
+            chunk_terms.append((keys & 0xFFFFFFFF).astype(np.int32))
+            chunk_tf.append(counts.astype(np.int32))
+            batch_ids.clear()
+            batch_lengths.clear()
+
+        for section in sections:
+            tokens = tokenize(index_text(section))
+            batch_ids.extend(map(vocab.__getitem__, tokens))
+            batch_lengths.append(len(tokens))
+            lengths.append(len(tokens))
+            key = (section.skill_id, section.skill_name, section.repo, section.path, section.commit, section.license)
+            src = source_index.get(key)
+            if src is None:
+                src = source_index[key] = len(source_index)
+            doc_source.append(src)
+            texts.add(section.text)
+            headings.add(section.heading_path)
+            ids.add(section.id)
+            n_docs += 1
+            if len(batch_lengths) >= _BATCH:
+                flush()
+                if progress is not None:
+                    progress(n_docs, total)
+        flush()
+        if progress is not None:
+            progress(n_docs, total)
+
+        vocab = dict(vocab)
+        n_terms = len(vocab)
+        doc_lengths = np.asarray(lengths, dtype=np.int32)
+        docs = np.concatenate(chunk_docs) if chunk_docs else np.zeros(0, np.int32)
+        terms = np.concatenate(chunk_terms) if chunk_terms else np.zeros(0, np.int32)
+        tf = np.concatenate(chunk_tf) if chunk_tf else np.zeros(0, np.int32)
+        del chunk_docs, chunk_terms, chunk_tf
+        # Group the (doc, term, tf) triples by term; scipy's COO->CSR conversion is a stable O(nnz)
+        # counting sort, so postings stay in document order within each term.
+        matrix = sp.csr_matrix((tf, (terms, docs)), shape=(n_terms, max(n_docs, 1)))
+        del docs, terms, tf
+        indptr = matrix.indptr.astype(np.int64)
+        postings = matrix.indices.astype(np.int32, copy=False)
+        term_freqs = matrix.data
+        del matrix
+        doc_freq = np.diff(indptr)
+        idf_values = _idf(doc_freq, n_docs, idf, epsilon)
+        avgdl = float(doc_lengths.mean()) if n_docs else 0.0
+        weights = np.empty(len(postings), dtype=dtype)
+        term_of_posting = np.repeat(np.arange(n_terms, dtype=np.int32), doc_freq)
+        step = 4_000_000
+        for start in range(0, len(postings), step):
+            stop = start + step
+            f = term_freqs[start:stop].astype(np.float64)
+            norm = k1 * (1.0 - b + b * doc_lengths[postings[start:stop]] / avgdl) if avgdl else k1 * (1.0 - b)
+            weights[start:stop] = idf_values[term_of_posting[start:stop]] * f * (k1 + 1.0) / (f + norm)
+        del term_of_posting, term_freqs
+        sources = [dict(zip(_SOURCE_FIELDS, key)) for key in source_index]
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "tokenizer": TOKENIZER_VERSION,
+            "k1": k1, "b": b, "idf": idf, "epsilon": epsilon, "dtype": np.dtype(dtype).name,
+            "sections": n_docs, "terms": n_terms, "postings": int(len(postings)), "avgdl": avgdl,
+            "build_seconds": round(time.perf_counter() - started, 3),
+        }
+        return cls(vocab=vocab, indptr=indptr, postings=postings, weights=weights, doc_lengths=doc_lengths,
+                   doc_source=np.asarray(doc_source, dtype=np.int32), sources=sources,
+                   blobs={"text": texts.arrays(), "heading": headings.arrays(), "id": ids.arrays()}, meta=meta)
+
+    # ------------------------------------------------------------------------------------------ query
+    def __len__(self) -> int:
+        return int(self.meta["sections"])
+
+    def query_terms(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """Known term ids of `query` and how often each occurs in it."""
+        counts: dict[int, int] = {}
+        for token in tokenize(query):
+            term = self.vocab.get(token)
+            if term is not None:
+                counts[term] = counts.get(term, 0) + 1
+        return np.fromiter(counts.keys(), np.int64, len(counts)), np.fromiter(counts.values(), np.float64, len(counts))
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every section for `query` (dense, float64; for tests and evaluation)."""
+        terms, qtf = self.query_terms(query)
+        out = np.zeros(len(self), dtype=np.float64)
+        for term, weight in zip(terms, qtf):
+            lo, hi = self.indptr[term], self.indptr[term + 1]
+            out[self.postings[lo:hi]] += weight * self.weights[lo:hi]
+        return out
+
+    def search(self, query: str, k: int = 5, exclude_repos: Iterable[str] = (),
+               exclude_skills: Iterable[str] = ()) -> list[Hit]:
+        """Top-`k` sections for `query`, best first; sections of excluded repositories or skills
+        never appear and do not take a slot. Only sections matching at least one query term count."""
+        docs, scores = self.top_k(query, k, exclude_repos, exclude_skills)
+        return [Hit(self.section(int(d)), float(s)) for d, s in zip(docs, scores)]
+
+    def top_k(self, query: str, k: int = 5, exclude_repos: Iterable[str] = (),
+              exclude_skills: Iterable[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Like `search`, but returns (section numbers, scores) without building Section objects."""
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.float64))
+        if k <= 0 or len(self) == 0:
+            return empty
+        terms, qtf = self.query_terms(query)
+        if len(terms) == 0:
+            return empty
+        starts, stops = self.indptr[terms], self.indptr[terms + 1]
+        total = int((stops - starts).sum())
+        if len(terms) == 1:
+            cand = self.postings[starts[0]:stops[0]]
+            cand_scores = self.weights[starts[0]:stops[0]].astype(np.float64) * qtf[0]
+        elif total * 16 < len(self):
+            # Few postings: merge them by sorting instead of touching an array of every section.
+            cat_docs = np.concatenate([self.postings[lo:hi] for lo, hi in zip(starts, stops)])
+            cat_w = np.concatenate([self.weights[lo:hi] * w for lo, hi, w in zip(starts, stops, qtf)])
+            cand, inverse = np.unique(cat_docs, return_inverse=True)
+            cand_scores = np.bincount(inverse, weights=cat_w, minlength=len(cand))
+        else:
+            acc = np.zeros(len(self), dtype=np.float64 if self.weights.dtype == np.float64 else np.float32)
+            for lo, hi, w in zip(starts, stops, qtf):
+                acc[self.postings[lo:hi]] += self.weights[lo:hi] * acc.dtype.type(w)
+            cand = np.flatnonzero(acc)
+            cand_scores = acc[cand].astype(np.float64)
+        keep = cand_scores > 0
+        mask = self._exclusion_mask(cand, exclude_repos, exclude_skills)
+        if mask is not None:
+            keep &= ~mask
+        if not keep.all():
+            cand, cand_scores = cand[keep], cand_scores[keep]
+        if len(cand) > k:
+            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
+            near = cand_scores >= kth  # every tie at the cut-off, so ties resolve by section order
+            cand, cand_scores = cand[near], cand_scores[near]
+        order = np.lexsort((cand, -cand_scores))[:k]
+        return cand[order].astype(np.int64), cand_scores[order]
+
+    def _exclusion_mask(self, cand: np.ndarray, exclude_repos: Iterable[str],
+                        exclude_skills: Iterable[str]) -> np.ndarray | None:
+        mask = None
+        repo_ids = [self._repo_ids[r] for r in exclude_repos if r in self._repo_ids]
+        if repo_ids:
+            mask = np.isin(self.doc_repo[cand], repo_ids)
+        skill_ids = [self._skill_ids[s] for s in exclude_skills if s in self._skill_ids]
+        if skill_ids:
+            skill_mask = np.isin(self.doc_skill[cand], skill_ids)
+            mask = skill_mask if mask is None else mask | skill_mask
+        return mask
+
+    # ------------------------------------------------------------------------------------------ access
+    def _blob_str(self, name: str, doc: int) -> str:
+        data, offsets = self.blobs[name]
+        return bytes(data[offsets[doc]:offsets[doc + 1]]).decode("utf-8")
+
+    def section(self, doc: int) -> Section:
+        """The `doc`-th section (in build order)."""
+        src = self.sources[int(self.doc_source[doc])]
+        return Section(id=self._blob_str("id", doc), skill_id=src["skill_id"], skill_name=src["skill_name"],
+                       heading_path=self._blob_str("heading", doc), text=self._blob_str("text", doc),
+                       repo=src["repo"], path=src["path"], commit=src["commit"], license=src["license"])
+
+    def iter_sections(self) -> Iterable[Section]:
+        for doc in range(len(self)):
+            yield self.section(doc)
+
+    @property
+    def repos(self) -> list[str]:
+        return list(self._repo_ids)
+
+    @property
+    def skills(self) -> list[str]:
+        return list(self._skill_ids)
+
+    def stats(self) -> dict[str, Any]:
+        repo_counts = np.bincount(self.doc_repo, minlength=len(self._repo_ids)) if len(self) else np.zeros(0)
+        top = sorted(zip(self._repo_ids, repo_counts.tolist()), key=lambda x: -x[1])[:10]
+        return {**{k: v for k, v in self.meta.items()}, "skills": len(self._skill_ids), "repos": len(self._repo_ids),
+                "top_repos": top}
+
+    # ------------------------------------------------------------------------------------------ persist
+    def save(self, directory: str | Path) -> Path:
+        """Write the index to `directory` (created; replaced atomically if it exists)."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        (tmp / "vocab.txt").write_text("\n".join(self.vocab), encoding="utf-8")
+        arrays = {"indptr": self.indptr, "postings": self.postings, "weights": self.weights,
+                  "doc_lengths": self.doc_lengths, "doc_source": self.doc_source}
+        for name, (data, offsets) in self.blobs.items():
+            arrays[f"{name}_blob"] = data
+            arrays[f"{name}_offsets"] = offsets
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+        (tmp / "sources.json").write_text(json.dumps(self.sources, ensure_ascii=False), encoding="utf-8")
+        (tmp / "meta.json").write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+            directory.rename(old)
+            tmp.rename(directory)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(directory)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, *, mmap: bool = True) -> "SectionIndex":
+        """Load an index written by `save`. With `mmap`, the large arrays are memory-mapped."""
+        directory = Path(directory)
+        meta_file = directory / "meta.json"
+        if not meta_file.is_file():
+            raise FileNotFoundError(f"{directory} is not a section index (no meta.json)")
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if meta.get("format_version") != FORMAT_VERSION or meta.get("tokenizer") != TOKENIZER_VERSION:
+            raise ValueError(f"{directory} was built with format {meta.get('format_version')} / tokenizer "
+                             f"{meta.get('tokenizer')}; this code needs {FORMAT_VERSION} / {TOKENIZER_VERSION}. "
+                             "Rebuild it.")
+        mode = "r" if mmap else None
+
+        def arr(name: str) -> np.ndarray:
+            return np.load(directory / f"{name}.npy", mmap_mode=mode)
+
+        vocab_text = (directory / "vocab.txt").read_text(encoding="utf-8")
+        terms = vocab_text.split("\n") if vocab_text else []
+        vocab = dict(zip(terms, range(len(terms))))
+        blobs = {name: (arr(f"{name}_blob"), np.load(directory / f"{name}_offsets.npy"))
+                 for name in ("text", "heading", "id")}
+        return cls(vocab=vocab, indptr=np.load(directory / "indptr.npy"), postings=arr("postings"),
+                   weights=arr("weights"), doc_lengths=arr("doc_lengths"),
+                   doc_source=np.load(directory / "doc_source.npy"),
+                   sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
+                   blobs=blobs, meta=meta)
+
+
+def _idf(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> np.ndarray:
+    n = doc_freq.astype(np.float64)
+    if mode == "lucene":
+        return np.log1p((n_docs - n + 0.5) / (n + 0.5))
+    # rank-bm25 BM25Okapi: raw Robertson-Sparck Jones idf; negatives floored at epsilon * mean idf.
+    raw = np.log(n_docs - n + 0.5) - np.log(n + 0.5)
+    if len(raw) == 0:
+        return raw
+    floor = epsilon * float(raw.mean())
+    return np.where(raw < 0, floor, raw)
+
+
+def build_index(sections: Sequence[Section] | Iterable[Section], **params: Any) -> SectionIndex:
+    """Shorthand for `SectionIndex.build(sections, **params)`."""
+    return SectionIndex.build(sections, **params)
