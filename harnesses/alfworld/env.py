@@ -1,0 +1,112 @@
+"""One ALFWorld game as a RASO text environment, run by the real `alfworld` + TextWorld engine.
+
+The game is loaded straight from its `game.tw-pddl` file with TextWorld and ALFWorld's own wrappers
+(`AlfredDemangler` gives objects their ALFWorld names such as "apple 1", `AlfredInfos` records the game file),
+exactly as ALFWorld's `AlfredTWEnv` does, but without the traj_data.json / config machinery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raso.harness import TextEnv
+
+INSTALL_HINT = (
+    "the ALFWorld harness needs the `alfworld` package (ALFWorld 0.4.2 on TextWorld): "
+    "pip install 'raso[alfworld]'  (or: pip install alfworld==0.4.2)"
+)
+
+
+def _import_engine():
+    """textworld plus ALFWorld's wrappers, imported on first use so that raso works without them."""
+    try:
+        import textworld
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    except ImportError as exc:  # pragma: no cover - exercised only where alfworld is absent
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+    return textworld, AlfredDemangler, AlfredInfos
+
+
+def start_game(gamefile: str, *, policy_commands: bool = False):
+    """A TextWorld environment for one ALFWorld game file (not yet reset)."""
+    textworld, AlfredDemangler, AlfredInfos = _import_engine()
+    infos = textworld.EnvInfos(
+        won=True, lost=True, admissible_commands=True, extras=["gamefile"], policy_commands=policy_commands
+    )
+    return textworld.start(gamefile, request_infos=infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+
+
+def _clean(feedback: str) -> str:
+    return (feedback or "").strip()
+
+
+class AlfworldEnv(TextEnv):
+    """Text observations, the admissible commands listed after each one, reward 1 when the goal is reached.
+
+    The episode terminates when the game is won (or lost); it is truncated after `max_steps` actions.
+    Unknown or impossible commands are passed to the game, which answers "Nothing happens." (as in ALFWorld).
+    """
+
+    def __init__(self, gamefile: str, max_steps: int = 50, show_admissible: bool = True):
+        super().__init__()
+        self.gamefile = gamefile
+        self.max_steps = max_steps
+        self.show_admissible = show_admissible
+        self._game = None
+        self._state = None
+        self.steps = 0
+        self.done = False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if self._game is None:
+            self._game = start_game(self.gamefile)
+        self._state = self._game.reset()
+        self.steps = 0
+        self.done = False
+        text = _clean(self._state.feedback)
+        return self._observation(text), self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        if self.done:
+            raise RuntimeError("the episode is over; call reset() to play again")
+        command = " ".join((action or "").strip().split())
+        self.steps += 1
+        self._state, _, game_over = self._game.step(command)
+        won = bool(self._state.get("won"))
+        terminated = won or bool(game_over)
+        truncated = not terminated and self.steps >= self.max_steps
+        self.done = terminated or truncated
+        text = _clean(self._state.feedback)
+        if truncated:
+            text += f"\n\nThe step budget ({self.max_steps} actions) is spent; the task was not completed."
+        info = self._info()
+        info["soft_score"] = 1.0 if won else 0.0
+        return self._observation(text), 1.0 if won else 0.0, terminated, truncated, info
+
+    @property
+    def admissible_commands(self) -> list[str]:
+        if self._state is None:
+            return []
+        return list(self._state.get("admissible_commands") or [])
+
+    def _observation(self, text: str) -> str:
+        if not self.show_admissible or self.done:
+            return text
+        return f"{text}\n\nAvailable actions: " + ", ".join(self.admissible_commands)
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "won": bool(self._state.get("won")) if self._state is not None else False,
+            "admissible_commands": self.admissible_commands,
+            "steps": self.steps,
+            "gamefile": self.gamefile,
+        }
+
+    def close(self) -> None:
+        if self._game is not None:
+            self._game.close()
+            self._game = None
+        super().close()

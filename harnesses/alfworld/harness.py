@@ -1,0 +1,60 @@
+"""The ALFWorld harness: household text games (TextWorld engine) as RASO tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from raso.harness import Harness, Task, TextEnv
+
+from harnesses.alfworld.env import AlfworldEnv
+from harnesses.alfworld.games import GameRecord, discover_games
+
+RESOURCE_DIR = Path(__file__).resolve().parent
+
+
+class AlfworldHarness(Harness):
+    """ALFWorld text games.
+
+    `data_dir`: a folder laid out like `$ALFWORLD_DATA` (json_2.1.1/...), optionally with a split manifest
+    (`skillopt_path_split/`); default: the six demo games shipped with raso (3 train / 1 val / 2 test).
+    `max_steps`: actions per game (50, as in ALFWorld evaluations). `show_admissible`: list the admissible
+    commands after every observation.
+    """
+
+    name: ClassVar[str] = "alfworld"
+    resource_dir: ClassVar[Path] = RESOURCE_DIR
+
+    def __init__(self, data_dir: str | Path | None = None, *, max_steps: int = 50, show_admissible: bool = True):
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.max_steps = max_steps
+        self.show_admissible = show_admissible
+        self._records: dict[str, list[GameRecord]] | None = None
+        self._by_id: dict[str, GameRecord] = {}
+
+    def records(self) -> dict[str, list[GameRecord]]:
+        if self._records is None:
+            self._records = discover_games(self.data_dir)
+            self._by_id = {r.id: r for records in self._records.values() for r in records}
+        return self._records
+
+    def splits(self) -> dict[str, list[Task]]:
+        return {split: [self._task(r) for r in records] for split, records in self.records().items()}
+
+    @staticmethod
+    def _task(record: GameRecord) -> Task:
+        return Task(id=record.id, instruction=f"Your task is to: {record.goal}", metadata={
+            "task_type": record.task_type, "gamefile": record.gamefile, "manifest_id": record.manifest_id,
+        })
+
+    def gamefile(self, task: Task) -> str:
+        self.records()
+        record = self._by_id.get(task.id)
+        if record is not None:
+            return record.gamefile
+        if "gamefile" in task.metadata:
+            return str(task.metadata["gamefile"])
+        raise ValueError(f"task {task.id!r} is not an ALFWorld game of this harness")
+
+    def make_env(self, task: Task) -> TextEnv:
+        return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible)
