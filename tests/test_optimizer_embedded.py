@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer_helpers import H, T, SpyRetriever, section, stages
-from raso.llm import GatewayConfig, LLMGateway
+from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig, RoleConfig
 from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import PromptLimits
 from raso.skill import Skill
@@ -16,8 +16,9 @@ LIMITS = PromptLimits(plan_tokens=256, lesson_tokens=160, skill_tokens=640, desc
 
 
 def _gateway() -> LLMGateway:
-    pytest.importorskip("llama_cpp", reason="the embedded model needs the `local` extra")
-    return LLMGateway(GatewayConfig.for_models())  # local/qwen2.5-coder-0.5b for every role
+    # No skip: the README's install includes the `local` extra; without it this fails with the install hint.
+    role = RoleConfig(model=DEFAULT_LOCAL_MODEL, temperature=0.0)
+    return LLMGateway(GatewayConfig(roles={"optimizer": role}, retry=RetryConfig(max_attempts=1)))
 
 
 @pytest.mark.parametrize("retrieval", [True, False], ids=["rasi", "rfsi"])
