@@ -314,6 +314,15 @@ def build_reference_benchmark(
     return dataset
 
 
+def sample_queries(queries: Sequence[RetrievalQuery], n: int | None, *, seed: str = SPLIT_SALT) -> list[RetrievalQuery]:
+    """A fixed pseudo-random sample of `n` queries (all when n is None or >= len): the queries
+    ordered by sha256(seed + ":" + query id), first n — the same sample on every machine."""
+    if n is None or n >= len(queries):
+        return list(queries)
+    keyed = sorted(queries, key=lambda q: hashlib.sha256(f"{seed}:{q.id}".encode("utf-8")).hexdigest())
+    return keyed[:n]
+
+
 def subsample_pool(
     pool: Sequence[PoolSkill], queries: Iterable[RetrievalQuery], size: int, *, seed: int = 0
 ) -> list[PoolSkill]:

@@ -233,22 +233,40 @@ class EmbeddingCache:
     def path_for(self, encoder: Encoder, texts: Sequence[str]) -> Path:
         return self.directory / f"{content_key(encoder.model_id, texts)}.npy"
 
-    def embed(self, encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, encoder: Encoder, texts: Sequence[str], *, chunk: int = 512) -> np.ndarray:
+        """Vectors of `texts`, memory-mapped from the cache; computed (and saved) when missing.
+        Long lists are embedded in cached chunks of `chunk` texts, so an interrupted run resumes
+        where it stopped."""
         path = self.path_for(encoder, texts)
-        if path.is_file():
-            try:
-                matrix = np.load(path, mmap_mode="r")
-                if matrix.shape[0] == len(texts):
-                    self.hits += 1
-                    return matrix
-            except (ValueError, OSError):
-                pass  # a torn or foreign file: recompute and overwrite it
+        cached = self._open(path, len(texts))
+        if cached is not None:
+            self.hits += 1
+            return cached
         self.misses += 1
-        vectors = np.ascontiguousarray(encoder.encode(texts), dtype=np.float32)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, vectors)
-        os.replace(tmp, path)
+        if len(texts) > chunk:
+            parts = [np.asarray(self.embed(encoder, texts[i:i + chunk], chunk=chunk))
+                     for i in range(0, len(texts), chunk)]
+            vectors = np.concatenate(parts)
+        else:
+            vectors = np.ascontiguousarray(encoder.encode(texts), dtype=np.float32)
+        self._save(path, vectors)
         return np.load(path, mmap_mode="r")
+
+    @staticmethod
+    def _open(path: Path, rows: int) -> np.ndarray | None:
+        if not path.is_file():
+            return None
+        try:
+            matrix = np.load(path, mmap_mode="r")
+        except (ValueError, OSError):
+            return None  # a torn or foreign file: recompute and overwrite it
+        return matrix if matrix.shape[0] == rows else None
+
+    @staticmethod
+    def _save(path: Path, vectors: np.ndarray) -> None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, np.ascontiguousarray(vectors, dtype=np.float32))
+        os.replace(tmp, path)
 
 
 def dense_field_texts(skills: Sequence[Any], field: str) -> list[str]:

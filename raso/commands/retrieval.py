@@ -1,0 +1,205 @@
+"""`raso retrieval`: build the skill-retrieval benchmark and evaluate retrieval methods on it.
+
+    raso retrieval build-bench --corpus ../shared/corpus --out bench.jsonl
+    raso retrieval eval --bench bench.jsonl --method bm25 --method mlp --limit 1000
+
+`eval` prints a markdown table: Hit@1, R@5, R@10, nDCG@5/10, C@5/10, MRR and latency (ms per single
+query, and per query when the whole split is scored in batches). Learned fusion ("mlp",
+"mlp-concat") is trained on the dev split first; "dreamer" calls the optimizer model per query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DREAMER = "dreamer"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from corpus_tools.retrieval.fusion import METHODS
+
+    parser = subparsers.add_parser("retrieval", help="skill-retrieval benchmark: build it, evaluate methods on it",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="retrieval_command", metavar="ACTION")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+    build = sub.add_parser("build-bench", help="queries from a corpus's reference files, gold = parent skill")
+    build.add_argument("--corpus", required=True, help="corpus folder with MANIFEST.jsonl")
+    build.add_argument("--out", required=True, help="dataset file to write (.jsonl)")
+    build.add_argument("--dev-fraction", type=float, default=0.5)
+    build.add_argument("--inline-pool", action="store_true", help="store the pool skills in the file")
+    build.set_defaults(func=build_bench)
+
+    ev = sub.add_parser("eval", help="evaluate retrieval methods; prints a metrics table with latency")
+    ev.add_argument("--bench", required=True, help="dataset file from build-bench")
+    ev.add_argument("--corpus", default=None, help="corpus folder for the pool (default: the one recorded)")
+    ev.add_argument("--method", action="append", required=True,
+                    help=f"repeatable or comma-separated: {', '.join([*METHODS, DREAMER])}")
+    ev.add_argument("--split", default="test", choices=["dev", "test", "all"])
+    ev.add_argument("--limit", type=int, default=None,
+                    help="evaluate a fixed pseudo-random sample of this many queries (same sample everywhere)")
+    ev.add_argument("--train-limit", type=int, default=1000, help="dev queries used to train the fusion MLP")
+    ev.add_argument("--latency-sample", type=int, default=50, help="queries timed one at a time")
+    ev.add_argument("--encoder", default="minilm", help="minilm (int8 ONNX, default) | st:<model> | litellm:<model>")
+    ev.add_argument("--cache-dir", default=None, help="embedding cache (default: $RASO_CACHE_DIR/embeddings)")
+    ev.add_argument("--optimizer-model", default=os.environ.get("RASO_OPTIMIZER_MODEL"),
+                    help="model for the dreamer's calls (default: $RASO_OPTIMIZER_MODEL or the embedded model)")
+    ev.add_argument("--api-base", default=None, help="server URL for --optimizer-model")
+    ev.add_argument("--dreamer-limit", type=int, default=20, help="queries for the dreamer (each costs model calls)")
+    ev.add_argument("--json", default=None, help="also write the results as JSON here")
+    ev.add_argument("--save-mlp", default=None, help="folder to save trained fusion models (.npz)")
+    ev.set_defaults(func=eval_command)
+
+
+def build_bench(args: argparse.Namespace) -> int:
+    from corpus_tools.retrieval.dataset import build_reference_benchmark
+
+    start = time.perf_counter()
+    try:
+        dataset = build_reference_benchmark(args.corpus, dev_fraction=args.dev_fraction)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = dataset.save(args.out, inline_pool=args.inline_pool or None)
+    print(f"wrote {path}: {len(dataset.queries)} queries ({dataset.meta['dev_queries']} dev, "
+          f"{dataset.meta['test_queries']} test) over {len(dataset.pool)} skills; dropped {dataset.meta['dropped']}; "
+          f"{time.perf_counter() - start:.1f}s")
+    return 0
+
+
+def make_encoder_from_spec(spec: str) -> Any:
+    if spec.startswith("litellm:"):
+        from raso.retrievers import litellm_encoder
+
+        return litellm_encoder(spec.split(":", 1)[1])
+    from corpus_tools.retrieval.dense import make_encoder
+
+    return make_encoder(spec)
+
+
+def run_eval(dataset: Any, methods: list[str], *, split: str = "test", limit: int | None = None,
+             train_limit: int | None = 1000, latency_sample: int = 50, encoder: Any = None,
+             cache_dir: str | Path | None = None, gateway: Any = None, dreamer_limit: int = 20,
+             retriever: Any = None, save_mlp: str | Path | None = None, log=print) -> dict[str, Any]:
+    """Evaluate `methods` on a dataset split; returns {"rows": {method: metrics+latency}, "details": ...}."""
+    from corpus_tools.retrieval.dataset import sample_queries
+    from corpus_tools.retrieval.dense import EmbeddingCache
+    from corpus_tools.retrieval.evaluate import evaluate_method, train_fusion
+    from corpus_tools.retrieval.fusion import METHODS, FieldAwareRetriever, needs_dense
+
+    unknown = [m for m in methods if m not in METHODS and m != DREAMER]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join([*METHODS, DREAMER])}")
+    queries = sample_queries(dataset.split(split), limit)
+    if not queries:
+        raise ValueError(f"split {split!r} has no queries")
+    wants_dense = any(m in METHODS and needs_dense(m) for m in methods) or DREAMER in methods
+    from raso.retrievers import embedding_cache_dir
+
+    cache = EmbeddingCache(cache_dir or embedding_cache_dir()) if encoder is not None else None
+    if retriever is None:
+        start = time.perf_counter()
+        retriever = FieldAwareRetriever(dataset.pool, encoder=encoder if wants_dense else None, cache=cache)
+        log(f"sparse index over {len(dataset.pool)} skills: {time.perf_counter() - start:.1f}s")
+    vectors = None
+    if wants_dense and encoder is not None:
+        start = time.perf_counter()
+        from corpus_tools.retrieval.fields import FIELDS
+
+        for f in (*FIELDS, "concat"):
+            retriever.dense_matrix(f)
+        vectors = np.asarray(cache.embed(encoder, [q.text for q in queries]))
+        log(f"dense vectors ready (pool fields + {len(queries)} queries): {time.perf_counter() - start:.1f}s")
+    rows: dict[str, dict[str, float]] = {}
+    details: dict[str, Any] = {"split": split, "queries": len(queries), "pool": len(dataset.pool)}
+    for method in methods:
+        if method == DREAMER:
+            rows[method], details[method] = _eval_dreamer(retriever, gateway, queries[:dreamer_limit], log)
+            continue
+        if needs_dense(method) and encoder is None:
+            raise RuntimeError(f"method {method!r} needs a dense encoder")
+        if METHODS[method][1] == "mlp":
+            dev = sample_queries(dataset.split("dev"), train_limit)
+            dev_vectors = (np.asarray(cache.embed(encoder, [q.text for q in dev]))
+                           if needs_dense(method) and cache is not None else None)
+            sub = type(dataset)(name=dataset.name, queries=dev, pool=dataset.pool)
+            details[f"{method}:training"] = train_fusion(retriever, method, sub, split="all",
+                                                         query_vectors=dev_vectors)
+            if save_mlp:
+                Path(save_mlp).mkdir(parents=True, exist_ok=True)
+                retriever.mlps[method].save(Path(save_mlp) / f"{method}.npz")
+        result = evaluate_method(retriever, method, queries, query_vectors=vectors, latency_sample=latency_sample)
+        rows[method] = result.row()
+        log(f"{method}: R@10 {100 * result.metrics['R@10']:.2f}  ({result.ms_per_query:.1f} ms/query)")
+    return {"rows": rows, "details": details}
+
+
+def _eval_dreamer(retriever: Any, gateway: Any, queries: list, log) -> tuple[dict[str, float], dict[str, Any]]:
+    from corpus_tools.retrieval.metrics import mean_metrics
+    from raso.dreamer import FieldAwareScorer, SkillDreamer
+
+    if gateway is None:
+        raise RuntimeError("the dreamer needs a gateway (--optimizer-model)")
+    dreamer = SkillDreamer(gateway, FieldAwareScorer(retriever))
+    rankings, errors, start = [], 0, time.perf_counter()
+    for i, q in enumerate(queries, 1):
+        result = dreamer.retrieve(q.text, exclude=q.exclude)
+        errors += result.error is not None
+        rankings.append(result.ranked)
+        log(f"dreamer {i}/{len(queries)}: {len(result.capabilities)} capabilities"
+            + (f" (fallback: {result.error[:80]})" if result.error else ""))
+    ms = 1000.0 * (time.perf_counter() - start) / max(1, len(queries))
+    metrics = mean_metrics(rankings, [q.gold for q in queries])
+    usage = gateway.ledger.totals()
+    return ({**metrics, "ms/query": ms, "batch ms/q": ms},
+            {"queries": len(queries), "model_failures": errors, "usage": usage})
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    from corpus_tools.retrieval.dataset import RetrievalDataset
+    from corpus_tools.retrieval.fusion import METHODS, needs_dense
+    from corpus_tools.retrieval.metrics import format_table
+
+    methods = [m.strip() for chunk in args.method for m in chunk.split(",") if m.strip()]
+    try:
+        dataset = RetrievalDataset.load(args.bench, corpus_dir=args.corpus)
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read the benchmark: {exc}", file=sys.stderr)
+        return 2
+    encoder = None
+    if any((m in METHODS and needs_dense(m)) or m == DREAMER for m in methods):
+        try:
+            encoder = make_encoder_from_spec(args.encoder)
+        except (RuntimeError, ValueError, FileNotFoundError) as exc:
+            if any(m in METHODS and needs_dense(m) for m in methods):
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+    gateway = None
+    if DREAMER in methods:
+        from raso.llm import GatewayConfig, LLMGateway
+        from raso.llm.config import DEFAULT_LOCAL_MODEL
+
+        model = args.optimizer_model or DEFAULT_LOCAL_MODEL
+        gateway = LLMGateway(GatewayConfig.for_models(target=model, api_base=args.api_base))
+    try:
+        out = run_eval(dataset, methods, split=args.split, limit=args.limit, train_limit=args.train_limit,
+                       latency_sample=args.latency_sample, encoder=encoder, cache_dir=args.cache_dir,
+                       gateway=gateway, dreamer_limit=args.dreamer_limit, save_mlp=args.save_mlp,
+                       log=lambda msg: print(msg, file=sys.stderr))
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{dataset.name}: split {args.split}, {out['details']['queries']} queries, pool {len(dataset.pool)}")
+    print(format_table(out["rows"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=float) + "\n", encoding="utf-8")
+    return 0
+
