@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
+import math
+import os
 import re
+import tempfile
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -39,13 +43,20 @@ class Task(BaseModel):
 
 
 class Step(BaseModel):
-    """One turn: what the agent saw, the raw model reply, the action taken and the reward it got."""
+    """One turn: what the agent saw, the raw model reply, the action taken and the reward it got.
+
+    `kind` is "env" for an environment step and "load_skill" for a progressive-disclosure load that the
+    agent answered itself (it did not reach the environment). `result` is what came back: the env's next
+    observation, or the loaded skill text.
+    """
 
     observation: str
     action: str
     reply: str = ""
     reward: float = 0.0
     info: dict[str, Any] = Field(default_factory=dict)
+    kind: str = "env"
+    result: str = ""
 
 
 class Rollout(BaseModel):
@@ -64,10 +75,68 @@ class Rollout(BaseModel):
     wall_time_s: float = 0.0
     skill_names: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    terminated: bool = False  # the environment reached a terminal state (reward is the env's)
+    truncated: bool = False  # stopped by the step budget, the turn cap, the wall-clock limit or the env
+    env_steps: int = 0
+    model_calls: int = 0
+    skills_loaded: list[str] = Field(default_factory=list)  # progressive mode: names loaded, in order
+    mode: str | None = None  # skill incorporation mode of the agent that ran it
 
     @property
     def success(self) -> bool:
         return self.reward >= 1.0
+
+    def save(self, path: str | Path) -> Path:
+        """Write the rollout as JSON (atomically: temp file + rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.model_dump_json(indent=1))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Rollout":
+        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def clamp_reward(value: Any) -> float:
+    """A reward as a float in [0, 1]; NaN and non-numbers count as 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    if math.isnan(number):
+        return 0.0
+    return min(1.0, max(0.0, number))
+
+
+def json_safe(value: Any, *, max_chars: int = 20_000) -> Any:
+    """`value` reduced to JSON-serialisable data (unknown objects become their repr, long text is cut)."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else value[:max_chars] + f"... [{len(value) - max_chars} chars cut]"
+    if isinstance(value, dict):
+        return {str(k): json_safe(v, max_chars=max_chars) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, max_chars=max_chars) for v in value]
+    if isinstance(value, BaseModel):
+        return json_safe(value.model_dump(mode="json"), max_chars=max_chars)
+    if isinstance(value, Path):
+        return str(value)
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return json_safe(repr(value), max_chars=max_chars)
 
 
 class TextEnv(gym.Env):
@@ -143,14 +212,42 @@ class Harness(ABC):
         try:
             return agent.run(self, task, skills)
         except Exception as exc:  # a crashing rollout must not stop the optimizer
-            return Rollout(
-                task_id=task.id,
-                harness=self.name,
-                reward=0.0,
-                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}",
-                wall_time_s=time.perf_counter() - start,
-                skill_names=[s.name for s in skills],
-            )
+            return failed_rollout(self.name, task, skills, exc, wall_time_s=time.perf_counter() - start)
+
+
+def failed_rollout(
+    harness_name: str, task: Task, skills: Sequence["Skill"], exc: BaseException, *, wall_time_s: float = 0.0
+) -> Rollout:
+    """The record of a rollout that crashed before producing its own: reward 0, the error and traceback."""
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=5))
+    return Rollout(
+        task_id=task.id,
+        harness=harness_name,
+        reward=0.0,
+        error=f"{type(exc).__name__}: {exc}\n{trace}",
+        wall_time_s=wall_time_s,
+        skill_names=[getattr(s, "name", str(s)) for s in skills],
+    )
+
+
+class HarnessNotFoundError(ValueError):
+    """No harness of that name is registered and the name is not a 'module:Class' target."""
+
+
+class HarnessLoadError(ImportError):
+    """A harness is registered (or named as 'module:Class') but cannot be imported or constructed,
+    typically because an optional dependency is missing; the message names the cause."""
+
+
+class HarnessInfo(BaseModel):
+    """One row of `describe_harnesses()`: a registered harness and whether it loads here."""
+
+    name: str
+    target: str
+    loaded: bool
+    split_sizes: dict[str, int] = Field(default_factory=dict)
+    max_steps: int | None = None
+    error: str | None = None
 
 
 def available_harnesses() -> dict[str, str]:
@@ -160,20 +257,53 @@ def available_harnesses() -> dict[str, str]:
 
 def _load_target(target: str) -> type[Harness]:
     module_name, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    if not module_name or not attr:
+        raise HarnessNotFoundError(f"{target!r} is not a 'package.module:ClassName' target")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise HarnessLoadError(f"cannot import {module_name!r} for harness {target!r}: {exc}") from exc
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise HarnessNotFoundError(f"{target!r}: module {module_name!r} has no attribute {attr!r}") from None
     if not (isinstance(obj, type) and issubclass(obj, Harness)):
         raise TypeError(f"{target} is not a raso.harness.Harness subclass")
     return obj
 
 
 def get_harness(name: str, **kwargs: Any) -> Harness:
-    """Instantiate a harness by registered name, or by an explicit 'package.module:ClassName'."""
+    """Instantiate a harness by registered name, or by an explicit 'package.module:ClassName'.
+
+    Raises HarnessNotFoundError (a ValueError) for an unknown name, HarnessLoadError when the harness's
+    module cannot be imported (e.g. its optional dependencies are not installed).
+    """
     registered = available_harnesses()
     if name in registered:
         return _load_target(registered[name])(**kwargs)
     if ":" in name:
         return _load_target(name)(**kwargs)
     known = ", ".join(sorted(registered)) or "none"
-    raise ValueError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+
+
+def describe_harnesses(names: Sequence[str] | None = None) -> list[HarnessInfo]:
+    """Try to load each registered harness (or `names`) and report its split sizes, or why it does not load.
+
+    Never raises: a harness whose optional dependencies or data are missing is reported with the reason.
+    """
+    registered = available_harnesses()
+    rows: list[HarnessInfo] = []
+    for name in names if names is not None else sorted(registered):
+        target = registered.get(name, name)
+        try:
+            harness = get_harness(name)
+            sizes = {split: len(tasks) for split, tasks in harness.splits().items()}
+            rows.append(HarnessInfo(name=name, target=target, loaded=True, split_sizes=sizes,
+                                    max_steps=getattr(harness, "max_steps", None)))
+        except Exception as exc:  # report, don't crash: this is a diagnostic listing
+            cause = exc.__cause__ if isinstance(exc, HarnessLoadError) and exc.__cause__ else exc
+            rows.append(HarnessInfo(name=name, target=target, loaded=False,
+                                    error=f"{type(cause).__name__}: {cause}".strip()))
+    return rows
