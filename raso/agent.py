@@ -1,0 +1,431 @@
+"""The execution agent: runs one task under a harness with a skill, through the LLM gateway.
+
+A ReAct-style loop (Thought / Action) with a step budget. The skill reaches the model in one of the four
+incorporation modes studied by SRA-Bench:
+
+* ``none``        — no skill;
+* ``full``        — every given skill is placed in the system prompt in full;
+* ``select``      — one model call picks one skill by name and description (or none), which is then placed
+  in full;
+* ``progressive`` — the system prompt holds only a catalog (name + description) and the agent may answer
+  ``LOAD_SKILL[name]``; the agent itself replies with the skill text as the next observation. Loads do not
+  use environment steps but do count toward a hard turn cap.
+
+The conversation sent to the model keeps the system prompt, the task and as many recent turns as fit a
+character budget (small local models have an 8k-token context). Any failure — model junk that crashes the
+environment, a tool crash, a gateway error, the wall-clock limit — ends the rollout with reward 0 and the
+error recorded; `run` never raises an `Exception`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
+from raso.prompts import render
+from raso.skill import Skill
+
+Mode = Literal["none", "full", "select", "progressive"]
+MODES: tuple[str, ...] = ("none", "full", "select", "progressive")
+
+# `LOAD_SKILL[name]` as the action, or alone on a line of the reply (optionally after `Action:`).
+_LOAD_ACTION = re.compile(r"^\s*LOAD_SKILL\s*\[\s*([^\]\n]*?)\s*\]\s*$", re.IGNORECASE)
+_LOAD_IN_REPLY = re.compile(r"^\s*(?:Action\s*:\s*)?`?LOAD_SKILL\s*\[\s*([^\]\n]*?)\s*\]", re.IGNORECASE | re.MULTILINE)
+_SKILL_CLOSE = re.compile(r"</\s*skill", re.IGNORECASE)
+_FIRST_INT = re.compile(r"-?\d+")
+
+
+class AgentConfig(BaseModel):
+    """How the execution agent runs. Defaults suit the embedded 0.5B model (8k-token context)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(default="agent", description="gateway role of the execution model M")
+    mode: Mode = "full"
+    max_steps: int | None = Field(default=None, ge=1, description="environment actions; None = the harness's max_steps")
+    max_loads: int = Field(default=10, ge=0, description="progressive mode: most skill loads per rollout")
+    max_turns: int | None = Field(
+        default=None, ge=1, description="hard cap on model turns in the loop; None = max_steps (+ max_loads in progressive)"
+    )
+    context_chars: int = Field(
+        default=20_000, ge=1_000,
+        description="character budget of the conversation sent each turn; older turns are dropped to fit",
+    )
+    history_turns: int | None = Field(
+        default=None, ge=1, description="also keep at most this many recent turns (loaded skills always stay)"
+    )
+    max_observation_chars: int = Field(default=6_000, ge=200, description="longer observations keep head and tail")
+    max_reply_chars: int = Field(default=4_000, ge=200, description="longer replies are cut in the history sent back")
+    max_tokens: int | None = Field(default=512, description="reply length limit per model turn")
+    temperature: float | None = None
+    stop: list[str] | None = Field(
+        default_factory=lambda: ["\nObservation:"],
+        description="stop sequences; keeps a model from writing the environment's answer itself",
+    )
+    max_wall_s: float | None = Field(default=None, gt=0, description="wall-clock limit per rollout, checked between turns")
+    stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
+
+
+class SkillChoice(BaseModel):
+    """The answer of the selection call in `select` mode."""
+
+    skill_number: int = Field(description="number of the chosen skill in the list, or 0 if none fits")
+
+
+class RolloutTimeout(RuntimeError):
+    """The rollout ran past AgentConfig.max_wall_s."""
+
+
+@dataclass
+class _Turn:
+    reply: str
+    observation: str  # as sent to the model (already cut to size)
+    pinned: bool = False  # loaded skills stay in the conversation when older turns are dropped
+
+
+@dataclass
+class _State:
+    """What one rollout accumulates; becomes the Rollout even when the loop fails half-way."""
+
+    steps: list[Step] = field(default_factory=list)
+    turns: list[_Turn] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    env_steps: int = 0
+    reward: float = 0.0
+    soft_score: float | None = None
+    terminated: bool = False
+    truncated: bool = False
+    final_output: str | None = None
+    error: str | None = None
+    skills_loaded: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def quote_skill(skill: Skill) -> str:
+    """A skill as delimited quoted material; a closing marker inside the text cannot end the quote early."""
+    def clean(text: str) -> str:
+        return _SKILL_CLOSE.sub("<\\/skill", text)
+
+    name = clean(skill.name).replace('"', "'")
+    return f'<skill name="{name}">\ndescription: {clean(skill.description)}\n\n{clean(skill.body).strip()}\n</skill>'
+
+
+def skill_catalog(skills: Sequence[Skill], *, max_description_chars: int = 300) -> str:
+    """Numbered `name: "description"` lines (descriptions collapsed and cut)."""
+    lines = []
+    for i, skill in enumerate(skills, start=1):
+        desc = " ".join(skill.description.split())
+        if len(desc) > max_description_chars:
+            desc = desc[: max_description_chars - 3] + "..."
+        desc = _SKILL_CLOSE.sub("<\\/skill", desc).replace('"', "'")
+        lines.append(f'{i}. {skill.name}: "{desc}"')
+    return "\n".join(lines)
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """`text` within `limit` characters, keeping its head and tail (errors are often at the end)."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n... [{len(text) - limit} characters omitted] ...\n"
+    keep = max(limit - len(marker), 0)
+    head = keep * 2 // 3
+    return text[:head] + marker + text[len(text) - (keep - head):]
+
+
+class ExecutionAgent:
+    """Runs tasks for harnesses; satisfies `raso.harness.RolloutRunner`. Thread-safe (no per-run state on self)."""
+
+    def __init__(self, gateway: Any, config: AgentConfig | None = None) -> None:
+        self.gateway = gateway
+        self.config = config or AgentConfig()
+
+    # ------------------------------------------------------------------ public
+    def run(self, harness: Harness, task: Task, skills: Sequence[Skill] | None = None) -> Rollout:
+        """One rollout. Never raises an Exception: failures give reward 0 with `error` set."""
+        skills = list(skills or [])
+        cfg = self.config
+        started = time.perf_counter()
+        state = _State()
+        env = None
+        try:
+            max_steps = cfg.max_steps or int(getattr(harness, "max_steps", 20))
+            env = harness.make_env(task)
+            self._loop(harness, task, skills, env, state, max_steps, started)
+        except Exception as exc:  # model junk, tool crash, timeout, LLMError: a score of 0, never a crash
+            state.error = f"{type(exc).__name__}: {exc}\n" + "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__, limit=6)
+            )
+            state.reward = 0.0
+            state.metadata["stop_reason"] = "error"
+        finally:
+            if env is not None:
+                try:
+                    env.close()
+                except Exception as exc:  # a failed cleanup does not change the score
+                    state.metadata["close_error"] = f"{type(exc).__name__}: {exc}"
+        return Rollout(
+            task_id=task.id,
+            harness=harness.name,
+            reward=clamp_reward(state.reward),
+            soft_score=state.soft_score,
+            trajectory=state.steps,
+            final_output=state.final_output,
+            error=state.error,
+            prompt_tokens=state.prompt_tokens,
+            completion_tokens=state.completion_tokens,
+            cost_usd=state.cost_usd,
+            wall_time_s=time.perf_counter() - started,
+            skill_names=[s.name for s in skills],
+            metadata=state.metadata,
+            terminated=state.terminated,
+            truncated=state.truncated,
+            env_steps=state.env_steps,
+            model_calls=state.model_calls,
+            skills_loaded=state.skills_loaded,
+            mode=cfg.mode,
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def _loop(
+        self, harness: Harness, task: Task, skills: list[Skill], env: Any, state: _State, max_steps: int, started: float
+    ) -> None:
+        cfg = self.config
+        reset = env.reset()
+        observation, _info = reset if isinstance(reset, tuple) else (reset, {})
+        observation = str(observation)
+
+        in_prompt: list[Skill] = []
+        catalog: list[Skill] = []
+        if cfg.mode == "full":
+            in_prompt = skills
+        elif cfg.mode == "select" and skills:
+            chosen = self._select(harness, task, observation, skills, state)
+            in_prompt = [chosen] if chosen is not None else []
+        elif cfg.mode == "progressive":
+            catalog = skills
+        state.metadata["skills_in_prompt"] = [s.name for s in in_prompt]
+
+        system = self.system_prompt(harness, in_prompt, catalog, max_steps)
+        first = cut_middle(observation, cfg.max_observation_chars)
+        loads_allowed = cfg.max_loads if catalog else 0
+        max_turns = cfg.max_turns or (max_steps + loads_allowed)
+
+        turn = 0
+        stop_reason = "step_budget"
+        while state.env_steps < max_steps:
+            if turn >= max_turns:
+                stop_reason = "turn_cap"
+                break
+            if cfg.max_wall_s is not None and time.perf_counter() - started > cfg.max_wall_s:
+                raise RolloutTimeout(f"rollout exceeded its wall-clock limit of {cfg.max_wall_s:g} s")
+            turn += 1
+            messages = self.build_messages(system, first, state.turns)
+            reply = self._complete(messages, state)
+
+            load_key = self._load_request(reply) if catalog else None
+            action = None
+            if load_key is None:
+                action = harness.parse_action(reply)
+                if catalog:
+                    match = _LOAD_ACTION.match(action)
+                    load_key = match.group(1) if match else None
+            if load_key is not None:
+                result = self._load(load_key, catalog, state, loads_allowed)
+                state.steps.append(Step(observation=observation, action=f"LOAD_SKILL[{load_key}]", reply=reply,
+                                        kind="load_skill", result=result))
+                state.turns.append(_Turn(reply=self._history_reply(reply), observation=result,
+                                         pinned=result.startswith("<skill")))
+                continue
+
+            assert action is not None
+            result_obs, reward, terminated, truncated, info = env.step(action)
+            state.env_steps += 1
+            result_obs = str(result_obs)
+            info = dict(info or {})
+            reward = clamp_reward(reward)
+            state.steps.append(Step(observation=observation, action=action, reply=reply, reward=reward,
+                                    info=json_safe(info), kind="env", result=result_obs))
+            state.final_output = str(info["final_output"]) if info.get("final_output") is not None else action
+            if info.get("soft_score") is not None:
+                state.soft_score = clamp_reward(info["soft_score"])
+            observation = result_obs
+            if terminated:
+                state.terminated = True
+                state.reward = reward
+                stop_reason = "terminated"
+                break
+            if truncated:
+                stop_reason = "env_truncated"
+                break
+            left = max_steps - state.env_steps
+            state.turns.append(_Turn(reply=self._history_reply(reply),
+                                     observation=self._observation_message(result_obs, left)))
+        if not state.terminated:
+            state.reward = 0.0
+            state.truncated = True
+        state.metadata["stop_reason"] = stop_reason
+        state.metadata["final_observation"] = cut_middle(observation, 20_000)
+
+    # ------------------------------------------------------------------ prompts and history
+    def system_prompt(self, harness: Harness, in_prompt: Sequence[Skill], catalog: Sequence[Skill], max_steps: int) -> str:
+        if in_prompt:
+            skill_section = render("agent_skills_full.md", skills="\n\n".join(quote_skill(s) for s in in_prompt))
+        elif catalog:
+            skill_section = render("agent_skills_catalog.md", catalog=skill_catalog(catalog), max_loads=self.config.max_loads)
+        else:
+            skill_section = ""
+        return render(
+            "agent_system.md",
+            task_description=harness.task_description,
+            harness_description=harness.harness_description,
+            action_instructions=harness.action_instructions,
+            max_steps=max_steps,
+            skill_section=skill_section,
+        )
+
+    def build_messages(self, system: str, first: str, turns: Sequence[_Turn]) -> list[dict[str, str]]:
+        """System prompt + task + the most recent turns that fit `context_chars`.
+
+        The newest turn and pinned turns (loaded skills) are always kept; older turns are dropped first and
+        the task message says how many were left out.
+        """
+        budget = self.config.context_chars - len(system) - len(first)
+        kept: list[_Turn] = []
+        used = 0
+        recent = 0  # unpinned turns kept
+        full = False
+        limit = self.config.history_turns
+        for turn in reversed(turns):
+            size = len(turn.reply) + len(turn.observation)
+            if limit is not None and recent >= limit:
+                full = True
+            if not kept or turn.pinned or (not full and used + size <= budget):
+                kept.append(turn)
+                used += size
+                recent += 0 if turn.pinned else 1
+            else:
+                full = True
+        kept.reverse()
+        omitted = len(turns) - len(kept)
+        task_text = first
+        if omitted:
+            task_text += f"\n\n[{omitted} earlier turn(s) are omitted here to fit the context window.]"
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": task_text}]
+        for turn in kept:
+            messages.append({"role": "assistant", "content": turn.reply})
+            messages.append({"role": "user", "content": turn.observation})
+        return messages
+
+    def _observation_message(self, observation: str, actions_left: int) -> str:
+        return f"Observation ({actions_left} actions left):\n{cut_middle(observation, self.config.max_observation_chars)}"
+
+    def _history_reply(self, reply: str) -> str:
+        return cut_middle(reply, self.config.max_reply_chars)
+
+    # ------------------------------------------------------------------ model calls
+    def _params(self) -> dict[str, Any]:
+        cfg = self.config
+        params: dict[str, Any] = {}
+        if cfg.max_tokens is not None:
+            params["max_tokens"] = cfg.max_tokens
+        if cfg.temperature is not None:
+            params["temperature"] = cfg.temperature
+        if cfg.stop:
+            params["stop"] = list(cfg.stop)
+        return params
+
+    def _account(self, completion: Any, state: _State) -> None:
+        state.model_calls += 1
+        state.prompt_tokens += int(getattr(completion, "prompt_tokens", 0) or 0)
+        state.completion_tokens += int(getattr(completion, "completion_tokens", 0) or 0)
+        state.cost_usd += float(getattr(completion, "cost_usd", 0.0) or 0.0)
+
+    def _complete(self, messages: list[dict[str, str]], state: _State) -> str:
+        completion = self.gateway.complete(self.config.role, messages, stage=self.config.stage, **self._params())
+        self._account(completion, state)
+        return completion.text or ""
+
+    # ------------------------------------------------------------------ select mode
+    def _select(self, harness: Harness, task: Task, observation: str, skills: list[Skill], state: _State) -> Skill | None:
+        """One call: the model names one skill by number (0 = none). Junk means no skill, noted in metadata."""
+        from raso.llm.gateway import response_format_for, supports_schema_mode
+        from raso.llm.structured import parse_structured, with_instructions
+
+        prompt = render(
+            "agent_select.md",
+            task_description=harness.task_description,
+            task=cut_middle(task.instruction or observation, self.config.max_observation_chars),
+            candidates=skill_catalog(skills),
+        )
+        messages = with_instructions([{"role": "user", "content": prompt}], SkillChoice)
+        _, role_cfg = self.gateway.config.resolve_role(self.config.role)
+        params: dict[str, Any] = {"max_tokens": 64}
+        if self.config.temperature is not None:
+            params["temperature"] = self.config.temperature
+        if supports_schema_mode(role_cfg.model):
+            params["response_format"] = response_format_for(role_cfg.model, SkillChoice)
+        completion = self.gateway.complete(self.config.role, messages, stage=f"{self.config.stage}.select", **params)
+        self._account(completion, state)
+        text = completion.text or ""
+        state.metadata["select_reply"] = text[:2_000]
+        try:
+            number: int | None = parse_structured(text, SkillChoice).skill_number
+        except ValueError:
+            found = _FIRST_INT.search(text)  # SRA-Bench's selection prompt asks for a bare number
+            number = int(found.group()) if found else None
+        if number is None:
+            state.metadata["select_error"] = "the selection reply named no skill number; running without a skill"
+            chosen = None
+        elif number == 0:
+            chosen = None
+        elif 1 <= number <= len(skills):
+            chosen = skills[number - 1]
+        else:
+            state.metadata["select_error"] = f"skill number {number} is not in 1..{len(skills)}; running without a skill"
+            chosen = None
+        state.metadata["selected_skill"] = chosen.name if chosen else None
+        return chosen
+
+    # ------------------------------------------------------------------ progressive mode
+    @staticmethod
+    def _load_request(reply: str) -> str | None:
+        match = _LOAD_IN_REPLY.search(reply)
+        return match.group(1) if match else None
+
+    @staticmethod
+    def resolve_skill(key: str, catalog: Sequence[Skill]) -> Skill | None:
+        """A catalog skill by exact name, case-insensitive name, or 1-based number."""
+        wanted = key.strip().strip("\"'`").strip()
+        for skill in catalog:
+            if skill.name == wanted:
+                return skill
+        for skill in catalog:
+            if skill.name.lower() == wanted.lower():
+                return skill
+        if wanted.isdigit() and 1 <= int(wanted) <= len(catalog):
+            return catalog[int(wanted) - 1]
+        return None
+
+    def _load(self, key: str, catalog: Sequence[Skill], state: _State, loads_allowed: int) -> str:
+        if len(state.skills_loaded) >= loads_allowed:
+            return (f"Skill load refused: the limit of {loads_allowed} loads is reached. "
+                    "Continue the task with actions in the environment.")
+        skill = self.resolve_skill(key, catalog)
+        if skill is None:
+            names = ", ".join(f"{i}. {s.name}" for i, s in enumerate(catalog, start=1))
+            return f"There is no skill named {key!r}. Skills you can load: {names}."
+        state.skills_loaded.append(skill.name)
+        return quote_skill(skill)
+
+
+__all__ = ["AgentConfig", "ExecutionAgent", "MODES", "Mode", "RolloutTimeout", "SkillChoice", "cut_middle",
+           "quote_skill", "skill_catalog"]
