@@ -1,0 +1,225 @@
+"""`raso eval`: run real rollouts of a skill on a harness split and write trajectories and a summary.
+
+Output directory layout:
+    config.json            the resolved command (harness, split, model, mode, skills, agent config)
+    skills/<name>.md       the skills given to the agent, as run
+    trajectories/NNNN_<task>.json   one Rollout per task, in task order (readable with raso.evaluate.load_trajectories)
+    summary.json           mean reward, success rate, soft score, tokens, cost, wall time, per-task rows
+    ledger.json            the gateway's usage ledger (every model call)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from raso.agent import MODES, AgentConfig, ExecutionAgent
+from raso.harness import get_harness
+from raso.skill import Skill, SkillParseError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="run a skill on a harness split through the LLM gateway and write trajectories + a summary",
+        description="Run the execution agent with a skill (or none) on every task of a harness split, in parallel, "
+        "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
+    )
+    parser.add_argument("--harness", required=True, help="registered harness name or 'package.module:Class'")
+    parser.add_argument("--harness-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument for the harness constructor (repeatable; VALUE parsed as JSON if it can be)")
+    parser.add_argument("--skill", action="append", default=[], metavar="FILE|none",
+                        help="a SKILL.md file (repeatable), or 'none' for the no-skill baseline")
+    parser.add_argument("--skills-dir", type=Path, default=None,
+                        help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
+                        "the candidate pool for --mode select/progressive")
+    parser.add_argument("--split", default="test", help="train | val | test (default: test)")
+    parser.add_argument("--model", default=None, help="the target model M (litellm string; default: the embedded local model)")
+    parser.add_argument("--api-base", default=None, help="OpenAI-compatible server URL for --model (vLLM, llama.cpp, ...)")
+    parser.add_argument("--mode", choices=MODES, default=None,
+                        help="skill incorporation mode (default: full with skills, none without)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
+    parser.add_argument("--workers", type=int, default=2, help="rollouts run in parallel (default 2)")
+    parser.add_argument("--max-steps", type=int, default=None, help="environment actions per task (default: the harness's)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="reply length per model turn (default 512)")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--context-chars", type=int, default=None,
+                        help="character budget of the conversation sent each turn (default 20000, for an 8k-token context)")
+    parser.add_argument("--max-concurrency", type=int, default=4, help="concurrent model calls (default 4)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="opt-in on-disk response cache")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/eval/<harness>-<split>-<mode>-<time>)")
+    parser.set_defaults(func=run_eval)
+
+
+class UsageError(Exception):
+    """A bad command line; the message is printed and the exit status is 2."""
+
+
+def _harness_kwargs(pairs: list[str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--harness-arg {pair!r}: expected KEY=VALUE")
+        try:
+            kwargs[key.strip()] = json.loads(value)
+        except ValueError:
+            kwargs[key.strip()] = value
+    return kwargs
+
+
+def _skill_files(skills_dir: Path) -> list[Path]:
+    if not skills_dir.is_dir():
+        raise UsageError(f"--skills-dir {skills_dir}: not a folder")
+    files = set(skills_dir.rglob("SKILL.md")) | {p for p in skills_dir.glob("*.md") if p.is_file()}
+    if not files:
+        raise UsageError(f"--skills-dir {skills_dir}: no SKILL.md or *.md files found")
+    return sorted(files)
+
+
+def load_skills(skill_args: list[str], skills_dir: Path | None) -> list[Skill]:
+    """Skills from --skill FILE (in order; 'none' contributes nothing) then --skills-dir."""
+    paths: list[Path] = []
+    for item in skill_args:
+        if item.strip().lower() == "none":
+            continue
+        path = Path(item)
+        if not path.is_file():
+            raise UsageError(f"--skill {item}: no such file")
+        paths.append(path)
+    if skills_dir is not None:
+        paths.extend(_skill_files(skills_dir))
+    skills: list[Skill] = []
+    for path in paths:
+        try:
+            skills.append(Skill.load(path))
+        except SkillParseError as exc:
+            raise UsageError(f"cannot use skill: {exc}") from None
+    names = [s.name for s in skills]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates and len(skills) > 1:
+        raise UsageError(f"skill names must be unique (LOAD_SKILL and selection use them); repeated: {', '.join(duplicates)}")
+    return skills
+
+
+def resolve_mode(mode: str | None, skills: list[Skill]) -> str:
+    if mode is None:
+        return "full" if skills else "none"
+    if mode == "none" and skills:
+        raise UsageError("--mode none runs without a skill; drop --skill/--skills-dir (or use --skill none)")
+    if mode != "none" and not skills:
+        raise UsageError(f"--mode {mode} needs at least one skill (--skill FILE or --skills-dir DIR)")
+    return mode
+
+
+def _safe_name(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text).strip("._") or "skill"
+
+
+def _default_out(harness: str, split: str, mode: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("runs") / "eval" / f"{_safe_name(harness)}-{split}-{mode}-{stamp}"
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        return _run_eval(args)
+    except UsageError as exc:
+        print(f"raso eval: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from raso.evaluate import evaluate
+    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway
+
+    skills = load_skills(args.skill, args.skills_dir)
+    mode = resolve_mode(args.mode, skills)
+    try:
+        harness = get_harness(args.harness, **_harness_kwargs(args.harness_arg))
+    except (ValueError, ImportError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        tasks = harness.tasks(args.split)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.limit is not None:
+        if args.limit < 1:
+            raise UsageError("--limit must be at least 1")
+        tasks = tasks[: args.limit]
+    if not tasks:
+        raise UsageError(f"harness {harness.name!r} has no tasks in split {args.split!r}")
+
+    model = args.model or DEFAULT_LOCAL_MODEL
+    gateway = LLMGateway(GatewayConfig.for_models(target=model, api_base=args.api_base, cache_dir=args.cache_dir,
+                                                  max_concurrency=max(1, args.max_concurrency)))
+    agent_kwargs: dict[str, Any] = {"mode": mode, "max_steps": args.max_steps}
+    for key, value in (("max_tokens", args.max_tokens), ("temperature", args.temperature),
+                       ("context_chars", args.context_chars)):
+        if value is not None:
+            agent_kwargs[key] = value
+    agent_cfg = AgentConfig(**agent_kwargs)
+    agent = ExecutionAgent(gateway, agent_cfg)
+
+    out = args.out or _default_out(harness.name, args.split, mode)
+    out.mkdir(parents=True, exist_ok=True)
+    for skill in skills:
+        skill.save(out / "skills" / f"{_safe_name(skill.name)}.md")
+    config = {
+        "harness": harness.name, "harness_target": args.harness, "harness_args": args.harness_arg,
+        "split": args.split, "tasks": [t.id for t in tasks], "model": model, "api_base": args.api_base,
+        "mode": mode, "skills": [s.name for s in skills], "workers": args.workers,
+        "agent": agent_cfg.model_dump(), "started_at": datetime.now(timezone.utc).isoformat(),
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+    print(f"raso eval: {len(tasks)} task(s) of {harness.name}/{args.split}, model {model}, mode {mode}, "
+          f"skills {[s.name for s in skills] or 'none'} -> {out}", file=sys.stderr)
+    done = [0]
+    started = time.perf_counter()
+
+    def progress(rollout: Any) -> None:
+        done[0] += 1
+        status = f"error: {rollout.error.splitlines()[0][:120]}" if rollout.error else f"reward {rollout.reward:.2f}"
+        print(f"  [{done[0]}/{len(tasks)}] {rollout.task_id}: {status} ({rollout.env_steps} steps, "
+              f"{rollout.wall_time_s:.1f} s)", file=sys.stderr)
+
+    result = evaluate(harness, agent, tasks, skills, max_workers=max(1, args.workers),
+                      trajectories_dir=out / "trajectories", on_rollout=progress)
+    summary = {**result.summary(), "model": model, "mode": mode, "split": args.split,
+               "ledger_totals": gateway.ledger.totals(), "elapsed_s": time.perf_counter() - started}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    gateway.ledger.save(out / "ledger.json")
+
+    _print_summary(summary, out)
+    if result.rollouts and result.errors == len(result.rollouts):
+        first = next(r.error for r in result.rollouts if r.error)
+        print(f"raso eval: every rollout failed; first error: {first.splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_summary(summary: dict[str, Any], out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"raso eval: {summary['harness']} / {summary['split']} / {summary['mode']}")
+    table.add_column("tasks", justify="right")
+    table.add_column("mean reward", justify="right")
+    table.add_column("soft score", justify="right")
+    table.add_column("errors", justify="right")
+    table.add_column("prompt tok", justify="right")
+    table.add_column("completion tok", justify="right")
+    table.add_column("cost USD", justify="right")
+    table.add_column("wall s", justify="right")
+    soft = summary["mean_soft_score"]
+    table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
+                  str(summary["errors"]), str(summary["prompt_tokens"]), str(summary["completion_tokens"]),
+                  f"{summary['cost_usd']:.4f}", f"{summary['wall_time_s']:.1f}")
+    Console().print(table)
+    print(f"trajectories and summary written to {out}")

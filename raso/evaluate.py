@@ -1,0 +1,162 @@
+"""Parallel evaluation: run a skill on a list of tasks and collect the rollouts in task order.
+
+Rollouts run in a thread pool; the gateway's `max_concurrency` bounds the model calls across threads. A
+rollout that crashes (even in a harness that overrides `rollout` carelessly) scores 0 with its error, so one
+bad task never stops an evaluation.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from raso.harness import Harness, Rollout, RolloutRunner, Task, failed_rollout
+from raso.skill import Skill
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def trajectory_filename(index: int, task_id: str) -> str:
+    """`0007_<task id>.json`: sortable by task order, safe on every filesystem."""
+    safe = _UNSAFE.sub("_", task_id).strip("._")[:80] or "task"
+    return f"{index:04d}_{safe}.json"
+
+
+class EvalResult(BaseModel):
+    """The rollouts of one evaluation, in task order, with aggregate numbers."""
+
+    harness: str
+    rollouts: list[Rollout] = Field(default_factory=list)
+    skill_names: list[str] = Field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    @property
+    def mean_reward(self) -> float:
+        return statistics.fmean(r.reward for r in self.rollouts) if self.rollouts else 0.0
+
+    @property
+    def mean_soft_score(self) -> float | None:
+        scores = [r.soft_score for r in self.rollouts if r.soft_score is not None]
+        return statistics.fmean(scores) if scores else None
+
+    @property
+    def success_rate(self) -> float:
+        return statistics.fmean(1.0 if r.success else 0.0 for r in self.rollouts) if self.rollouts else 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.rollouts if r.error)
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": sum(r.prompt_tokens for r in self.rollouts),
+            "completion_tokens": sum(r.completion_tokens for r in self.rollouts),
+            "cost_usd": sum(r.cost_usd for r in self.rollouts),
+            "model_calls": sum(r.model_calls for r in self.rollouts),
+            "env_steps": sum(r.env_steps for r in self.rollouts),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The numbers without the trajectories (what `raso eval` writes as summary.json)."""
+        return {
+            "harness": self.harness,
+            "skill_names": self.skill_names,
+            "tasks": len(self.rollouts),
+            "mean_reward": self.mean_reward,
+            "success_rate": self.success_rate,
+            "mean_soft_score": self.mean_soft_score,
+            "errors": self.errors,
+            "wall_time_s": self.wall_time_s,
+            **self.totals(),
+            "per_task": [
+                {"task_id": r.task_id, "reward": r.reward, "soft_score": r.soft_score, "env_steps": r.env_steps,
+                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                 "cost_usd": r.cost_usd, "wall_time_s": r.wall_time_s,
+                 "error": (r.error or "").splitlines()[0][:300] if r.error else None}
+                for r in self.rollouts
+            ],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary(), "rollouts": [r.model_dump(mode="json") for r in self.rollouts]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        return cls(harness=data["harness"], rollouts=[Rollout.model_validate(r) for r in data.get("rollouts", [])],
+                   skill_names=data.get("skill_names", []), wall_time_s=data.get("wall_time_s", 0.0))
+
+
+def _guarded_rollout(harness: Harness, agent: RolloutRunner, task: Task, skills: Sequence[Skill]) -> Rollout:
+    started = time.perf_counter()
+    try:
+        rollout = harness.rollout(task, skills, agent)
+        if not isinstance(rollout, Rollout):
+            raise TypeError(f"{type(harness).__name__}.rollout returned {type(rollout).__name__}, not a Rollout")
+        return rollout
+    except Exception as exc:  # harness.rollout should never raise; if one does, it still only scores 0
+        return failed_rollout(getattr(harness, "name", type(harness).__name__), task, skills, exc,
+                              wall_time_s=time.perf_counter() - started)
+
+
+def evaluate(
+    harness: Harness,
+    agent: RolloutRunner,
+    tasks: Sequence[Task],
+    skills: Sequence[Skill] = (),
+    *,
+    max_workers: int = 2,
+    trajectories_dir: str | Path | None = None,
+    on_rollout: Callable[[Rollout], Any] | None = None,
+) -> EvalResult:
+    """Run every task with `skills` and return the rollouts in task order.
+
+    Each finished rollout is written to `trajectories_dir/<index>_<task id>.json` (if given) and passed to
+    `on_rollout` in the calling thread; an exception from `on_rollout` cancels the tasks not yet started
+    and propagates (how a caller stops an evaluation, e.g. when a budget runs out).
+    """
+    skills = list(skills)
+    tasks = list(tasks)
+    out_dir = Path(trajectories_dir) if trajectories_dir is not None else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: list[Rollout | None] = [None] * len(tasks)
+    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="rollout") as pool:
+        pending: dict[Future[Rollout], int] = {
+            pool.submit(_guarded_rollout, harness, agent, task, skills): i for i, task in enumerate(tasks)
+        }
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = pending.pop(future)
+                    rollout = future.result()  # cannot raise: _guarded_rollout catches
+                    results[index] = rollout
+                    if out_dir is not None:
+                        rollout.save(out_dir / trajectory_filename(index, tasks[index].id))
+                    if on_rollout is not None:
+                        on_rollout(rollout)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+    return EvalResult(
+        harness=getattr(harness, "name", type(harness).__name__),
+        rollouts=[r for r in results if r is not None],
+        skill_names=[s.name for s in skills],
+        wall_time_s=time.perf_counter() - started,
+    )
+
+
+def load_trajectories(directory: str | Path) -> list[Rollout]:
+    """Read back the rollouts `evaluate` wrote, in task order."""
+    return [Rollout.load(path) for path in sorted(Path(directory).glob("[0-9][0-9][0-9][0-9]_*.json"))]
+
+
+__all__ = ["EvalResult", "evaluate", "load_trajectories", "trajectory_filename"]

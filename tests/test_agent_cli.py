@@ -1,0 +1,116 @@
+"""`raso eval` and `raso harnesses`, called through their argparse parsers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from raso.commands import eval as eval_cmd
+from raso.commands import harnesses as harnesses_cmd
+from raso.evaluate import load_trajectories
+from raso.llm.scripted import ScriptedModel
+from raso.skill import Skill
+from tests.test_harness_protocol import toy_registered  # noqa: F401  (fixture)
+from tests.toy_counting import count_script
+
+TOY = "tests.toy_counting:CountingHarness"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="raso")
+    sub = parser.add_subparsers()
+    eval_cmd.register(sub)
+    harnesses_cmd.register(sub)
+    return parser.parse_args(list(argv))
+
+
+def test_eval_writes_trajectories_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = ScriptedModel(count_script)
+    skill_path = Skill(name="count-tips", description="Counting.", body="Add one.").save(tmp_path / "SKILL.md")
+    out = tmp_path / "out"
+    args = parse("eval", "--harness", TOY, "--harness-arg", "n_tasks=5", "--skill", str(skill_path),
+                 "--split", "test", "--model", model.model, "--limit", "3", "--workers", "2", "--out", str(out))
+    assert args.func(args) == 0
+
+    rollouts = load_trajectories(out / "trajectories")
+    assert [r.task_id for r in rollouts] == ["count-0", "count-1", "count-2"]
+    assert all(r.reward == 1.0 and r.mode == "full" and r.skill_names == ["count-tips"] for r in rollouts)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_reward"] == 1.0 and summary["tasks"] == 3 and summary["mode"] == "full"
+    assert summary["prompt_tokens"] == sum(r.prompt_tokens for r in rollouts) > 0
+    assert summary["ledger_totals"]["calls"] == len(model.calls) == 2 + 3 + 4
+    assert "cost_usd" in summary and json.loads((out / "ledger.json").read_text())["totals"]["calls"] == 9
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == model.model and config["skills"] == ["count-tips"]
+    assert (out / "skills" / "count-tips.md").read_text().startswith("---")
+    assert "Add one." in model.calls[0][0]["content"]
+    printed = capsys.readouterr().out
+    assert "1.000" in printed and f"written to {out}" in printed
+
+
+def test_eval_progressive_with_a_skills_dir(tmp_path: Path) -> None:
+    for name in ("a-skill", "b-skill"):
+        Skill(name=name, description=f"about {name}", body=f"BODY {name}").save(tmp_path / "skills" / name / "SKILL.md")
+    model = ScriptedModel(count_script)
+    args = parse("eval", "--harness", TOY, "--skills-dir", str(tmp_path / "skills"), "--mode", "progressive",
+                 "--model", model.model, "--limit", "1", "--out", str(tmp_path / "o"))
+    assert args.func(args) == 0
+    system = model.calls[0][0]["content"]
+    assert "a-skill" in system and "about b-skill" in system and "BODY a-skill" not in system
+
+
+def test_eval_reports_when_every_rollout_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raso.llm._litellm import litellm
+
+    def refuse(messages: list) -> str:  # a permanent failure (never retried), like a missing API key
+        raise litellm.AuthenticationError(message="no key for this model", llm_provider="scripted", model="m")
+
+    model = ScriptedModel(refuse)
+    args = parse("eval", "--harness", TOY, "--model", model.model, "--limit", "2", "--out", str(tmp_path / "o"))
+    assert args.func(args) == 1
+    err = capsys.readouterr().err
+    assert "every rollout failed" in err and "authentication failed" in err
+    assert all(r.reward == 0.0 and r.error for r in load_trajectories(tmp_path / "o" / "trajectories"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--harness", "nope-harness"), "unknown harness 'nope-harness'"),
+        (("--harness", TOY, "--split", "dev"), "no split 'dev'"),
+        (("--harness", TOY, "--mode", "select"), "--mode select needs at least one skill"),
+        (("--harness", TOY, "--skill", "/no/such/SKILL.md"), "no such file"),
+        (("--harness", TOY, "--harness-arg", "oops"), "expected KEY=VALUE"),
+    ],
+)
+def test_eval_usage_errors_are_clear(argv: tuple[str, ...], message: str, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("eval", *argv, "--model", "scripted/unused", "--out", str(tmp_path / "o"))
+    assert args.func(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_eval_rejects_a_malformed_skill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "SKILL.md"
+    bad.write_text("no front matter here")
+    args = parse("eval", "--harness", TOY, "--skill", str(bad), "--model", "scripted/unused")
+    assert args.func(args) == 2
+    assert "missing YAML front matter" in capsys.readouterr().err
+
+
+def test_harnesses_lists_split_sizes_and_reasons(toy_registered: None, capsys: pytest.CaptureFixture[str],  # noqa: F811
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # a wide console, so rich does not fold the reason
+    args = parse("harnesses", "--json")
+    assert args.func(args) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["toy"]["split_sizes"] == {"train": 2, "val": 2, "test": 4}
+    assert rows["broken"]["loaded"] is False and "no_such_pkg_xyz" in rows["broken"]["error"]
+
+    args = parse("harnesses")
+    assert args.func(args) == 0
+    table = capsys.readouterr().out
+    assert "toy" in table and "unavailable" in table and "no_such_pkg_xyz" in table
