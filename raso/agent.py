@@ -62,7 +62,9 @@ class AgentConfig(BaseModel):
     )
     max_observation_chars: int = Field(default=6_000, ge=200, description="longer observations keep head and tail")
     max_reply_chars: int = Field(default=4_000, ge=200, description="longer replies are cut in the history sent back")
-    max_tokens: int | None = Field(default=512, description="reply length limit per model turn")
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="reply length limit per model turn; None = the harness's max_reply_tokens"
+    )
     temperature: float | None = None
     stop: list[str] | None = Field(
         default_factory=lambda: ["\nObservation:"],
@@ -158,6 +160,7 @@ class ExecutionAgent:
         env = None
         try:
             max_steps = cfg.max_steps or int(getattr(harness, "max_steps", 20))
+            state.metadata["max_steps"] = max_steps
             env = harness.make_env(task)
             self._loop(harness, task, skills, env, state, max_steps, started)
         except Exception as exc:  # model junk, tool crash, timeout, LLMError: a score of 0, never a crash
@@ -229,7 +232,7 @@ class ExecutionAgent:
                 raise RolloutTimeout(f"rollout exceeded its wall-clock limit of {cfg.max_wall_s:g} s")
             turn += 1
             messages = self.build_messages(system, first, state.turns)
-            reply = self._complete(messages, state)
+            reply = self._complete(messages, state, self._reply_tokens(harness))
 
             load_key = self._load_request(reply) if catalog else None
             action = None
@@ -332,11 +335,12 @@ class ExecutionAgent:
         return cut_middle(reply, self.config.max_reply_chars)
 
     # ------------------------------------------------------------------ model calls
-    def _params(self) -> dict[str, Any]:
+    def _reply_tokens(self, harness: Harness) -> int:
+        return self.config.max_tokens or int(getattr(harness, "max_reply_tokens", 512))
+
+    def _params(self, max_tokens: int) -> dict[str, Any]:
         cfg = self.config
-        params: dict[str, Any] = {}
-        if cfg.max_tokens is not None:
-            params["max_tokens"] = cfg.max_tokens
+        params: dict[str, Any] = {"max_tokens": max_tokens}
         if cfg.temperature is not None:
             params["temperature"] = cfg.temperature
         if cfg.stop:
@@ -349,8 +353,8 @@ class ExecutionAgent:
         state.completion_tokens += int(getattr(completion, "completion_tokens", 0) or 0)
         state.cost_usd += float(getattr(completion, "cost_usd", 0.0) or 0.0)
 
-    def _complete(self, messages: list[dict[str, str]], state: _State) -> str:
-        completion = self.gateway.complete(self.config.role, messages, stage=self.config.stage, **self._params())
+    def _complete(self, messages: list[dict[str, str]], state: _State, max_tokens: int) -> str:
+        completion = self.gateway.complete(self.config.role, messages, stage=self.config.stage, **self._params(max_tokens))
         self._account(completion, state)
         return completion.text or ""
 

@@ -171,6 +171,7 @@ class Harness(ABC):
     name: ClassVar[str]
     resource_dir: ClassVar[Path]
     max_steps: int = 20
+    max_reply_tokens: int = 512  # reply length the agent allows per turn unless AgentConfig.max_tokens says otherwise
 
     @abstractmethod
     def splits(self) -> dict[str, list[Task]]:

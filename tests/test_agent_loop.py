@@ -168,3 +168,15 @@ def test_history_turns_limits_the_recent_turns_sent() -> None:
     assert rollout.reward == 1.0
     assert [len(call) for call in model.calls] == [2, 4, 6, 6, 6, 6]
     assert "3 earlier turn(s) are omitted" in model.calls[5][1]["content"]
+
+
+def test_reply_length_comes_from_the_harness_unless_configured() -> None:
+    class Wordy(CountingHarness):
+        max_reply_tokens = 1024
+
+    gw, model = scripted_gateway(count_script)
+    CountingHarness().rollout(task(2), [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    Wordy().rollout(task(2), [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    ExecutionAgent(gw, AgentConfig(mode="none", max_tokens=64)).run(Wordy(), task(2), [])
+    assert [p["max_tokens"] for p in model.params] == [512, 512, 1024, 1024, 64, 64]
+    assert all(p["stop"] == ["\nObservation:"] for p in model.params)
