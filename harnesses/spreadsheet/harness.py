@@ -1,0 +1,85 @@
+"""SpreadsheetHarness: SpreadsheetBench tasks solved by a model-written openpyxl program, run in a sandbox."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, ClassVar
+
+from raso.harness import Harness, Task
+from raso.sandbox import Sandbox, SandboxLimits
+
+from harnesses.spreadsheet.actions import parse_reply
+from harnesses.spreadsheet.env import SpreadsheetEnv
+from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, load_tasks
+from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
+from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
+
+DEFAULT_RECALC = "libreoffice"
+
+
+class SpreadsheetHarness(Harness):
+    """Tasks: the 50 shipped SpreadsheetBench tasks (or any folder in its layout, e.g. Verified-400).
+
+    Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):
+      data_dir      a SpreadsheetBench folder (dataset.json + spreadsheet/); default: the shipped 50 tasks
+      recalc        "libreoffice" (default), "formulas" or "none" (no recalculation; formulas then score as empty)
+      max_steps     actions per task (default 8)
+      split_salt, split_fractions   the split rule (see splits.py)
+      cpu_seconds, wall_seconds, memory_mb   sandbox limits per program run
+    """
+
+    name: ClassVar[str] = "spreadsheet"
+    resource_dir: ClassVar[Path] = Path(__file__).resolve().parent
+    max_steps: int = 8
+
+    def __init__(self, data_dir: str | Path | None = None, recalc: str = DEFAULT_RECALC, max_steps: int | None = None,
+                 split_salt: str = DEFAULT_SALT, split_fractions: tuple[float, float, float] | list[float] = DEFAULT_FRACTIONS,
+                 cpu_seconds: int = 20, wall_seconds: float = 40.0, memory_mb: int = 1536, preview_rows: int = 10) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else PACKAGED_DATA_DIR
+        self._tasks = load_tasks(self.data_dir)
+        self._by_id = {t.id: t for t in self._tasks}
+        # Fails here, with the install command, if the chosen engine is missing.
+        self.recalculator: Recalculator | None = None if recalc == "none" else get_recalculator(recalc)
+        if max_steps is not None:
+            self.max_steps = int(max_steps)
+        self.split_salt = split_salt
+        self.split_fractions = tuple(split_fractions)
+        self.preview_rows = preview_rows
+        limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_bytes=memory_mb * 1024 * 1024)
+        # The answers live in the data folder: the sandbox may never read it, even if it sits inside site-packages.
+        self.sandbox = Sandbox(limits, deny_read=[self.data_dir])
+
+    @staticmethod
+    def to_task(task: SpreadsheetTask) -> Task:
+        return Task(id=task.id, instruction=task.instruction, metadata={
+            "instruction_type": task.instruction_type, "answer_position": task.answer_position,
+            "answer_sheet": task.answer_sheet, "data_position": task.data_position, "cases": len(task.cases),
+            "layout": task.layout,
+        })
+
+    @functools.cached_property
+    def _splits(self) -> dict[str, list[Task]]:
+        raw = split_tasks(self._tasks, fractions=self.split_fractions, salt=self.split_salt)  # type: ignore[arg-type]
+        return {name: [self.to_task(t) for t in tasks] for name, tasks in raw.items()}
+
+    def splits(self) -> dict[str, list[Task]]:
+        return {name: list(tasks) for name, tasks in self._splits.items()}
+
+    def spreadsheet_task(self, task_id: str) -> SpreadsheetTask:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise ValueError(f"task {task_id!r} is not in {self.data_dir}") from None
+
+    def make_env(self, task: Task) -> SpreadsheetEnv:
+        return SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows)
+
+    def parse_action(self, reply: str) -> str:
+        """RUN or SUBMIT plus the program's code block, in canonical form (rules in action_format.md)."""
+        return parse_reply(reply).to_action()
+
+    def describe(self) -> dict[str, Any]:
+        return {"data_dir": str(self.data_dir), "tasks": len(self._tasks),
+                "recalc": self.recalculator.name if self.recalculator else "none",
+                "isolation": self.sandbox.support.model_dump()}

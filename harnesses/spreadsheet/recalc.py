@@ -1,0 +1,230 @@
+"""Recalculate formulas in a workbook so that its cells carry values for scoring.
+
+openpyxl writes formulas without cached values (and drops the cached values of every formula it re-saves), so a
+workbook produced by a program reads as empty formula cells under `data_only=True`. Before scoring, the
+harness recalculates the produced workbook, as SpreadsheetBench's own pipeline does (it opens every output in
+Excel on Windows, or LibreOffice elsewhere).
+
+Two engines:
+
+* `LibreOfficeRecalc` (the default; see `harness_description.md` and `benchmarks/bench_recalc.py` for the
+  measurement behind the choice): LibreOffice Calc headless converts the workbook to xlsx, which computes
+  every formula without a cached value. Needs the `soffice` binary (Debian/Ubuntu:
+  `apt-get install -y libreoffice-calc-nogui`). Each worker thread gets its own LibreOffice user profile, so
+  parallel rollouts do not collide.
+* `FormulasRecalc`: the pure-Python `formulas` package (`pip install formulas`); computes the formula cells and
+  writes them back as plain values.
+
+`get_recalculator(name)` returns one of them, or raises `RecalcUnavailable` with the install command.
+`needs_recalc(path)` says whether a workbook has formula cells without cached values at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import uuid
+import warnings
+import zipfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import openpyxl
+
+LIBREOFFICE_INSTALL_HINT = "install LibreOffice Calc, e.g. `apt-get install -y libreoffice-calc-nogui` on Debian/Ubuntu"
+
+
+class RecalcError(RuntimeError):
+    """Recalculating one workbook failed (bad file, engine crash, timeout)."""
+
+
+class RecalcUnavailable(RuntimeError):
+    """The requested recalculation engine is not installed."""
+
+
+def needs_recalc(path: Path) -> bool:
+    """True if some cell holds a formula (the xml has <f> elements) but no cached value (<v>) for it."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name in zf.namelist():
+                if name.startswith("xl/worksheets/") and name.endswith(".xml"):
+                    data = zf.read(name)
+                    if b"<f" in data and _formula_without_value(data):
+                        return True
+    except zipfile.BadZipFile:
+        return False  # the scorer reports the corrupt file
+    return False
+
+
+_CELL = re.compile(rb"<c\b[^>]*?(?<!/)>(.*?)</c>", re.DOTALL)
+_FORMULA = re.compile(rb"<f[\s>/]")
+_VALUE = re.compile(rb"<v(?:\s[^>]*)?>[^<]")
+
+
+def _formula_without_value(sheet_xml: bytes) -> bool:
+    # A computed cell looks like <c r="B2"><f>SUM(A1:A3)</f><v>6</v></c>; openpyxl writes <v /> instead.
+    return any(_FORMULA.search(m.group(1)) and not _VALUE.search(m.group(1)) for m in _CELL.finditer(sheet_xml))
+
+
+class Recalculator(ABC):
+    name: str
+
+    @abstractmethod
+    def recalc(self, src: Path, dest: Path) -> None:
+        """Write a copy of `src` to `dest` whose formula cells carry computed values."""
+
+    def recalc_many(self, pairs: list[tuple[Path, Path]]) -> list[str | None]:
+        """Recalculate several workbooks; per pair None on success or the error message."""
+        errors: list[str | None] = []
+        for src, dest in pairs:
+            try:
+                self.recalc(src, dest)
+                errors.append(None)
+            except RecalcError as exc:
+                errors.append(str(exc))
+        return errors
+
+
+class LibreOfficeRecalc(Recalculator):
+    name = "libreoffice"
+
+    def __init__(self, soffice: str | None = None, timeout_s: float = 120.0) -> None:
+        found = soffice or shutil.which("soffice") or shutil.which("libreoffice")
+        if not found:
+            raise RecalcUnavailable(f"LibreOffice (soffice) is not installed: {LIBREOFFICE_INSTALL_HINT}, "
+                                    "or choose the `formulas` engine")
+        self.soffice = found
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._profiles: list[Path] = []
+        self._lock = threading.Lock()
+
+    def _profile(self) -> Path:
+        profile = getattr(self._local, "profile", None)
+        if profile is None:
+            profile = Path(tempfile.mkdtemp(prefix="raso-lo-profile-"))
+            self._local.profile = profile
+            with self._lock:
+                self._profiles.append(profile)
+        return profile
+
+    def recalc(self, src: Path, dest: Path) -> None:
+        (error,) = self.recalc_many([(src, dest)])
+        if error is not None:
+            raise RecalcError(error)
+
+    def recalc_many(self, pairs: list[tuple[Path, Path]]) -> list[str | None]:
+        """One LibreOffice start converts all the workbooks (start-up dominates the cost)."""
+        if not pairs:
+            return []
+        with tempfile.TemporaryDirectory(prefix="raso-lo-") as tmp:
+            indir, outdir = Path(tmp) / "in", Path(tmp) / "out"
+            indir.mkdir()
+            staged = []
+            for i, (src, _) in enumerate(pairs):
+                # LibreOffice names each result after its input: stage under fixed, safe, distinct names.
+                path = indir / f"book{i}-{uuid.uuid4().hex[:8]}.xlsx"
+                shutil.copyfile(src, path)
+                staged.append(path)
+            cmd = [self.soffice, f"-env:UserInstallation={self._profile().as_uri()}", "--headless", "--norestore",
+                   "--nolockcheck", "--nodefault", "--calc", "--convert-to", "xlsx:Calc MS Excel 2007 XML",
+                   "--outdir", str(outdir), *map(str, staged)]
+            env = {**os.environ, "HOME": str(self._profile()), "SAL_USE_VCLPLUGIN": "svp"}
+            timeout = self.timeout_s * len(pairs)
+            failure = None
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                    start_new_session=True)
+            try:
+                out, err = proc.communicate(timeout=timeout)
+                if proc.returncode != 0:
+                    failure = f"exit {proc.returncode}: {(err or out).strip()[:300]}"
+            except subprocess.TimeoutExpired:
+                # `soffice` is a launcher script: kill the whole group so soffice.bin does not linger.
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                failure = f"LibreOffice did not finish within {timeout:.0f}s"
+            errors: list[str | None] = []
+            for (src, dest), path in zip(pairs, staged):
+                produced = outdir / path.name
+                if produced.is_file():
+                    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(produced), dest)
+                    errors.append(None)
+                else:
+                    errors.append(f"LibreOffice could not recalculate {Path(src).name}"
+                                  + (f" ({failure})" if failure else " (the file was not converted)"))
+            return errors
+
+    def close(self) -> None:
+        with self._lock:
+            for profile in self._profiles:
+                shutil.rmtree(profile, ignore_errors=True)
+            self._profiles.clear()
+
+
+class FormulasRecalc(Recalculator):
+    name = "formulas"
+
+    def __init__(self) -> None:
+        try:
+            import formulas  # noqa: F401
+        except ImportError as exc:
+            raise RecalcUnavailable("the `formulas` package is not installed: `pip install formulas`, "
+                                    "or choose the `libreoffice` engine") from exc
+
+    def recalc(self, src: Path, dest: Path) -> None:
+        import formulas
+
+        src, dest = Path(src).resolve(), Path(dest)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = formulas.ExcelModel().loads(str(src)).finish()
+                solution = model.calculate()
+        except Exception as exc:  # the package raises many kinds of errors on unsupported content
+            raise RecalcError(f"formulas could not recalculate {src.name}: {type(exc).__name__}: {exc}") from exc
+        computed: dict[tuple[str, str], object] = {}
+        for key, value in solution.items():
+            ref = str(key)
+            if "!" not in ref or ":" in ref.rpartition("!")[2]:
+                continue
+            sheet = ref.rpartition("!")[0].split("]")[-1].strip("'").upper()
+            raw = getattr(value, "value", value)
+            try:
+                raw = raw[0][0]
+            except (TypeError, IndexError, KeyError):
+                pass
+            if hasattr(raw, "item"):
+                raw = raw.item()
+            computed[(sheet, ref.rpartition("!")[2].upper())] = raw
+        try:
+            wb = openpyxl.load_workbook(src)
+        except Exception as exc:
+            raise RecalcError(f"cannot open {src.name}: {exc}") from exc
+        for ws in wb.worksheets:
+            for row in ws.iter_rows():
+                for cell in row:
+                    if cell.data_type == "f":
+                        value = computed.get((ws.title.upper(), cell.coordinate))
+                        if isinstance(value, str) and value.startswith("#"):
+                            cell.value = value  # Excel error codes stay text
+                        elif value is None or isinstance(value, (int, float, str, bool)):
+                            cell.value = value
+                        else:
+                            cell.value = str(value)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        wb.save(dest)
+
+
+RECALC_ENGINES = {"libreoffice": LibreOfficeRecalc, "formulas": FormulasRecalc}
+
+
+def get_recalculator(name: str = "libreoffice") -> Recalculator:
+    if name not in RECALC_ENGINES:
+        raise ValueError(f"unknown recalculation engine {name!r}; choose one of {sorted(RECALC_ENGINES)}")
+    return RECALC_ENGINES[name]()
