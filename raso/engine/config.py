@@ -1,0 +1,210 @@
+"""The optimization run's configuration: one pydantic model, loadable from TOML or YAML, overridable by CLI flags.
+
+Precedence (lowest first): field defaults < the "quick local" defaults (see `resolve_defaults`) < config file
+< command-line flags. Unknown keys are errors, so a typo in a config file is reported, not silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from raso.llm.config import DEFAULT_LOCAL_MODEL
+
+RetrievalKind = Literal["bm25", "dreamer", "field"]
+UpdateKind = Literal["rasu", "rfsu"]
+AgentMode = Literal["none", "full", "select", "progressive"]
+
+#: Applied when the target model is the embedded one and the user set none of these fields: the README's main
+#: job (`raso optimize --harness spreadsheet`) must finish offline on a 2-core machine in about 15 minutes.
+#: One iteration: s0 on 2 val tasks, a minibatch of 3 train tasks, the candidate on the same 2 val tasks.
+QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
+    "epochs": 1,
+    "minibatch": 3,
+    "val_limit": 2,
+    "max_iterations": 1,
+    "num_requirements": 2,
+    "k": 3,
+    "budget_rollouts": 7,
+    "agent_max_steps": 3,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the source, each bad field and why."""
+
+
+class OptimizeConfig(BaseModel):
+    """Everything that determines an optimization run (DESIGN.md §1, CONTRACTS §9)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # what is optimized, for whom
+    harness: str = Field(default="spreadsheet", description="registered harness name or 'package.module:Class'")
+    harness_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the harness")
+    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="target model M (the execution agent)")
+    optimizer_model: str | None = Field(default=None, description="model for every RASO role; defaults to `model`")
+    api_base: str | None = Field(default=None, description="API base URL for the target model (e.g. a vLLM server)")
+    optimizer_api_base: str | None = None
+    agent_mode: AgentMode = "full"
+    agent_max_steps: int | None = Field(default=None, ge=1, description="per-rollout turn limit; None = the harness's")
+
+    # algorithm
+    init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")
+    update: UpdateKind = "rasu"
+    adapt: bool = Field(default=True, description="cross-harness adaptation on (lessons) or off (raw sections)")
+    retrieval: RetrievalKind = "bm25"
+    index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus")
+    k: int = Field(default=5, ge=1, description="sections retrieved per query")
+    num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs at initialization")
+    chunk_size: int = Field(default=8, ge=1, description="trajectories per gradient call")
+
+    # schedule and budgets
+    epochs: int = Field(default=2, ge=1)
+    minibatch: int = Field(default=40, ge=1)
+    max_iterations: int | None = Field(default=None, ge=1, description="stop after this many update iterations")
+    train_limit: int | None = Field(default=None, ge=1, description="use only the first N train tasks")
+    val_limit: int | None = Field(default=None, ge=1, description="use only the first N val tasks")
+    budget_rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded")
+    budget_usd: float | None = Field(default=None, gt=0, description="checked before each batch of work")
+    seed: int = 0
+    workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
+
+    # where
+    run_dir: Path | None = Field(default=None, description="None = runs/<harness>-<UTC time>")
+    quick_defaults_applied: list[str] = Field(default_factory=list, description="fields filled by QUICK_LOCAL_DEFAULTS")
+
+    @field_validator("init")
+    @classmethod
+    def _init_kind_or_file(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must be 'rasi', 'rfsi' or the path of a SKILL.md")
+        if value.lower() in ("rasi", "rfsi"):
+            return value.lower()
+        return value  # a SKILL.md path; its existence is checked when a run starts (build_config)
+
+    @field_validator("harness", "model")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def init_kind(self) -> Literal["rasi", "rfsi", "file"]:
+        return self.init if self.init in ("rasi", "rfsi") else "file"  # type: ignore[return-value]
+
+    @property
+    def needs_retriever(self) -> bool:
+        return self.init_kind == "rasi" or self.update == "rasu"
+
+    def resolved_optimizer_model(self) -> str:
+        return self.optimizer_model or self.model
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return json.loads(self.model_dump_json())
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "extra_forbidden":
+            known = ", ".join(sorted(OptimizeConfig.model_fields))
+            msg = f"unknown option (known options: {known})"
+        given = err.get("input")
+        shown = "" if err.get("type") in ("extra_forbidden", "missing") else f" (got {given!r})"
+        lines.append(f"  - {where}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The raw mapping in a .toml, .yaml/.yml or .json config file; ConfigError if unreadable."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ConfigError(f"config file {path}: unknown format {suffix!r} (use .toml, .yaml, .yml or .json)")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid {suffix.lstrip('.').upper()}: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a table/mapping of options, got {type(data).__name__}")
+    # allow the options under a [optimize] table, so one file can hold other tools' settings too
+    if set(data) == {"optimize"} and isinstance(data["optimize"], dict):
+        data = data["optimize"]
+    return data
+
+
+def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
+    """Fill QUICK_LOCAL_DEFAULTS for an embedded target model where the user set none of the schedule fields."""
+    model = values.get("model", DEFAULT_LOCAL_MODEL)
+    if not str(model).startswith("local/"):
+        return values
+    if any(key in values for key in ("epochs", "minibatch", "budget_rollouts", "budget_usd", "max_iterations")):
+        return values
+    out = dict(values)
+    applied = [key for key in QUICK_LOCAL_DEFAULTS if key not in values]
+    for key in applied:
+        out[key] = QUICK_LOCAL_DEFAULTS[key]
+    out["quick_defaults_applied"] = applied
+    return out
+
+
+def build_config(
+    file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    quick_local_defaults: bool = True,
+) -> OptimizeConfig:
+    """Config from an optional file plus overrides (CLI flags; None values are ignored). Raises ConfigError."""
+    values: dict[str, Any] = read_config_file(file) if file is not None else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if quick_local_defaults:
+        values = resolve_defaults(values)
+    source = str(file) if file is not None else "the command-line options"
+    try:
+        config = OptimizeConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, source)) from None
+    if config.init_kind == "file":
+        init_path = Path(config.init).expanduser()
+        if not init_path.is_file():
+            raise ConfigError(
+                f"invalid configuration in {source}:\n  - init: is neither 'rasi' nor 'rfsi' and no file exists "
+                f"at {config.init!r}"
+            )
+        config.init = str(init_path.resolve())
+    return config
+
+
+def load_resolved(path: str | Path) -> OptimizeConfig:
+    """Reload `config.resolved.json` from a run directory exactly as it was (no defaults re-applied)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read the run's resolved config {path}: {exc}") from None
+    try:
+        return OptimizeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, str(path))) from None

@@ -1,0 +1,511 @@
+"""The optimization loop (DESIGN.md §1): s0 by RASI/RFSI (or a file), then RASU/RFSU iterations behind a
+validation gate, within rollout and USD budgets, checkpointed after every unit of work so `resume` continues.
+
+Units of work, each followed by an atomic checkpoint: the initial skill; s0's val evaluation; per iteration the
+train minibatch rollouts, the proposal, and the candidate's val evaluation with the gate's decision. The val
+score of s_t is kept in the state and reused, never re-rolled.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from raso.harness import Harness, Rollout, RolloutRunner, Task, get_harness
+from raso.llm import GatewayConfig, LLMGateway
+from raso.skill import Skill
+
+from .budget import Budget
+from .config import OptimizeConfig, load_resolved
+from .events import Emitter, Event, EventLog, EventSink, Snapshot, make_event
+from .replay import PersistentLedger, UnitGateway
+from .run_dir import RunDir, atomic_write_json, atomic_write_text, default_run_dir, read_jsonl
+from .state import CandidateRecord, CurvePoint, PendingIteration, RunState
+
+InitializeFn = Callable[..., Any]  # raso.optimizer.rasi.initialize_skill's signature
+ProposeFn = Callable[..., Any]  # raso.optimizer.rasu.propose_update's signature
+AgentFactory = Callable[[LLMGateway, OptimizeConfig], RolloutRunner]
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or continue (bad run directory, missing checkpoint, ...)."""
+
+
+@dataclass
+class Hooks:
+    """Replaceable parts (tests, experiments). None = the product's own: the registered harness, RASI/RFSI,
+    RASU/RFSU, the execution agent and the configured retriever over the configured (or starter) index."""
+
+    harness: Harness | None = None
+    initialize: InitializeFn | None = None
+    propose: ProposeFn | None = None
+    agent_factory: AgentFactory | None = None
+    retriever: Any = None
+    sinks: list[EventSink] = field(default_factory=list)
+
+
+class OptimizeResult(BaseModel):
+    """What a finished (or stopped) run produced."""
+
+    run_dir: str
+    best_version: int | None
+    best_skill_path: str | None
+    best_val: float | None
+    initial_val: float | None
+    rollouts_used: int
+    train_rollouts: int
+    val_rollouts: int
+    iterations: int
+    accepted: int
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    model_calls: int
+    stop_reason: str | None
+    wall_time_s: float
+    finished: bool
+    candidates: list[CandidateRecord] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "OptimizeResult":
+        return cls.model_validate(data)
+
+
+def _to_dict(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    return obj
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _default_agent(gateway: LLMGateway, config: OptimizeConfig) -> RolloutRunner:
+    from raso.agent import AgentConfig, ExecutionAgent
+
+    return ExecutionAgent(gateway, AgentConfig(role="agent", mode=config.agent_mode, max_steps=config.agent_max_steps))
+
+
+def _default_initialize(*args: Any, **kwargs: Any) -> Any:
+    from raso.optimizer.rasi import initialize_skill
+
+    return initialize_skill(*args, **kwargs)
+
+
+def _default_propose(*args: Any, **kwargs: Any) -> Any:
+    from raso.optimizer.rasu import propose_update
+
+    return propose_update(*args, **kwargs)
+
+
+def build_gateway(config: OptimizeConfig, run_dir: RunDir) -> LLMGateway:
+    """The run's gateway: response cache and per-call ledger inside the run directory."""
+    gw_config = GatewayConfig.for_models(
+        target=config.model, optimizer=config.optimizer_model, api_base=config.api_base,
+        optimizer_api_base=config.optimizer_api_base or (config.api_base if config.optimizer_model is None else None),
+        cache_dir=run_dir.cache, max_concurrency=config.workers,
+    )
+    return LLMGateway(gw_config, ledger=PersistentLedger(run_dir.ledger_calls))
+
+
+def build_retriever_for(config: OptimizeConfig, gateway: LLMGateway) -> Any:
+    """The configured retriever over the configured index, or the packaged starter corpus's index."""
+    from raso.retrievers import build_retriever
+
+    if config.index is not None:
+        from corpus_tools.index import SectionIndex
+
+        index = SectionIndex.load(config.index)
+    else:
+        from corpus_tools.starter import starter_index
+
+        index = starter_index()
+    return build_retriever(config.retrieval, index=index, gateway=gateway)
+
+
+class Engine:
+    """Runs (or continues) one optimization in one run directory."""
+
+    def __init__(self, config: OptimizeConfig, run_dir: RunDir, state: RunState, hooks: Hooks | None = None) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.state = state
+        self.hooks = hooks or Hooks()
+        self.budget = Budget(rollouts=config.budget_rollouts, usd=config.budget_usd)
+        self.gateway = build_gateway(config, run_dir)
+        self.harness = self.hooks.harness or get_harness(config.harness, **config.harness_options)
+        self._retriever: Any = self.hooks.retriever
+        self._session_start = time.perf_counter()
+        self._wall_base = state.wall_time_s
+        self.emit = Emitter([EventLog(run_dir), *self.hooks.sinks])
+        self.train_tasks = self._limited("train", config.train_limit)
+        self.val_tasks = self._limited("val", config.val_limit)
+        self._tasks_by_id = {t.id: t for t in self.train_tasks}
+        if not self.val_tasks:
+            raise RunError(f"harness {self.harness.name!r} has no val tasks: the validation gate needs some")
+        if not self.train_tasks:
+            raise RunError(f"harness {self.harness.name!r} has no train tasks to optimize on")
+
+    # ------------------------------------------------------------------ helpers
+    def _limited(self, split: str, limit: int | None) -> list[Task]:
+        tasks = list(self.harness.tasks(split))
+        return tasks[:limit] if limit is not None else tasks
+
+    @property
+    def cost(self) -> float:
+        return float(self.gateway.ledger.totals()["cost_usd"])
+
+    def snapshot(self) -> Snapshot:
+        s = self.state
+        iteration = s.iterations_done + (1 if s.pending is not None else 0)
+        return Snapshot(iteration=iteration, rollouts_used=s.rollouts_used, budget_rollouts=self.budget.rollouts,
+                        best_val=s.current_val, cost_usd=self.cost, phase=s.phase)
+
+    def _event(self, kind: str, **data: Any) -> None:
+        self.emit(make_event(kind, self.snapshot(), **data))
+
+    def retriever(self) -> Any:
+        if self._retriever is None:
+            self._retriever = build_retriever_for(self.config, self.gateway)
+        return self._retriever
+
+    def _skill(self, version: int) -> Skill:
+        return Skill.load(self.run_dir.skill_path(version))
+
+    def checkpoint(self) -> None:
+        """Views first, then the checkpoint itself: a kill in between leaves the previous checkpoint valid."""
+        s = self.state
+        s.wall_time_s = self._wall_base + (time.perf_counter() - self._session_start)
+        self.run_dir.rewrite_jsonl(self.run_dir.candidates, (c.model_dump(mode="json") for c in s.candidates))
+        self.run_dir.rewrite_jsonl(self.run_dir.lessons, s.lessons)
+        self.gateway.ledger.save(self.run_dir.ledger)
+        atomic_write_json(self.run_dir.checkpoint, s.model_dump(mode="json"))
+        self._event("checkpoint")
+
+    def _stop(self, reason: str) -> None:
+        self.state.stop_reason = reason
+        self.state.phase = "done"
+        self.state.pending = None
+        self._event("stopped", reason=reason)
+
+    def _evaluate(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> list[Rollout]:
+        """Roll out `tasks` with `skill` in parallel; a crashing rollout scores 0 (raso.evaluate guarantees it)."""
+        from raso.evaluate import evaluate
+
+        agent_factory = self.hooks.agent_factory or _default_agent
+        agent = agent_factory(UnitGateway(self.gateway, batch), self.config)
+        self._event("batch_started", batch=batch, size=len(tasks))
+        result = evaluate(
+            self.harness, agent, list(tasks), skills=[skill], max_workers=self.config.workers,
+            trajectories_dir=self.run_dir.trajectories_dir(batch),
+            on_rollout=lambda r: self._event("rollout_done", batch=batch, task_id=r.task_id, reward=r.reward,
+                                             error=bool(r.error)),
+        )
+        rollouts = list(result.rollouts)
+        self.run_dir.rewrite_jsonl(self.run_dir.rollouts_path(batch), (r.model_dump(mode="json") for r in rollouts))
+        mean = statistics.fmean(r.reward for r in rollouts) if rollouts else 0.0
+        self._event("batch_done", batch=batch, size=len(rollouts), mean_reward=mean,
+                    errors=sum(1 for r in rollouts if r.error))
+        return rollouts
+
+    def _load_rollouts(self, batch: str) -> list[Rollout]:
+        return [Rollout.model_validate(r) for r in read_jsonl(self.run_dir.rollouts_path(batch))]
+
+    def _add_curve(self, label: str) -> None:
+        if self.state.current_val is not None:
+            self.state.curve.append(CurvePoint(rollouts_used=self.state.rollouts_used, cost_usd=self.cost,
+                                               best_val=self.state.current_val, label=label))
+
+    def _count(self, n: int, split: str) -> None:
+        self.state.rollouts_used += n
+        if split == "train":
+            self.state.train_rollouts += n
+        else:
+            self.state.val_rollouts += n
+
+    def _record_lessons(self, lessons: Sequence[Any], *, stage: str, iteration: int, version: int) -> None:
+        for lesson in lessons:
+            row = {"stage": stage, "iteration": iteration, "skill_version": version}
+            data = _to_dict(lesson)
+            row.update(data if isinstance(data, dict) else {"text": str(data)})
+            self.state.lessons.append(row)
+
+    def _batches(self, epoch: int) -> list[list[str]]:
+        """Epoch `epoch`'s minibatches: train shuffled by (seed, epoch) — the same on every resume."""
+        ids = [t.id for t in self.train_tasks]
+        random.Random(f"raso:{self.config.seed}:{epoch}").shuffle(ids)
+        size = self.config.minibatch
+        return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+    # ------------------------------------------------------------------ phases
+    def run(self) -> OptimizeResult:
+        try:
+            if self.state.phase == "init":
+                self._initialize()
+            if self.state.phase == "s0_val":
+                self._evaluate_s0()
+            while self.state.phase == "iterate":
+                self._iterate_once()
+            if self.state.finished_at is None:
+                self.state.finished_at = _now()
+                self.checkpoint()
+        finally:
+            self._write_report()
+        result = result_of(self.run_dir, self.state, self.gateway.ledger.totals())
+        self._event("run_finished", reason=self.state.stop_reason, best_val=result.best_val)
+        return result
+
+    def _write_report(self) -> None:
+        from .report import write_report
+
+        try:
+            write_report(self.run_dir)
+        except Exception as exc:  # a plotting problem must not lose the run; `raso report` can retry
+            self._event("report_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def _initialize(self) -> None:
+        cfg = self.config
+        if cfg.init_kind == "file":
+            skill = Skill.load(cfg.init)
+            atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init})
+        else:
+            retriever = self.retriever() if cfg.init_kind == "rasi" else None
+            initialize = self.hooks.initialize or _default_initialize
+            result = initialize(
+                UnitGateway(self.gateway, "init"), task_description=self.harness.task_description,
+                harness_description=self.harness.harness_description, retriever=retriever, k=cfg.k,
+                num_requirements=cfg.num_requirements, adapt=cfg.adapt,
+            )
+            skill = result.skill
+            atomic_write_json(self.run_dir.proposals / "init.json", _to_dict(result))
+            self._record_lessons(getattr(result, "lessons", []), stage="init", iteration=0, version=0)
+        skill.save(self.run_dir.skill_path(0))
+        skill.save(self.run_dir.best_skill)
+        self.state.current_version = 0
+        self.state.next_version = 1
+        self.state.phase = "s0_val"
+        self._event("init_done", version=0, lessons=len(self.state.lessons))
+        self.checkpoint()
+
+    def _evaluate_s0(self) -> None:
+        n_val = len(self.val_tasks)
+        if not self.budget.allows_val(self.state.rollouts_used, n_val):
+            self._stop(f"rollout budget {self.budget.rollouts} cannot cover evaluating s0 on {n_val} val tasks; "
+                       "s0 is the result, unevaluated")
+            self.checkpoint()
+            return
+        if self.budget.usd_exhausted(self.cost):
+            self._stop(self.budget.stop_reason(self.state.rollouts_used, self.cost) or "USD budget reached")
+            self.checkpoint()
+            return
+        rollouts = self._evaluate("s0_val", self._skill(0), self.val_tasks)
+        self._count(len(rollouts), "val")
+        self.state.current_val = statistics.fmean(r.reward for r in rollouts)
+        self._add_curve("s0")
+        self.state.phase = "iterate"
+        self.checkpoint()
+
+    def _next_pending(self) -> PendingIteration | None:
+        """Plan the next iteration, or stop the run (schedule done, iteration cap, budgets)."""
+        s, cfg = self.state, self.config
+        while True:
+            if s.epoch >= cfg.epochs:
+                self._stop(f"schedule complete ({cfg.epochs} epoch(s))")
+                return None
+            batches = self._batches(s.epoch)
+            if s.batch_index < len(batches):
+                break
+            s.epoch += 1
+            s.batch_index = 0
+        if cfg.max_iterations is not None and s.iterations_done >= cfg.max_iterations:
+            self._stop(f"iteration limit reached ({cfg.max_iterations})")
+            return None
+        reason = self.budget.stop_reason(s.rollouts_used, self.cost)
+        if reason:
+            self._stop(reason)
+            return None
+        batch = batches[s.batch_index]
+        n_val = len(self.val_tasks)
+        size = self.budget.train_batch_size(s.rollouts_used, len(batch), n_val)
+        if size == 0:
+            self._stop(f"rollout budget reached: {s.rollouts_used}/{self.budget.rollouts} used, no room for a "
+                       f"minibatch plus the candidate's {n_val} val rollouts")
+            return None
+        return PendingIteration(iteration=s.iterations_done + 1, epoch=s.epoch, batch_index=s.batch_index,
+                                task_ids=batch[:size])
+
+    def _iterate_once(self) -> None:
+        s = self.state
+        if s.pending is None:
+            s.pending = self._next_pending()
+            if s.pending is None:
+                self.checkpoint()
+                return
+        p = s.pending
+        tag = f"iter{p.iteration:03d}"
+        if p.step == "start":
+            tasks = [self._tasks_by_id[i] for i in p.task_ids]
+            rollouts = self._evaluate(f"{tag}_train", self._skill(s.current_version or 0), tasks)
+            self._count(len(rollouts), "train")
+            p.train_mean_reward = statistics.fmean(r.reward for r in rollouts)
+            p.step = "rolled_out"
+            self.checkpoint()
+        if p.step == "rolled_out":
+            if self.budget.usd_exhausted(self.cost):
+                self._stop(self.budget.stop_reason(s.rollouts_used, self.cost) or "USD budget reached")
+                self.checkpoint()
+                return
+            self._propose(p, tag)
+            p.step = "proposed"
+            self.checkpoint()
+        if p.step == "proposed":
+            self._decide(p, tag)
+            self.checkpoint()
+
+    def _propose(self, p: PendingIteration, tag: str) -> None:
+        cfg, s = self.config, self.state
+        current = self._skill(s.current_version or 0)
+        rollouts = self._load_rollouts(f"{tag}_train")
+        retriever = self.retriever() if cfg.update == "rasu" else None
+        propose = self.hooks.propose or _default_propose
+        try:
+            proposal = propose(
+                UnitGateway(self.gateway, f"{tag}/propose"), task_description=self.harness.task_description,
+                harness_description=self.harness.harness_description, skill=current, rollouts=rollouts,
+                retriever=retriever, k=cfg.k, chunk_size=cfg.chunk_size, adapt=cfg.adapt,
+            )
+        except Exception as exc:  # LLM junk or an unreachable model: this iteration yields no candidate
+            p.propose_error = f"{type(exc).__name__}: {exc}"
+            atomic_write_json(self.run_dir.proposals / f"{tag}.json",
+                              {"error": p.propose_error, "traceback": traceback.format_exc(limit=8)})
+            self._event("proposal_done", error=p.propose_error)
+            return
+        version = s.next_version
+        s.next_version += 1
+        proposal.candidate.save(self.run_dir.skill_path(version))
+        atomic_write_json(self.run_dir.proposals / f"{tag}.json", _to_dict(proposal))
+        self._record_lessons(getattr(proposal, "lessons", []), stage="update", iteration=p.iteration,
+                             version=version)
+        p.candidate_version = version
+        self._event("proposal_done", version=version, gradients=len(getattr(proposal, "gradients", []) or []))
+
+    def _decide(self, p: PendingIteration, tag: str) -> None:
+        s = self.state
+        current_version = s.current_version or 0
+        record = dict(iteration=p.iteration, epoch=p.epoch, batch_index=p.batch_index, train_task_ids=p.task_ids,
+                      train_mean_reward=p.train_mean_reward or 0.0, current_version=current_version,
+                      current_val=s.current_val)
+        candidate_val: float | None = None
+        if p.propose_error is not None or p.candidate_version is None:
+            accepted, reason = False, f"no candidate: proposal failed ({p.propose_error})"
+        else:
+            candidate = self._skill(p.candidate_version)
+            current = self._skill(current_version)
+            if candidate.to_markdown() == current.to_markdown():
+                accepted, reason = False, "candidate identical to the current skill (a tie never passes); not evaluated"
+            elif self.budget.usd_exhausted(self.cost):
+                accepted, reason = False, "not evaluated: USD budget reached"
+                self._stop(self.budget.stop_reason(s.rollouts_used, self.cost) or reason)
+            else:
+                rollouts = self._evaluate(f"{tag}_val", candidate, self.val_tasks)
+                self._count(len(rollouts), "val")
+                candidate_val = statistics.fmean(r.reward for r in rollouts)
+                current_val = s.current_val if s.current_val is not None else 0.0
+                accepted = candidate_val > current_val  # strictly higher; ties keep s_t
+                relation = ">" if candidate_val > current_val else ("=" if candidate_val == current_val else "<")
+                reason = (f"val {candidate_val:.4f} {relation} current {current_val:.4f}: "
+                          f"{'accepted' if accepted else 'rejected'}")
+        cand = CandidateRecord(
+            version=p.candidate_version, candidate_val=candidate_val, accepted=accepted, reason=reason,
+            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, **record,
+        )
+        s.candidates.append(cand)
+        if accepted and p.candidate_version is not None:
+            s.current_version = p.candidate_version
+            s.current_val = candidate_val
+            self._skill(p.candidate_version).save(self.run_dir.best_skill)
+        if candidate_val is not None:
+            self._add_curve(f"v{p.candidate_version}")
+        s.iterations_done += 1
+        s.batch_index += 1
+        s.pending = None
+        self._event("decision", version=p.candidate_version, candidate_val=candidate_val,
+                    current_val=record["current_val"], accepted=accepted, reason=reason)
+
+
+def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> OptimizeResult:
+    best = state.current_version
+    initial = state.curve[0].best_val if state.curve else None
+    return OptimizeResult(
+        run_dir=str(run_dir.root), best_version=best,
+        best_skill_path=str(run_dir.best_skill) if best is not None else None,
+        best_val=state.current_val, initial_val=initial, rollouts_used=state.rollouts_used,
+        train_rollouts=state.train_rollouts, val_rollouts=state.val_rollouts, iterations=state.iterations_done,
+        accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=float(totals.get("cost_usd", 0.0)),
+        prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
+        model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
+        finished=state.phase == "done", candidates=list(state.candidates),
+    )
+
+
+def _write_descriptions(run_dir: RunDir, harness: Harness) -> None:
+    atomic_write_text(run_dir.root / "task_description.md", harness.task_description.strip() + "\n")
+    atomic_write_text(run_dir.root / "harness_description.md", harness.harness_description.strip() + "\n")
+
+
+def run_optimization(config: OptimizeConfig, hooks: Hooks | None = None) -> OptimizeResult:
+    """Start a new run in `config.run_dir` (created; must not already hold a run) and run it to the end."""
+    root = Path(config.run_dir) if config.run_dir is not None else default_run_dir(config.harness)
+    run_dir = RunDir(root)
+    if run_dir.exists():
+        raise RunError(f"{root} already holds a run (checkpoint.json); continue it with `raso resume {root}` "
+                       "or choose another --run-dir")
+    run_dir.create()
+    config = config.model_copy(update={"run_dir": root.resolve()})
+    run_dir.write_config(config.to_json_dict())
+    state = RunState(started_at=_now())
+    engine = Engine(config, run_dir, state, hooks)
+    _write_descriptions(run_dir, engine.harness)
+    engine._event("run_started", run_dir=str(root))
+    engine.checkpoint()
+    return engine.run()
+
+
+def load_state(run_dir: RunDir) -> RunState:
+    if not run_dir.checkpoint.exists():
+        raise RunError(f"{run_dir.root} has no checkpoint.json: not a RASO run directory (or it never started)")
+    try:
+        return RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
+    except Exception as exc:
+        raise RunError(f"{run_dir.checkpoint} is unreadable: {exc}") from None
+
+
+def resume(run_dir: str | Path, hooks: Hooks | None = None) -> OptimizeResult:
+    """Continue the run in `run_dir` from its last checkpoint (a finished run only gets its report rewritten)."""
+    rd = RunDir(run_dir)
+    state = load_state(rd)
+    config = load_resolved(rd.config_json)
+    if state.phase != "done":
+        state.resumes += 1
+    engine = Engine(config, rd, state, hooks)
+    if state.phase != "done":
+        engine._event("resumed", resumes=state.resumes)
+    return engine.run()
+
+
+__all__ = ["Engine", "Hooks", "OptimizeResult", "RunError", "build_gateway", "resume", "run_optimization",
+           "Event"]

@@ -1,0 +1,73 @@
+"""What makes a killed run resumable without paying twice or drifting.
+
+* `PersistentLedger` appends every gateway call to ledger.calls.jsonl the moment it is recorded, so the calls
+  made between the last checkpoint and a kill are still on the bill after `resume`.
+* `UnitGateway` is a view of the run's gateway that tags every request's cache key with the unit of work it
+  belongs to ("iter003/train", "iter003/propose", ...). With the gateway's on-disk cache inside the run
+  directory, a resumed unit replays the replies its first attempt already got (no new spend, identical text),
+  while two different units never share a reply (a skill re-rolled in a later epoch is a fresh sample).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from raso.llm import CallRecord, LLMGateway, UsageLedger
+
+from .run_dir import read_jsonl
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class PersistentLedger(UsageLedger):
+    """A UsageLedger that mirrors each record to a JSONL file (flushed per line)."""
+
+    def __init__(self, path: Path, *, load_existing: bool = True) -> None:
+        self.path = Path(path)
+        self._file_lock = threading.Lock()
+        self._loading = True
+        existing = read_jsonl(self.path) if load_existing else []
+        super().__init__(CallRecord.model_validate(r) for r in existing)
+        self._loading = False
+
+    def record(self, rec: CallRecord) -> None:
+        super().record(rec)
+        if getattr(self, "_loading", False):
+            return
+        line = json.dumps(rec.model_dump(mode="json")) + "\n"
+        with self._file_lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+
+
+def _join(unit: str, extra: str | None) -> str:
+    return unit if not extra else f"{unit}|{extra}"
+
+
+class UnitGateway(LLMGateway):
+    """The same gateway (config, ledger, cache, concurrency limit shared), keyed to one unit of work."""
+
+    def __init__(self, parent: LLMGateway, unit: str) -> None:  # noqa: D107 - shares the parent's state
+        self.__dict__.update(parent.__dict__)
+        self._parent = parent
+        self._unit = unit
+
+    @property
+    def unit(self) -> str:
+        return self._unit
+
+    def complete(self, role: str, messages: list[dict[str, Any]], *, cache_key_extra: str | None = None,
+                 **kwargs: Any) -> Any:
+        return self._parent.complete(role, messages, cache_key_extra=_join(self._unit, cache_key_extra), **kwargs)
+
+    def structured(self, role: str, messages: list[dict[str, Any]], schema: type[T], *,
+                   cache_key_extra: str | None = None, **kwargs: Any) -> T:
+        return self._parent.structured(role, messages, schema, cache_key_extra=_join(self._unit, cache_key_extra),
+                                       **kwargs)

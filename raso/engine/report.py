@@ -1,0 +1,155 @@
+"""The run report: report.md (score per iteration, rollouts, tokens, cost, wall time, lessons with provenance)
+and PNG plots of the best val score against rollouts used and against cost. Built only from files in the run
+directory, so `raso report RUN_DIR` works on any run, finished or not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import load_resolved
+from .run_dir import RunDir, atomic_write_text, read_jsonl
+from .state import RunState
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    xs = [getattr(p, x_key) for p in state.curve]
+    ys = [p.best_val for p in state.curve]
+    if xs:
+        ax.step(xs, ys, where="post", color="tab:blue", label="best val (s_t)")
+        ax.plot(xs, ys, "o", color="tab:blue")
+    accepted = [(getattr(c, x_key), c.candidate_val)
+                for c in state.candidates if c.candidate_val is not None and c.accepted]
+    rejected = [(getattr(c, x_key), c.candidate_val) for c in state.candidates
+                if c.candidate_val is not None and not c.accepted]
+    if accepted:
+        ax.scatter(*zip(*accepted), marker="^", color="tab:green", zorder=3, label="candidate accepted")
+    if rejected:
+        ax.scatter(*zip(*rejected), marker="x", color="tab:red", zorder=3, label="candidate rejected")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean val reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"Val score vs {xlabel.split(' (')[0]}")
+    if xs or accepted or rejected:
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _lesson_sources(lesson: dict[str, Any]) -> str:
+    refs = []
+    for src in lesson.get("sources") or []:
+        if isinstance(src, dict):
+            where = f"{src.get('repo', '?')}/{src.get('path', '?')}@{str(src.get('commit', ''))[:10]}"
+            heading = src.get("heading_path") or ""
+            refs.append(f"{where} § {heading}" if heading else where)
+    return "; ".join(refs) if refs else "(no corpus sources)"
+
+
+def build_report(run_dir: RunDir) -> str:
+    state = RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
+    config = load_resolved(run_dir.config_json)
+    ledger: dict[str, Any] = {}
+    if run_dir.ledger.exists():
+        ledger = json.loads(run_dir.ledger.read_text(encoding="utf-8"))
+    totals = ledger.get("totals", {})
+    initial = state.curve[0].best_val if state.curve else None
+    lines = [
+        f"# RASO run report: {config.harness}",
+        "",
+        f"- run directory: `{run_dir.root}`",
+        f"- status: {'finished' if state.phase == 'done' else 'in progress (phase ' + state.phase + ')'}"
+        + (f"; stopped because: {state.stop_reason}" if state.stop_reason else ""),
+        f"- target model: `{config.model}`; optimizer model: `{config.resolved_optimizer_model()}`",
+        f"- init: {config.init}; update: {config.update}; adaptation: {'on' if config.adapt else 'off'}; "
+        f"retrieval: {config.retrieval if config.needs_retriever else 'none'}",
+        f"- schedule: {config.epochs} epoch(s), minibatch {config.minibatch}, chunk {config.chunk_size}, K {config.k}, "
+        f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
+        f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
+    ]
+    if config.quick_defaults_applied:
+        lines.append(f"- quick defaults for the embedded model applied to: {', '.join(config.quick_defaults_applied)} "
+                     "(set --epochs/--minibatch/--budget-rollouts to choose your own)")
+    lines += [
+        "",
+        "## Result",
+        "",
+        "| | value |",
+        "|---|---|",
+        f"| initial skill s0 val score | {_fmt(initial)} |",
+        f"| best skill | v{state.current_version:03d} |" if state.current_version is not None else "| best skill | - |",
+        f"| best val score | {_fmt(state.current_val)} |",
+        f"| iterations | {state.iterations_done} |",
+        f"| candidates accepted | {sum(1 for c in state.candidates if c.accepted)} of {len(state.candidates)} |",
+        f"| rollouts (train + val) | {state.rollouts_used} ({state.train_rollouts} + {state.val_rollouts}) |",
+        f"| model calls | {totals.get('calls', 0)} (+{totals.get('cache_hits', 0)} replayed from cache) |",
+        f"| tokens (prompt / completion) | {totals.get('prompt_tokens', 0)} / {totals.get('completion_tokens', 0)} |",
+        f"| cost | ${float(totals.get('cost_usd', 0.0)):.4f} |",
+        f"| wall time | {state.wall_time_s:.1f} s{f' ({state.resumes} resume(s))' if state.resumes else ''} |",
+        "",
+        "The best skill is `SKILL.md` (also `skills/skill_vNNN.md`). Val scores are mean rewards over "
+        f"{'the first ' + str(config.val_limit) + ' ' if config.val_limit else 'all '}val tasks; rollouts count "
+        "train minibatch rollouts plus every val evaluation (s0 included).",
+        "",
+        "## Score per iteration",
+        "",
+        "| iter | epoch | minibatch | train mean | candidate | cand. val | current val | decision | rollouts | cost |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    if initial is not None:
+        lines.append(f"| 0 | - | - | - | v000 (s0) | {_fmt(initial)} | - | initial | "
+                     f"{state.curve[0].rollouts_used} | ${state.curve[0].cost_usd:.4f} |")
+    for c in state.candidates:
+        cand = f"v{c.version:03d}" if c.version is not None else "none"
+        decision = "accepted" if c.accepted else "rejected"
+        lines.append(f"| {c.iteration} | {c.epoch + 1} | {len(c.train_task_ids)} | {_fmt(c.train_mean_reward)} | "
+                     f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {decision}: {c.reason} | "
+                     f"{c.rollouts_used} | ${c.cost_usd:.4f} |")
+    lines += ["", "## Plots", ""]
+    for name in ("val_vs_rollouts.png", "val_vs_cost.png"):
+        if (run_dir.plots / name).exists():
+            lines.append(f"![{name}](plots/{name})")
+    by_stage = ledger.get("by_stage", {})
+    if by_stage:
+        lines += ["", "## Usage by stage", "", "| stage | calls | cached | prompt tokens | completion tokens | cost |",
+                  "|---|---|---|---|---|---|"]
+        for stage, row in sorted(by_stage.items()):
+            lines.append(f"| {stage} | {row.get('calls', 0)} | {row.get('cache_hits', 0)} | "
+                         f"{row.get('prompt_tokens', 0)} | {row.get('completion_tokens', 0)} | "
+                         f"${float(row.get('cost_usd', 0.0)):.4f} |")
+    lessons = read_jsonl(run_dir.lessons) or state.lessons
+    if lessons:
+        lines += ["", "## Lessons and their provenance", ""]
+        for lesson in lessons:
+            text = " ".join(str(lesson.get("text", "")).split())
+            if len(text) > 400:
+                text = text[:397] + "..."
+            lines.append(f"- **{lesson.get('stage')} (skill v{lesson.get('skill_version', 0):03d}) — "
+                         f"{lesson.get('requirement', '')}**: {text}  \n  sources: {_lesson_sources(lesson)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(run_dir: RunDir | str | Path) -> Path:
+    """Write plots/*.png and report.md; returns the report's path."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    state = RunState.model_validate_json(rd.checkpoint.read_text(encoding="utf-8"))
+    _plot(state, "rollouts_used", "rollouts used (train + val)", rd.plots / "val_vs_rollouts.png")
+    _plot(state, "cost_usd", "cost (USD)", rd.plots / "val_vs_cost.png")
+    return atomic_write_text(rd.report, build_report(rd))

@@ -1,0 +1,80 @@
+"""The serialisable state of a run: everything `resume` needs, rewritten atomically as checkpoint.json.
+
+The state is the single source of truth; candidates.jsonl and lessons.jsonl are views of it, rewritten with it,
+so a kill between two writes can never leave a decision recorded twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+STATE_VERSION = 1
+
+Phase = Literal["init", "s0_val", "iterate", "done"]
+Step = Literal["start", "rolled_out", "proposed"]
+
+
+class CandidateRecord(BaseModel):
+    """One candidate skill and the validation gate's decision about it."""
+
+    version: int | None  # None when the proposal step failed (no candidate)
+    iteration: int
+    epoch: int
+    batch_index: int
+    train_task_ids: list[str]
+    train_mean_reward: float
+    candidate_val: float | None = None
+    current_val: float | None = None
+    current_version: int
+    accepted: bool = False
+    reason: str
+    rollouts_used: int
+    cost_usd: float
+    error: str | None = None
+
+
+class CurvePoint(BaseModel):
+    """The best val score after some rollouts and some spend (one point per evaluation)."""
+
+    rollouts_used: int
+    cost_usd: float
+    best_val: float
+    label: str
+
+
+class PendingIteration(BaseModel):
+    """An iteration in progress: which step finished last, so resume redoes only the rest."""
+
+    iteration: int
+    epoch: int
+    batch_index: int
+    task_ids: list[str]
+    step: Step = "start"
+    train_mean_reward: float | None = None
+    candidate_version: int | None = None
+    propose_error: str | None = None
+
+
+class RunState(BaseModel):
+    version: int = STATE_VERSION
+    phase: Phase = "init"
+    current_version: int | None = None
+    current_val: float | None = None
+    next_version: int = 0
+    rollouts_used: int = 0
+    train_rollouts: int = 0
+    val_rollouts: int = 0
+    iterations_done: int = 0
+    epoch: int = 0
+    batch_index: int = 0
+    pending: PendingIteration | None = None
+    candidates: list[CandidateRecord] = Field(default_factory=list)
+    lessons: list[dict[str, Any]] = Field(default_factory=list)
+    curve: list[CurvePoint] = Field(default_factory=list)
+    stop_reason: str | None = None
+    wall_time_s: float = 0.0
+    started_at: str = ""
+    finished_at: str | None = None
+    resumes: int = 0

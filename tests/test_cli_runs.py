@@ -1,0 +1,115 @@
+"""`raso optimize`, `raso resume`, `raso report` and `raso init` through their argparse front ends, with the
+real RFSI/RFSU algorithm steps, the real execution agent, the toy harness and scripted models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from raso.commands import init as init_command
+from raso.commands import runs
+from raso.engine.run_dir import read_jsonl
+from raso.skill import Skill
+from test_engine_support import named_scripted_model, toy_agent_reply
+
+TOY = "test_engine_support:ToyHarness"
+_LEVEL = re.compile(r"LEVEL=(\d+)")
+
+
+def algorithm_reply(messages: list[dict]) -> str:
+    """One JSON object that satisfies every optimizer role's schema (extra keys are ignored). The skill body
+    raises the level of the skill shown in the prompt by one (a prompt without a skill gets LEVEL=1)."""
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    levels = [int(x) for x in _LEVEL.findall(text)]
+    body = f"Answer every toy task.\nLEVEL={max(levels) + 1 if levels else 1}"
+    return json.dumps({
+        "requirements": [{"requirement": "answer with the exact string", "query": "answer format"}],
+        "lesson": "Reply with the exact answer.",
+        "gradients": [{"failure_mode": "some tasks answered 'no'", "evidence": "t2", "query": "harder tasks"}],
+        "name": "toy-skill", "description": "Answers toy tasks.", "body": body,
+    })
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[str, str]:
+    return (named_scripted_model("cli-runs-agent", toy_agent_reply),
+            named_scripted_model("cli-runs-optimizer", algorithm_reply))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raso")
+    sub = parser.add_subparsers(dest="command")
+    runs.register(sub)
+    init_command.register(sub)
+    return parser
+
+
+def _main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    return args.func(args)
+
+
+def test_optimize_then_report_and_resume(tmp_path: Path, models: tuple[str, str], capsys) -> None:
+    agent, optimizer = models
+    run_dir = tmp_path / "run"
+    code = _main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", "rfsi",
+                  "--update", "rfsu", "--epochs", "1", "--minibatch", "3", "--workers", "2", "--run-dir",
+                  str(run_dir), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "best skill:" in out and "rollouts: 18" in out  # s0 val 4 + 2 x (3 train + 4 val)
+    decisions = read_jsonl(run_dir / "candidates.jsonl")
+    # RFSI writes LEVEL=1 (1/4 on val); each RFSU update raises the level by one: both accepted
+    assert [(d["candidate_val"], d["accepted"]) for d in decisions] == [(0.5, True), (0.75, True)]
+    assert "LEVEL=3" in Skill.load(run_dir / "SKILL.md").body
+    stages = json.loads((run_dir / "ledger.json").read_text())["by_stage"]
+    assert {"rasi.query_init", "rasi.skill_init", "rasu.gradient", "rasu.update", "rollout"} <= set(stages)
+
+    (run_dir / "report.md").unlink()
+    assert _main(["report", str(run_dir)]) == 0
+    assert "| best val score | 0.750 |" in capsys.readouterr().out
+    assert (run_dir / "plots" / "val_vs_cost.png").exists()
+
+    assert _main(["resume", str(run_dir), "--no-progress"]) == 0  # finished: nothing to do, same result
+    assert "rollouts: 18" in capsys.readouterr().out
+
+
+def test_optimize_from_a_skill_file_and_config_file(tmp_path: Path, models: tuple[str, str], capsys) -> None:
+    agent, optimizer = models
+    start = tmp_path / "start.md"
+    Skill(name="start", description="A start.", body="LEVEL=2\n").save(start)
+    config = tmp_path / "run.toml"
+    config.write_text(f'harness = "{TOY}"\nmodel = "{agent}"\noptimizer_model = "{optimizer}"\nupdate = "rfsu"\n'
+                      f'budget_rollouts = 4\nrun_dir = "{tmp_path / "run"}"\n')
+    assert _main(["optimize", "--config", str(config), "--init", str(start), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "rollouts: 4" in out and "rollout budget reached" in out  # s0's val evaluation used it all
+    assert Skill.load(tmp_path / "run" / "skills" / "skill_v000.md").body == "LEVEL=2\n"
+
+
+def test_bad_config_and_bad_run_dirs_exit_2_with_a_message(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("minibatch: -3\n")
+    assert _main(["optimize", "--config", str(config), "--no-progress"]) == 2
+    assert "minibatch: Input should be greater than or equal to 1 (got -3)" in capsys.readouterr().err
+    assert _main(["resume", str(tmp_path / "nowhere"), "--no-progress"]) == 2
+    assert "no checkpoint.json" in capsys.readouterr().err
+    assert _main(["report", str(tmp_path)]) == 2
+    assert "not a RASO run directory" in capsys.readouterr().err
+
+
+def test_init_writes_a_skill_with_front_matter_and_lessons_file(tmp_path: Path, models: tuple[str, str],
+                                                                capsys) -> None:
+    agent, optimizer = models
+    out = tmp_path / "SKILL.md"
+    assert _main(["init", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--no-retrieval",
+                  "--out", str(out)]) == 0
+    skill = Skill.load(out)
+    assert out.read_text().startswith("---\n") and "LEVEL=1" in skill.body
+    lessons = json.loads((tmp_path / "SKILL.lessons.json").read_text())
+    assert lessons["mode"] == "rfsi" and lessons["requirements"][0]["query"] == "answer format"
+    assert "wrote" in capsys.readouterr().out

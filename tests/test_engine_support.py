@@ -1,0 +1,195 @@
+"""Test support for the engine tests (no tests here): a toy harness, scripted models and stand-in algorithm steps.
+
+The toy harness is a real `raso.harness.Harness` driven by the real `raso.agent.ExecutionAgent`; only the
+model is scripted. A skill's body carries `LEVEL=n`; the scripted agent model answers a task of difficulty d
+correctly iff n >= d, so a skill's val score is a known function of its level: the gate's decisions are
+predictable. The stand-in initializer/proposer make one real gateway call each (so the ledger, the cache and
+the kill/resume replay are exercised) and turn the scripted reply into a skill.
+
+Run as a script it is the subprocess of the kill -9 test:
+    python tests/test_engine_support.py run RUN_DIR     (RASO_TEST_KILL_AT=<role>:<n> kills itself at that call)
+    python tests/test_engine_support.py resume RUN_DIR
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+if __name__ == "__main__":  # run as a script: make the repo and this folder importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from raso.harness import Harness, Task, TextEnv
+from raso.llm import scripted
+from raso.llm.scripted import ScriptedModel
+from raso.optimizer.types import Gradient, InitResult, Lesson, Requirement, SectionRef, UpdateProposal
+from raso.skill import Skill
+
+_LEVEL = re.compile(r"LEVEL=(\d+)")
+_DIFFICULTY = re.compile(r"difficulty (\d+)")
+_TASK_ID = re.compile(r"task id: (\S+)")
+
+TOY_RESOURCE = Path(__file__).resolve().parent  # unused: the toy overrides the description properties
+
+
+class ToyEnv(TextEnv):
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        return self.task.instruction, {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.task.metadata.get("crash"):
+            raise RuntimeError("toy tool crashed")
+        reward = 1.0 if action.strip() == self.task.metadata["answer"] else 0.0
+        return ("correct" if reward else "wrong"), reward, True, False, {}
+
+
+def _task(task_id: str, difficulty: int, crash: bool = False) -> Task:
+    return Task(id=task_id, instruction=f"Toy task id: {task_id} with difficulty {difficulty}. Reply with the answer.",
+                metadata={"answer": f"ok-{task_id}", "difficulty": difficulty, "crash": crash})
+
+
+class ToyHarness(Harness):
+    """6 train tasks (difficulty 1-3), 4 val tasks (difficulty 1-4); `crash_val=True` makes val task v4 crash."""
+
+    name = "toy"
+    resource_dir = TOY_RESOURCE
+    max_steps = 2
+
+    def __init__(self, crash_val: bool = False, n_train: int = 6) -> None:
+        self.crash_val = crash_val
+        self.n_train = n_train
+
+    def splits(self) -> dict[str, list[Task]]:
+        train = [_task(f"t{i}", 1 + i % 3) for i in range(1, self.n_train + 1)]
+        val = [_task(f"v{d}", d, crash=self.crash_val and d == 4) for d in (1, 2, 3, 4)]
+        return {"train": train, "val": val, "test": [_task("x1", 1)]}
+
+    def make_env(self, task: Task) -> TextEnv:
+        return ToyEnv(task)
+
+    @property
+    def task_description(self) -> str:
+        return "Answer each toy task with ok-<task id>."
+
+    @property
+    def harness_description(self) -> str:
+        return "One action per task: the answer string. Reward 1 if it is exactly right, else 0."
+
+    @property
+    def action_instructions(self) -> str:
+        return "Write `Action: <answer>` on the last line."
+
+
+def toy_agent_reply(messages: list[dict[str, Any]]) -> str:
+    """The scripted execution model: right iff the skill's LEVEL covers the task's difficulty."""
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    level = max((int(x) for x in _LEVEL.findall(text)), default=0)
+    difficulty = int(_DIFFICULTY.search(text).group(1)) if _DIFFICULTY.search(text) else 99
+    task_id = _TASK_ID.search(text).group(1) if _TASK_ID.search(text) else "?"
+    return f"Thought: level {level} vs difficulty {difficulty}\nAction: {'ok-' + task_id if level >= difficulty else 'no'}"
+
+
+def level_skill(level_text: str) -> Skill:
+    return Skill(name="toy-skill", description="How to answer toy tasks.", body=f"Answer carefully.\n{level_text}\n")
+
+
+def _ref(n: int) -> SectionRef:
+    return SectionRef(repo=f"owner/repo{n}", path=f"skills/s{n}/SKILL.md", commit=f"{n:040d}",
+                      heading_path=f"Usage > Step {n}", section_id=f"sec-{n}")
+
+
+def toy_initialize(gw: Any, *, task_description: str, harness_description: str, retriever: Any, k: int,
+                   num_requirements: int, adapt: bool, **_: Any) -> InitResult:
+    reply = gw.complete("optimizer", [{"role": "user", "content": f"init skill for: {task_description}"}],
+                        stage="rasi.skill_init").text
+    lessons = [Lesson(requirement="answer format", text="Reply with ok-<id>.", sources=[_ref(1), _ref(2)])]
+    return InitResult(mode="rasi" if retriever is not None else "rfsi", skill=level_skill(reply.strip()),
+                      requirements=[Requirement(requirement="answer format", query="answer format")], lessons=lessons)
+
+
+def toy_propose(gw: Any, *, skill: Skill, rollouts: Sequence[Any], **_: Any) -> UpdateProposal:
+    summary = ", ".join(f"{r.task_id}={r.reward:g}" for r in rollouts)
+    reply = gw.complete("optimizer", [{"role": "user", "content": f"update skill:\n{skill.body}\nrollouts: {summary}"}],
+                        stage="rasu.update").text
+    return UpdateProposal(mode="rfsu", candidate=level_skill(reply.strip()),
+                          gradients=[Gradient(failure_mode=f"failed: {summary}")],
+                          lessons=[Lesson(requirement="harder tasks", text="Raise the level.", sources=[_ref(3)])])
+
+
+def deterministic_optimizer_reply(messages: list[dict[str, Any]]) -> str:
+    """A pure function of the prompt (so a resumed process answers exactly like the first): init -> LEVEL=1;
+    each update raises the level by one while train failures remain, up to LEVEL=3."""
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    if text.startswith("init skill"):
+        return "LEVEL=1"
+    level = max((int(x) for x in _LEVEL.findall(text)), default=0)
+    failures = "=0" in text.split("rollouts:")[-1]
+    return f"LEVEL={min(level + 1, 3) if failures else level}\nRevised."
+
+
+def named_scripted_model(name: str, script: Any) -> str:
+    """A ScriptedModel reachable under a fixed name (`scripted/<name>`), the same in every process — so a
+    resumed run's config and cache keys match the first process's."""
+    model = ScriptedModel(script, name=name)
+    with scripted._registry_lock:
+        scripted._registry[name] = model
+    return f"scripted/{name}"
+
+
+class KillSwitch:
+    """Wraps a reply function; SIGKILLs this process at the n-th call (RASO_TEST_KILL_AT=<role>:<n>)."""
+
+    def __init__(self, role: str, fn: Any) -> None:
+        self.fn = fn
+        self.count = 0
+        self.lock = threading.Lock()
+        spec = os.environ.get("RASO_TEST_KILL_AT", "")
+        kill_role, _, n = spec.partition(":")
+        self.kill_at = int(n) if kill_role == role and n else None
+
+    def __call__(self, messages: list[dict[str, Any]]) -> str:
+        with self.lock:
+            self.count += 1
+            if self.kill_at is not None and self.count >= self.kill_at:
+                # let calls already in flight on other threads finish their bookkeeping (holding the lock
+                # keeps new calls out), so the kill lands at a call boundary and the test is deterministic
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return self.fn(messages)
+
+
+def subprocess_config(run_dir: Path) -> Any:
+    from raso.engine import OptimizeConfig
+
+    return OptimizeConfig(harness="test_engine_support:ToyHarness", model="scripted/engine-kill-agent",
+                          optimizer_model="scripted/engine-kill-optimizer", init="rfsi", update="rfsu",
+                          epochs=2, minibatch=2, workers=2, seed=7, run_dir=run_dir)
+
+
+def main(argv: list[str]) -> int:
+    from raso.engine import Hooks, resume, run_optimization
+
+    command, run_dir = argv[0], Path(argv[1])
+    named_scripted_model("engine-kill-agent", KillSwitch("agent", toy_agent_reply))
+    named_scripted_model("engine-kill-optimizer", KillSwitch("optimizer", deterministic_optimizer_reply))
+    hooks = Hooks(initialize=toy_initialize, propose=toy_propose)
+    if command == "run":
+        result = run_optimization(subprocess_config(run_dir), hooks)
+    else:
+        result = resume(run_dir, hooks)
+    print(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
