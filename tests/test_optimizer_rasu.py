@@ -185,3 +185,22 @@ def test_default_limits_are_tighter_for_the_embedded_optimizer_model():
     assert remote == PromptLimits()
     assert local.section_chars < remote.section_chars and local.trajectory_chars < remote.trajectory_chars
     assert local.skill_tokens is not None
+
+
+def test_gradients_come_from_failed_rollouts_only_unless_asked():
+    rollouts = [rollout(0, 1.0), rollout(1, 0.0), rollout(2, 1.0), rollout(3, 0.5)]
+    gw, sm = gateway(router())
+    propose_update(gw, task_description=T, harness_description=H, skill=SKILL, rollouts=rollouts, chunk_size=1)
+    shown = [user_text(c).split('<trajectory task="', 1)[1].split('"', 1)[0] for c in calls_of(sm, "gradient")]
+    assert shown == ["t1", "t3"]
+    gw, sm = gateway(router())
+    propose_update(gw, task_description=T, harness_description=H, skill=SKILL, rollouts=rollouts, chunk_size=8,
+                   failures_only=False)
+    assert [user_text(c).count("<trajectory ") for c in calls_of(sm, "gradient")] == [4]
+
+
+def test_all_solved_means_no_model_call_and_an_unchanged_proposal():
+    gw, _ = gateway(router())
+    prop = propose_update(gw, task_description=T, harness_description=H, skill=SKILL,
+                          rollouts=[rollout(i, 1.0) for i in range(5)])
+    assert prop.unchanged and prop.candidate == SKILL and stages(gw) == []

@@ -1,6 +1,6 @@
 """RASU (retrieval-augmented skill update) and its retrieval-free control RFSU: one proposal step.
 
-The rollouts of s_t are split into chunks; one gradient-and-query call per chunk names failure modes
+The failed rollouts of s_t are split into chunks; one gradient-and-query call per chunk names failure modes
 (textual gradients) with a corpus query each; one merge call consolidates all chunks; RASU retrieves and
 adapts each query into a lesson; one skill-update call writes candidate s_{t+1}. RFSU makes no retrieval
 and sends the same update prompt without the lessons block. Validation (the accept/reject gate) is the
@@ -70,10 +70,12 @@ def propose_update(
     exclude_skills: Sequence[str] = (),
     limits: PromptLimits | None = None,
     workers: int = 1,
+    failures_only: bool = True,
 ) -> UpdateProposal:
     """Propose s_{t+1} from the rollouts of s_t. `retriever=None` is RFSU; `adapt=False` pastes raw sections.
 
-    Junk from a gradient call skips that chunk and junk from the merge falls back to the chunk outputs
+    As in the paper, gradients come from the failed rollouts (reward < 1) only; `failures_only=False` shows
+    the solved ones too. Junk from a gradient call skips that chunk and junk from the merge falls back to the chunk outputs
     (both noted in `errors`); junk from the skill-update call raises StructuredOutputError. When no failure
     mode is found, the proposal is `unchanged` and its candidate is s_t (no update call is made).
     `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
@@ -86,8 +88,9 @@ def propose_update(
     mode: UpdateMode = "rfsu" if retriever is None else ("rasu" if adapt else "rasu-raw")
     errors: list[str] = []
 
+    shown = [r for r in rollouts if r.reward < 1.0] if failures_only else list(rollouts)
     chunk_gradients: list[list[Gradient]] = []
-    for index, chunk in enumerate(chunked(rollouts, chunk_size)):
+    for index, chunk in enumerate(chunked(shown, chunk_size)):
         try:
             out = roles.gradient_query(gw, roles.GradientInput(
                 task_description=task_description, harness_description=harness_description,
