@@ -141,3 +141,11 @@ def test_bad_data_gives_clear_errors(tmp_path):
     (bad / "game.tw-pddl").write_text("{truncated")
     with pytest.raises(GameDataError, match="not valid JSON"):
         discover_games(tmp_path)
+
+
+def test_commands_are_normalised_for_formatting_only():
+    from harnesses.alfworld.env import normalize_command
+
+    assert normalize_command("  `Go to  Cabinet 1.` ") == "go to cabinet 1"
+    assert normalize_command('"take apple 1 from countertop 2"') == "take apple 1 from countertop 2"
+    assert normalize_command("put apple in fridge please") == "put apple in fridge please"  # no rewriting

@@ -36,6 +36,13 @@ def start_game(gamefile: str, *, policy_commands: bool = False):
     return textworld.start(gamefile, request_infos=infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
 
 
+def normalize_command(action: str) -> str:
+    """Forgive formatting only: surrounding quotes/backticks, a final period, case and extra spaces
+    (every ALFWorld command is lower case)."""
+    command = " ".join((action or "").split()).strip("`'\" ").rstrip(".").strip()
+    return command.lower()
+
+
 def _clean(feedback: str) -> str:
     return (feedback or "").strip()
 
@@ -72,7 +79,7 @@ class AlfworldEnv(TextEnv):
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset() to play again")
-        command = " ".join((action or "").strip().split())
+        command = normalize_command(action)
         self.steps += 1
         self._state, _, game_over = self._game.step(command)
         won = bool(self._state.get("won"))
