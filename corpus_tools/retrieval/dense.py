@@ -233,7 +233,7 @@ class EmbeddingCache:
     def path_for(self, encoder: Encoder, texts: Sequence[str]) -> Path:
         return self.directory / f"{content_key(encoder.model_id, texts)}.npy"
 
-    def embed(self, encoder: Encoder, texts: Sequence[str], *, chunk: int = 512) -> np.ndarray:
+    def embed(self, encoder: Encoder, texts: Sequence[str], *, chunk: int = 256) -> np.ndarray:
         """Vectors of `texts`, memory-mapped from the cache; computed (and saved) when missing.
         Long lists are embedded in cached chunks of `chunk` texts, so an interrupted run resumes
         where it stopped."""

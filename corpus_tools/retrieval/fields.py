@@ -73,8 +73,8 @@ class FieldSparseIndex:
         self.fields = fields
         self.k1 = k1
         self.b = b
-        self._tfidf: dict[str, tuple[sp.csr_matrix, np.ndarray]] = {}
-        self._bm25: dict[str, tuple[sp.csc_matrix, np.ndarray]] = {}
+        self._tfidf: dict[str, tuple[sp.csr_matrix, np.ndarray]] = {}  # (terms x docs, idf)
+        self._bm25: dict[str, tuple[sp.csr_matrix, np.ndarray]] = {}
         self._bm25f: dict[tuple[float, ...], tuple[sp.csr_matrix, np.ndarray]] = {}
 
     @classmethod
@@ -136,7 +136,7 @@ class FieldSparseIndex:
             matrix = counts.copy()
             matrix.data = 1.0 + np.log(matrix.data)
             matrix = _l2_rows(matrix @ sp.diags(idf))
-            self._tfidf[field] = (matrix.tocsr(), idf)
+            self._tfidf[field] = (matrix.T.tocsr(), idf)  # terms x docs: a query is one csr product
         return self._tfidf[field]
 
     def tfidf_scores(self, queries: Sequence[str], field: str = "concat") -> np.ndarray:
@@ -145,7 +145,7 @@ class FieldSparseIndex:
         q = self.query_counts(queries)
         q.data = 1.0 + np.log(q.data)
         q = _l2_rows(q @ sp.diags(idf))
-        return np.asarray((q @ matrix.T).todense(), dtype=np.float32)
+        return np.asarray((q @ matrix).todense(), dtype=np.float32)
 
     # ---- BM25 on one field
     def _idf_bm25(self, counts: sp.csr_matrix) -> np.ndarray:
@@ -168,10 +168,10 @@ class FieldSparseIndex:
         _check_field(field)
         if field not in self._bm25:
             saturated = self._saturate(self._length_normalised(field))
-            self._bm25[field] = (saturated.tocsr(), self._idf_bm25(self.fields[field].counts))
-        saturated, idf = self._bm25[field]
+            self._bm25[field] = (saturated.T.tocsr(), self._idf_bm25(self.fields[field].counts))
+        saturated_t, idf = self._bm25[field]
         q = self.query_counts(queries) @ sp.diags(idf)
-        return np.asarray((q @ saturated.T).todense(), dtype=np.float32)
+        return np.asarray((q @ saturated_t).todense(), dtype=np.float32)
 
     # ---- BM25F
     def bm25f_scores(self, queries: Sequence[str], weights: Sequence[float] = (1.0, 1.0, 1.0)) -> np.ndarray:
@@ -181,10 +181,10 @@ class FieldSparseIndex:
         if key not in self._bm25f:
             combined = sum(w * self._length_normalised(f) for w, f in zip(key, FIELDS))
             saturated = self._saturate(sp.csr_matrix(combined))
-            self._bm25f[key] = (saturated.tocsr(), self._idf_bm25(self.fields["concat"].counts))
-        saturated, idf = self._bm25f[key]
+            self._bm25f[key] = (saturated.T.tocsr(), self._idf_bm25(self.fields["concat"].counts))
+        saturated_t, idf = self._bm25f[key]
         q = self.query_counts(queries) @ sp.diags(idf)
-        return np.asarray((q @ saturated.T).todense(), dtype=np.float32)
+        return np.asarray((q @ saturated_t).todense(), dtype=np.float32)
 
 
 def _check_field(field: str) -> None:
