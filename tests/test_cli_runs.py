@@ -113,3 +113,19 @@ def test_init_writes_a_skill_with_front_matter_and_lessons_file(tmp_path: Path, 
     lessons = json.loads((tmp_path / "SKILL.lessons.json").read_text())
     assert lessons["mode"] == "rfsi" and lessons["requirements"][0]["query"] == "answer format"
     assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.embedded
+def test_embedded_raso_init_writes_a_skill_md_with_front_matter(tmp_path: Path, capsys) -> None:
+    """The real thing, offline: the embedded model, the spreadsheet harness and the packaged starter corpus."""
+    out = tmp_path / "SKILL.md"
+    code = _main(["init", "--harness", "spreadsheet", "--num-requirements", "1", "-k", "2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert out.read_text(encoding="utf-8").startswith("---\nname: ")
+    skill = Skill.load(out)
+    assert skill.name and skill.description and len(skill.body.strip()) > 20
+    lessons = json.loads((tmp_path / "SKILL.lessons.json").read_text())
+    assert lessons["mode"] == "rasi" and len(lessons["requirements"]) == 1
+    assert all(source["repo"] and source["commit"] for lesson in lessons["lessons"] for source in lesson["sources"])
+    assert lessons["usage"]["completion_tokens"] > 0 and lessons["usage"]["cost_usd"] == 0.0

@@ -129,7 +129,7 @@ class RichProgress:
             verdict = "accepted" if d.get("accepted") else "rejected"
             fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
             self._messages.append(f"candidate v{d.get('version')}: {fmt(cand)} vs {fmt(cur)} -> {verdict}")
-        elif event.kind in ("stopped", "run_finished") and d.get("reason"):
+        elif event.kind == "stopped" and d.get("reason"):
             self._messages.append(str(d["reason"]))
         if self._live is not None:
             self._live.update(self._render())

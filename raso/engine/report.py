@@ -118,9 +118,8 @@ def build_report(run_dir: RunDir) -> str:
                      f"{state.curve[0].rollouts_used} | ${state.curve[0].cost_usd:.4f} |")
     for c in state.candidates:
         cand = f"v{c.version:03d}" if c.version is not None else "none"
-        decision = "accepted" if c.accepted else "rejected"
         lines.append(f"| {c.iteration} | {c.epoch + 1} | {len(c.train_task_ids)} | {_fmt(c.train_mean_reward)} | "
-                     f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {decision}: {c.reason} | "
+                     f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {c.reason} | "
                      f"{c.rollouts_used} | ${c.cost_usd:.4f} |")
     lines += ["", "## Plots", ""]
     for name in ("val_vs_rollouts.png", "val_vs_cost.png"):
