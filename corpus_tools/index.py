@@ -68,7 +68,8 @@ class _Blob:
         self.offsets.append(len(self.data))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.frombuffer(bytes(self.data), dtype=np.uint8), np.asarray(self.offsets, dtype=np.int64)
+        # Zero-copy view of the buffer (the blob is not appended to after this).
+        return np.frombuffer(self.data, dtype=np.uint8), np.asarray(self.offsets, dtype=np.int64)
 
 
 class SectionIndex:
@@ -76,7 +77,8 @@ class SectionIndex:
 
     def __init__(self, *, vocab: dict[str, int], indptr: np.ndarray, postings: np.ndarray, weights: np.ndarray,
                  doc_lengths: np.ndarray, doc_source: np.ndarray, sources: list[dict[str, str]],
-                 blobs: dict[str, tuple[np.ndarray, np.ndarray]], meta: dict[str, Any]):
+                 blobs: dict[str, tuple[np.ndarray, np.ndarray]], meta: dict[str, Any],
+                 term_max: np.ndarray | None = None):
         self.vocab = vocab
         self.indptr = indptr
         self.postings = postings
@@ -86,6 +88,13 @@ class SectionIndex:
         self.sources = sources
         self.blobs = blobs
         self.meta = meta
+        # Largest weight in each term's posting list: the bound that query pruning relies on.
+        if term_max is None:
+            nonempty = indptr[:-1] < indptr[1:]
+            term_max = np.zeros(len(indptr) - 1, dtype=np.float64)
+            if nonempty.any():
+                term_max[nonempty] = np.maximum.reduceat(np.asarray(weights), indptr[:-1][nonempty])
+        self.term_max = term_max
         repos = sorted({s["repo"] for s in sources})
         skills = sorted({s["skill_id"] for s in sources})
         self._repo_ids = {r: i for i, r in enumerate(repos)}
@@ -227,42 +236,82 @@ class SectionIndex:
 
     def top_k(self, query: str, k: int = 5, exclude_repos: Iterable[str] = (),
               exclude_skills: Iterable[str] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """Like `search`, but returns (section numbers, scores) without building Section objects."""
+        """Like `search`, but returns (section numbers, scores) without building Section objects.
+
+        Exact top-k with MaxScore-style pruning: terms are taken in order of their largest possible
+        contribution; once the k-th best partial score exceeds what all remaining (common, low-idf)
+        terms could add together, no unseen section can enter the top k, so the remaining terms are
+        only looked up for the surviving candidates (binary search in their posting lists) instead
+        of being added for every section that contains them. Falls back to exhaustive scoring."""
         empty = (np.zeros(0, np.int64), np.zeros(0, np.float64))
         if k <= 0 or len(self) == 0:
             return empty
         terms, qtf = self.query_terms(query)
         if len(terms) == 0:
             return empty
+        bounds = self.term_max[terms].astype(np.float64) * qtf
+        order = np.argsort(-bounds, kind="stable")
+        terms, qtf, bounds = terms[order], qtf[order], bounds[order]
         starts, stops = self.indptr[terms], self.indptr[terms + 1]
+        lengths = stops - starts
+        # remaining[i]: the most terms i.. can add to any section (with a margin for float rounding).
+        remaining = np.append(np.cumsum(bounds[::-1])[::-1], 0.0) * (1 + 1e-6) + 1e-9
+        common = np.flatnonzero(lengths > max(len(self) // 20, 1024))
+        split = max(int(common[0]), 1) if len(common) else len(terms)
+        if split < len(terms):
+            cand, scores = self._accumulate(starts[:split], stops[:split], qtf[:split])
+            cand, scores = self._filter(cand, scores, exclude_repos, exclude_skills)
+            if len(cand) >= k:
+                theta = np.partition(scores, len(scores) - k)[len(scores) - k]
+                if theta > remaining[split]:
+                    alive = scores + remaining[split] >= theta
+                    cand, scores = cand[alive], scores[alive]
+                    for lo, hi, w in zip(starts[split:], stops[split:], qtf[split:]):
+                        row = self.postings[lo:hi]
+                        pos = np.searchsorted(row, cand)
+                        inside = pos < len(row)
+                        found = np.zeros(len(cand), dtype=bool)
+                        found[inside] = row[pos[inside]] == cand[inside]
+                        scores[found] += self.weights[lo + pos[found]] * w
+                    return self._select(cand, scores, k)
+        cand, scores = self._accumulate(starts, stops, qtf)
+        cand, scores = self._filter(cand, scores, exclude_repos, exclude_skills)
+        return self._select(cand, scores, k)
+
+    def _accumulate(self, starts: np.ndarray, stops: np.ndarray, qtf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exhaustive scores of every section that contains at least one of the given terms."""
         total = int((stops - starts).sum())
-        if len(terms) == 1:
-            cand = self.postings[starts[0]:stops[0]]
-            cand_scores = self.weights[starts[0]:stops[0]].astype(np.float64) * qtf[0]
-        elif total * 16 < len(self):
+        if len(starts) == 1:
+            return (np.asarray(self.postings[starts[0]:stops[0]]),
+                    self.weights[starts[0]:stops[0]].astype(np.float64) * qtf[0])
+        if total * 16 < len(self):
             # Few postings: merge them by sorting instead of touching an array of every section.
             cat_docs = np.concatenate([self.postings[lo:hi] for lo, hi in zip(starts, stops)])
             cat_w = np.concatenate([self.weights[lo:hi] * w for lo, hi, w in zip(starts, stops, qtf)])
             cand, inverse = np.unique(cat_docs, return_inverse=True)
-            cand_scores = np.bincount(inverse, weights=cat_w, minlength=len(cand))
-        else:
-            acc = np.zeros(len(self), dtype=np.float64 if self.weights.dtype == np.float64 else np.float32)
-            for lo, hi, w in zip(starts, stops, qtf):
-                acc[self.postings[lo:hi]] += self.weights[lo:hi] * acc.dtype.type(w)
-            cand = np.flatnonzero(acc)
-            cand_scores = acc[cand].astype(np.float64)
-        keep = cand_scores > 0
+            return cand, np.bincount(inverse, weights=cat_w, minlength=len(cand))
+        acc = np.zeros(len(self), dtype=np.float64 if self.weights.dtype == np.float64 else np.float32)
+        for lo, hi, w in zip(starts, stops, qtf):
+            acc[self.postings[lo:hi]] += self.weights[lo:hi] * acc.dtype.type(w)
+        cand = np.flatnonzero(acc)
+        return cand, acc[cand].astype(np.float64)
+
+    def _filter(self, cand: np.ndarray, scores: np.ndarray, exclude_repos: Iterable[str],
+                exclude_skills: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        keep = scores > 0
         mask = self._exclusion_mask(cand, exclude_repos, exclude_skills)
         if mask is not None:
             keep &= ~mask
-        if not keep.all():
-            cand, cand_scores = cand[keep], cand_scores[keep]
+        return (cand, scores) if keep.all() else (cand[keep], scores[keep])
+
+    @staticmethod
+    def _select(cand: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if len(cand) > k:
-            kth = np.partition(cand_scores, len(cand) - k)[len(cand) - k]
-            near = cand_scores >= kth  # every tie at the cut-off, so ties resolve by section order
-            cand, cand_scores = cand[near], cand_scores[near]
-        order = np.lexsort((cand, -cand_scores))[:k]
-        return cand[order].astype(np.int64), cand_scores[order]
+            kth = np.partition(scores, len(cand) - k)[len(cand) - k]
+            near = scores >= kth  # every tie at the cut-off, so ties resolve by section order
+            cand, scores = cand[near], scores[near]
+        order = np.lexsort((cand, -scores))[:k]
+        return cand[order].astype(np.int64), scores[order]
 
     def _exclusion_mask(self, cand: np.ndarray, exclude_repos: Iterable[str],
                         exclude_skills: Iterable[str]) -> np.ndarray | None:
@@ -316,7 +365,7 @@ class SectionIndex:
             shutil.rmtree(tmp)
         tmp.mkdir()
         (tmp / "vocab.txt").write_text("\n".join(self.vocab), encoding="utf-8")
-        arrays = {"indptr": self.indptr, "postings": self.postings, "weights": self.weights,
+        arrays = {"indptr": self.indptr, "postings": self.postings, "weights": self.weights, "term_max": self.term_max,
                   "doc_lengths": self.doc_lengths, "doc_source": self.doc_source}
         for name, (data, offsets) in self.blobs.items():
             arrays[f"{name}_blob"] = data
@@ -360,7 +409,7 @@ class SectionIndex:
                    weights=arr("weights"), doc_lengths=arr("doc_lengths"),
                    doc_source=np.load(directory / "doc_source.npy"),
                    sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
-                   blobs=blobs, meta=meta)
+                   blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"))
 
 
 def _idf(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> np.ndarray:

@@ -130,3 +130,28 @@ def test_tokenizer_rules() -> None:
     assert tokenize("Use openpyxl.load_workbook() on THE file_name.xlsx, 2 times in 2024") == [
         "use", "openpyxl", "load", "workbook", "file", "name", "xlsx", "times", "2024"]
     assert tokenize("x" * 41 + " ok") == ["ok"]
+
+
+def test_pruned_search_matches_exhaustive_scores() -> None:
+    # Zipf-like word use, so some terms sit in most sections (the pruned path) and others are rare.
+    rng = np.random.default_rng(11)
+    words = np.asarray([f"w{i}" for i in range(2000)])
+    probs = 1.0 / np.arange(1, len(words) + 1) ** 1.1
+    probs /= probs.sum()
+    sections = [sec(i, " ".join(rng.choice(words, size=int(rng.integers(10, 80)), p=probs)), repo=f"r/{i % 7}")
+                for i in range(8000)]
+    index = SectionIndex.build(sections, dtype=np.float64)
+    assert (np.diff(index.indptr) > 1024).sum() >= 5  # there are common terms to prune
+    pruned_used = 0
+    for trial in range(60):
+        query = " ".join(rng.choice(words[:10], size=2).tolist() + rng.choice(words[50:2000], size=3).tolist())
+        exclude = ["r/1", "r/2"] if trial % 3 == 0 else []
+        docs, scores = index.top_k(query, k=5, exclude_repos=exclude)
+        full = index.scores(query)
+        if exclude:
+            full[np.isin(index.doc_repo, [index._repo_ids[r] for r in exclude])] = 0
+        expected = [d for _, d in sorted((-s, d) for d, s in enumerate(full) if s > 0)[:5]]
+        assert list(docs) == expected, query
+        assert np.allclose(scores, full[docs])
+        pruned_used += len(docs) == 5
+    assert pruned_used == 60
