@@ -151,7 +151,8 @@ def test_dedupe_drops_repeated_failure_modes_and_blanks_repeated_queries():
 
 
 def test_trajectories_are_truncated_to_the_budget_showing_reward_error_and_final_steps():
-    steps = [Step(observation=f"observation {j} " + "x" * 400, action=f"action-{j}") for j in range(60)]
+    steps = [Step(observation=f"observation {j} " + "x" * 400, action=f"action-{j}") for j in range(59)]
+    steps.append(Step(observation="observation 59", action="action-59", result="x" * 900 + "SUBMIT: 0/3 cells right"))
     r = Rollout(task_id="long", harness="toy", reward=0.0, soft_score=0.25, trajectory=steps,
                 error="Traceback ...\n" + "frame\n" * 300 + "ValueError: bad cell")
     limits = PromptLimits(step_chars=200)
@@ -162,6 +163,8 @@ def test_trajectories_are_truncated_to_the_budget_showing_reward_error_and_final
     assert "[step 60]" in text and "action-59" in text  # the final step is shown
     assert "[step 2]" not in text and "omitted)" in text
     assert "observation 0" in text  # the first observation (the task) is shown
+    assert "SUBMIT: 0/3 cells right" in text  # the end of the final result is kept
+    assert "result: observation 59" in text  # a step without a recorded result shows the next observation
 
 
 def test_the_gradient_prompt_fits_a_small_context_for_a_full_minibatch():

@@ -163,7 +163,8 @@ def raw_reference_block(lesson: Lesson, purpose: str) -> str:
 
 
 def render_trajectory(rollout: Rollout, budget: int, limits: PromptLimits) -> str:
-    """One rollout within `budget` characters: reward, error, the first observation and the final steps."""
+    """One rollout within `budget` characters: reward, error, the first observation, then the final steps
+    (action and what it led to)."""
     step_chars = limits.step_chars
     head: list[str] = []
     if rollout.error:
@@ -178,11 +179,13 @@ def render_trajectory(rollout: Rollout, budget: int, limits: PromptLimits) -> st
     used = 0
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
-        # Step i holds the observation the agent saw, then its action; step 1's observation is shown above.
-        seen = "" if index == 0 else f"observation: {clip(step.observation, step_chars)}\n"
-        text = f"[step {index + 1}] {seen}action: {clip(step.action, step_chars)}"
+        # What the action led to: the step's recorded result, else the next step's observation.
+        result = step.result or (steps[index + 1].observation if index + 1 < len(steps) else "")
+        text = f"[step {index + 1}] action: {clip(step.action, step_chars)}"
         if step.reward:
             text += f" (reward {step.reward:g})"
+        if result.strip():
+            text += f"\nresult: {clip_tail(result, step_chars)}"
         if used + len(text) > tail_budget and shown:
             break
         shown.append(text)
