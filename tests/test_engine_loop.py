@@ -154,3 +154,42 @@ def test_rerunning_into_an_existing_run_dir_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(RunError, match="raso resume"):
         _run(tmp_path, ["LEVEL=1"])
+
+
+def test_usd_budget_stops_the_run_cleanly(tmp_path: Path) -> None:
+    from raso.llm import CallRecord
+
+    def priced_propose(gw, **kwargs):
+        proposal = toy_propose(gw, **kwargs)
+        # scripted models are free; book a priced call as a paid provider would
+        gw.ledger.record(CallRecord(role="optimizer", stage="rasu.update", model="paid/model", cost_usd=0.75))
+        return proposal
+
+    result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=priced_propose, budget_usd=0.5)
+    decisions = read_jsonl(rd.candidates)
+    assert len(decisions) == 1 and decisions[0]["reason"] == "not evaluated: USD budget reached"
+    assert result.stop_reason == "USD budget reached ($0.7500 of $0.5000)"
+    assert result.rollouts_used == 4 + 2 and result.cost_usd == 0.75 and result.finished
+    assert "USD budget reached" in rd.report.read_text()
+
+
+def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from raso.engine import RichProgress
+
+    console = Console(file=io.StringIO(), width=100, force_terminal=False)
+    progress = RichProgress(console=console, title="toy")
+    agent = ScriptedModel(toy_agent_reply, name="toy-agent")
+    optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=2\nx", "LEVEL=1\ny"], name="toy-optimizer")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, budget_rollouts=30, run_dir=tmp_path / "run")
+    with progress:
+        run_optimization(config, Hooks(harness=ToyHarness(), initialize=toy_initialize, propose=toy_propose,
+                                        sinks=[progress]))
+    shown = console.file.getvalue()
+    for expected in ("iteration", "3", "rollouts used", "22/30", "best val score", "0.500", "cost so far",
+                     "$0.0000", "candidate v1: 0.500 vs 0.250 -> accepted", "candidate v3: 0.250 vs 0.500 -> rejected"):
+        assert expected in shown, expected
