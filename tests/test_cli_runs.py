@@ -96,6 +96,9 @@ def test_bad_config_and_bad_run_dirs_exit_2_with_a_message(tmp_path: Path, capsy
     config.write_text("minibatch: -3\n")
     assert _main(["optimize", "--config", str(config), "--no-progress"]) == 2
     assert "minibatch: Input should be greater than or equal to 1 (got -3)" in capsys.readouterr().err
+    assert _main(["optimize", "--harness", "no-such-harness", "--model", "openai/gpt-4o", "--run-dir",
+                  str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "cannot load harness 'no-such-harness'" in capsys.readouterr().err
     assert _main(["resume", str(tmp_path / "nowhere"), "--no-progress"]) == 2
     assert "no checkpoint.json" in capsys.readouterr().err
     assert _main(["report", str(tmp_path)]) == 2

@@ -142,6 +142,11 @@ def run_optimize(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _error(str(exc))
         return 2
+    if config.run_dir is None:
+        from raso.engine.run_dir import default_run_dir
+
+        config.run_dir = default_run_dir(config.harness)
+    print(f"run directory: {config.run_dir}", file=sys.stderr)
     if config.quick_defaults_applied:
         print("quick defaults for the embedded model: "
               + ", ".join(f"{k}={getattr(config, k)}" for k in config.quick_defaults_applied)
@@ -155,6 +160,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     except LLMError as exc:
         _error(f"{exc} (the run directory keeps everything done so far; fix the cause and `raso resume` it)")
         return 1
+    except KeyboardInterrupt:
+        _error(f"interrupted; continue with `raso resume {config.run_dir}`")
+        return 130
     print(_summary(result))
     return 0
 
@@ -172,6 +180,9 @@ def run_resume(args: argparse.Namespace) -> int:
     except LLMError as exc:
         _error(f"{exc} (fix the cause and `raso resume` again)")
         return 1
+    except KeyboardInterrupt:
+        _error(f"interrupted; continue with `raso resume {args.run_dir}`")
+        return 130
     print(_summary(result))
     return 0
 

@@ -147,7 +147,10 @@ class Engine:
         self.hooks = hooks or Hooks()
         self.budget = Budget(rollouts=config.budget_rollouts, usd=config.budget_usd)
         self.gateway = build_gateway(config, run_dir)
-        self.harness = self.hooks.harness or get_harness(config.harness, **config.harness_options)
+        try:
+            self.harness = self.hooks.harness or get_harness(config.harness, **config.harness_options)
+        except (ValueError, TypeError, ImportError, AttributeError) as exc:
+            raise RunError(f"cannot load harness {config.harness!r}: {exc}") from exc
         self._retriever: Any = self.hooks.retriever
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
@@ -180,7 +183,12 @@ class Engine:
 
     def retriever(self) -> Any:
         if self._retriever is None:
-            self._retriever = build_retriever_for(self.config, self.gateway)
+            try:
+                self._retriever = build_retriever_for(self.config, self.gateway)
+            except (OSError, ValueError, ImportError, NotImplementedError) as exc:
+                raise RunError(f"cannot build the {self.config.retrieval!r} retriever "
+                               f"({'index ' + str(self.config.index) if self.config.index else 'starter corpus'}): "
+                               f"{exc}") from exc
         return self._retriever
 
     def _skill(self, version: int) -> Skill:
