@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harnesses.alfworld import AlfworldHarness
-from harnesses.alfworld.env import AlfworldEnv
+from harnesses.alfworld.env import GAME_POOL, AlfworldEnv
 from harnesses.alfworld.expert import play_walkthrough, walkthrough
 from harnesses.alfworld.games import TASK_TYPES, GameDataError, discover_games
 from raso.harness import get_harness
@@ -55,6 +55,7 @@ def test_reset_shows_goal_and_admissible_commands(demo):
 
 
 def test_walkthrough_wins_every_demo_game_with_reward_one(demo):
+    started = GAME_POOL.started
     for task in [t for ts in demo.splits().values() for t in ts]:
         env = demo.make_env(task)
         try:
@@ -68,6 +69,8 @@ def test_walkthrough_wins_every_demo_game_with_reward_one(demo):
             assert "Available actions" not in obs  # nothing to do after the end
         finally:
             env.close()
+    # played one after another, the six games reuse one pooled TextWorld environment (one library copy)
+    assert GAME_POOL.started - started <= 1
 
 
 def test_step_budget_truncates(demo):

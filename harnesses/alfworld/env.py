@@ -7,6 +7,7 @@ exactly as ALFWorld's `AlfredTWEnv` does, but without the traj_data.json / confi
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from raso.harness import TextEnv
@@ -34,6 +35,46 @@ def start_game(gamefile: str, *, policy_commands: bool = False):
         won=True, lost=True, admissible_commands=True, extras=["gamefile"], policy_commands=policy_commands
     )
     return textworld.start(gamefile, request_infos=infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+
+
+class GamePool:
+    """Started TextWorld environments kept for reuse across games.
+
+    Every TextWorld PDDL environment loads its own copy of fast-downward's shared library (33 MB file) and never
+    unloads it, so one environment per rollout would grow a long optimization run's memory without bound.
+    Reusing an environment (`load` another game file) keeps the number of copies at the peak concurrency.
+    """
+
+    def __init__(self, max_idle: int = 8):
+        self.max_idle = max_idle
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self.started = 0  # environments created so far (each holds one library copy)
+
+    def acquire(self, gamefile: str):
+        with self._lock:
+            game = self._idle.pop() if self._idle else None
+        if game is not None:
+            try:
+                game.load(gamefile)
+                return game
+            except Exception:
+                game.close()
+                raise
+        game = start_game(gamefile)
+        with self._lock:
+            self.started += 1
+        return game
+
+    def release(self, game) -> None:
+        with self._lock:
+            if len(self._idle) < self.max_idle:
+                self._idle.append(game)
+                return
+        game.close()
+
+
+GAME_POOL = GamePool()
 
 
 def normalize_command(action: str) -> str:
@@ -67,7 +108,7 @@ class AlfworldEnv(TextEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         if self._game is None:
-            self._game = start_game(self.gamefile)
+            self._game = GAME_POOL.acquire(self.gamefile)
         self._state = self._game.reset()
         self.steps = 0
         self.done = False
@@ -114,6 +155,7 @@ class AlfworldEnv(TextEnv):
 
     def close(self) -> None:
         if self._game is not None:
-            self._game.close()
+            GAME_POOL.release(self._game)
             self._game = None
+            self._state = None
         super().close()
