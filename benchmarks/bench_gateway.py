@@ -65,10 +65,21 @@ def main() -> None:
         ours += time_calls(via_gateway, per_round)
 
     assert gw.ledger.totals()["calls"] == 20 + len(ours)
+
+    # The gateway's own work alone: litellm.completion replaced by a function returning a prebuilt response.
+    canned = litellm.completion(model=args.model, messages=MESSAGES, mock_response=REPLY, max_tokens=64)
+    real_completion = litellm.completion
+    litellm.completion = lambda **kw: canned
+    try:
+        own = time_calls(via_gateway, len(ours))
+    finally:
+        litellm.completion = real_completion
+
     b_med, o_med = statistics.median(base), statistics.median(ours)
     rows = [
         ("litellm.completion (baseline)", b_med, p95(base)),
         ("LLMGateway.complete", o_med, p95(ours)),
+        ("gateway alone (litellm stubbed)", statistics.median(own), p95(own)),
     ]
     print(f"model={args.model} mock_response, {len(base)} calls per side, {args.rounds} alternating rounds\n")
     print(f"{'path':<32}{'median ms':>12}{'p95 ms':>10}")
