@@ -34,7 +34,7 @@ from corpus_tools.retrieval.dataset import (  # noqa: E402
 from corpus_tools.retrieval.dense import EmbeddingCache, OnnxMiniLMEncoder  # noqa: E402
 from corpus_tools.retrieval.evaluate import evaluate_method  # noqa: E402
 from corpus_tools.retrieval.fields import FIELDS  # noqa: E402
-from corpus_tools.retrieval.fusion import FieldAwareRetriever  # noqa: E402
+from corpus_tools.retrieval.fusion import FieldAwareRetriever, needs_dense  # noqa: E402
 from corpus_tools.retrieval.metrics import format_table  # noqa: E402
 from raso.commands.retrieval import run_eval  # noqa: E402
 
@@ -54,14 +54,15 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def scaling(dataset: RetrievalDataset, full: FieldAwareRetriever, queries, vectors, sizes, methods) -> dict:
-    """Recall@10 (and the rest) over pools of growing size that always hold every gold skill."""
+def scaling(pool_all, full: FieldAwareRetriever, queries, vectors, sizes, methods) -> dict:
+    """Recall@10 over pools of growing size that always hold every gold skill of `queries`.
+    Dense rows are sliced out of `full`'s matrices, so no pool is embedded twice."""
     out: dict[str, dict[str, float]] = {}
     position = {sid: i for i, sid in enumerate(full.ids)}
     for size in sizes:
-        pool = subsample_pool(dataset.pool, queries, size, seed=0)
+        pool = subsample_pool(pool_all, queries, size, seed=0)
         sub = FieldAwareRetriever(pool, encoder=full.encoder, mlps=full.mlps)
-        if full.encoder is not None:
+        if full.encoder is not None and any(needs_dense(m) for m in methods):
             rows = np.array([position[s.id] for s in pool])
             for f in (*FIELDS, "concat"):
                 sub._dense[f] = np.asarray(full.dense_matrix(f))[rows]
@@ -81,9 +82,10 @@ def plot(scale: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = sorted(int(s) for s in scale)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for method in next(iter(scale.values())):
+    methods = sorted({m for vals in scale.values() for m in vals}, key=lambda m: list(LABELS).index(m))
+    for method in methods:
+        sizes = sorted(int(s) for s in scale if method in scale[s])
         ax.plot(sizes, [100 * scale[str(s)][method] for s in sizes], marker="o", label=LABELS.get(method, method))
     ax.set_xscale("log")
     ax.set_xlabel("skills in the pool")
@@ -103,10 +105,14 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "runs" / "retrieval-benchmark"))
     parser.add_argument("--limit", type=int, default=1000, help="test queries (fixed sample)")
     parser.add_argument("--train-limit", type=int, default=1000, help="dev queries for the MLPs (fixed sample)")
+    parser.add_argument("--pool", type=int, default=None,
+                        help="evaluate every method on a sub-pool of this many skills holding every gold skill of "
+                             "the sampled queries (to bound dense embedding time); sparse methods are also run "
+                             "on the full pool")
     parser.add_argument("--latency-sample", type=int, default=50)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--no-dense", action="store_true", help="sparse methods only")
-    parser.add_argument("--pool-sizes", default="250,500,1000,2000,4771")
+    parser.add_argument("--pool-sizes", default="1000,2000,3000,4771")
     parser.add_argument("--dreamer-model", default=None, help="litellm model for SkillDreamer rows")
     parser.add_argument("--dreamer-limit", type=int, default=20)
     args = parser.parse_args()
@@ -117,19 +123,27 @@ def main() -> int:
     dataset = (RetrievalDataset.load(args.bench, corpus_dir=args.corpus) if args.bench
                else build_reference_benchmark(args.corpus))
     log(f"benchmark: {len(dataset.queries)} queries, pool {len(dataset.pool)} ({time.perf_counter() - start:.0f}s)")
+    test_q = sample_queries(dataset.split("test"), args.limit)
+    dev_q = sample_queries(dataset.split("dev"), args.train_limit)
+    pool = dataset.pool if not args.pool else subsample_pool(dataset.pool, test_q + dev_q, args.pool, seed=0)
+    bench = RetrievalDataset(name=dataset.name, queries=test_q + dev_q, pool=pool)
     encoder = None if args.no_dense else OnnxMiniLMEncoder(progress=True)
     from raso.retrievers import embedding_cache_dir
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else embedding_cache_dir()
     cache = EmbeddingCache(cache_dir)
-    retriever = FieldAwareRetriever(dataset.pool, encoder=encoder, cache=cache)
+    retriever = FieldAwareRetriever(pool, encoder=encoder, cache=cache)
     timings = {}
     if encoder is not None:
         for f in (*FIELDS, "concat"):
             t = time.perf_counter()
             retriever.dense_matrix(f)
-            timings[f"embed pool {f}"] = time.perf_counter() - t
-            log(f"pool {f} embeddings: {timings[f'embed pool {f}']:.0f}s")
+            timings[f"embed pool {f} ({len(pool)} skills)"] = time.perf_counter() - t
+        for name, qs in (("test", test_q), ("dev", dev_q)):
+            t = time.perf_counter()
+            cache.embed(encoder, [q.text for q in qs])
+            timings[f"embed {len(qs)} {name} queries"] = time.perf_counter() - t
+        log("embeddings: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()))
     methods = SPARSE_METHODS + ([] if encoder is None else DENSE_METHODS)
     gateway = None
     if args.dreamer_model:
@@ -138,44 +152,57 @@ def main() -> int:
         gateway = LLMGateway(GatewayConfig.for_models(target=args.dreamer_model))
         methods.append("dreamer")
     t = time.perf_counter()
-    result = run_eval(dataset, methods, split="test", limit=args.limit, train_limit=args.train_limit,
+    result = run_eval(bench, methods, split="test", limit=None, train_limit=None,
                       latency_sample=args.latency_sample, encoder=encoder, cache_dir=cache_dir, gateway=gateway,
                       dreamer_limit=args.dreamer_limit, retriever=retriever, save_mlp=out_dir, log=log)
     timings["evaluate"] = time.perf_counter() - t
-    queries = sample_queries(dataset.split("test"), args.limit)
-    vectors = np.asarray(cache.embed(encoder, [q.text for q in queries])) if encoder is not None else None
+    full_rows = None
+    if args.pool and len(pool) < len(dataset.pool):
+        full_bench = RetrievalDataset(name=dataset.name, queries=test_q, pool=dataset.pool)
+        full_rows = run_eval(full_bench, SPARSE_METHODS, split="test", latency_sample=args.latency_sample,
+                             log=log)["rows"]
+    vectors = np.asarray(cache.embed(encoder, [q.text for q in test_q])) if encoder is not None else None
     sizes = [int(s) for s in args.pool_sizes.split(",")]
     scale_methods = [m for m in SCALING_METHODS if m in result["rows"]]
-    scale = scaling(dataset, retriever, queries, vectors, sizes, scale_methods)
+    scale = scaling(pool, retriever, test_q, vectors, [s for s in sizes if s <= len(pool)], scale_methods)
+    if len(pool) < len(dataset.pool):
+        sparse = [m for m in scale_methods if not needs_dense(m)]
+        full_ret = FieldAwareRetriever(dataset.pool)
+        for size, vals in scaling(dataset.pool, full_ret, test_q, None, [s for s in sizes if s > len(pool)],
+                                  sparse).items():
+            scale.setdefault(size, {}).update(vals)
     plot(scale, out_dir / "recall_vs_pool.png")
 
-    rows = {LABELS.get(m, m): v for m, v in result["rows"].items()}
-    scale_table = "| pool | " + " | ".join(LABELS[m] for m in scale_methods) + " |\n|---:|" + "---:|" * len(scale_methods)
-    for size, vals in scale.items():
-        scale_table += f"\n| {size} | " + " | ".join(f"{100 * vals[m]:.2f}" for m in scale_methods) + " |"
+    def scale_md() -> str:
+        cols = sorted({m for v in scale.values() for m in v}, key=lambda m: list(LABELS).index(m))
+        text = "| pool | " + " | ".join(LABELS[m] for m in cols) + " |\n|---:|" + "---:|" * len(cols)
+        for size in sorted(scale, key=int):
+            text += f"\n| {size} | " + " | ".join(
+                f"{100 * scale[size][m]:.2f}" if m in scale[size] else "" for m in cols) + " |"
+        return text
+
     md = [
         "# Skill retrieval on the reference-file benchmark",
         "",
-        f"Queries: a fixed sample of {result['details']['queries']} test queries (a reference file's title + opening "
-        f"paragraph; gold = its parent skill) over the {len(dataset.pool)}-skill pool (SKILL.md only). "
-        f"MLPs trained on {args.train_limit} dev queries. Dense: {encoder.model_id if encoder else 'off'}. "
+        f"Queries: a fixed sample of {len(test_q)} test queries (a reference file's title + opening paragraph; "
+        f"gold = its parent skill). Pool: {len(pool)} SKILL.md documents"
+        + (f" (every gold skill of the sampled test and dev queries plus a fixed random sample of the other "
+           f"{len(dataset.pool)} corpus skills)" if len(pool) < len(dataset.pool) else "")
+        + f". MLPs trained on {len(dev_q)} dev queries. Dense: {encoder.model_id if encoder else 'off'}. "
         "Metrics in %, MRR in [0, 1]; ms/query = one query at a time incl. encoding it; batch ms/q = whole sample "
         "scored in batches.",
         "",
-        format_table(rows),
-        "",
-        "## Recall@10 as the pool grows (every gold skill kept; others sampled)",
-        "",
-        scale_table,
-        "",
-        "## Timings (s)",
-        "",
-        *(f"- {k}: {v:.1f}" for k, v in timings.items()),
+        format_table({LABELS.get(m, m): v for m, v in result["rows"].items()}),
         "",
     ]
+    if full_rows:
+        md += [f"## Sparse methods on the full {len(dataset.pool)}-skill pool (same queries)", "",
+               format_table({LABELS.get(m, m): v for m, v in full_rows.items()}), ""]
+    md += ["## Recall@10 as the pool grows (every gold skill kept; others sampled)", "", scale_md(), "",
+           "## Timings (s)", "", *(f"- {k}: {v:.1f}" for k, v in timings.items()), ""]
     (out_dir / "results.md").write_text("\n".join(md), encoding="utf-8")
-    (out_dir / "results.json").write_text(json.dumps({**result, "scaling": scale, "timings": timings}, indent=1,
-                                                     default=float), encoding="utf-8")
+    (out_dir / "results.json").write_text(json.dumps({**result, "full_pool_sparse": full_rows, "scaling": scale,
+                                                      "timings": timings}, indent=1, default=float), encoding="utf-8")
     print("\n".join(md))
     return 0
 
