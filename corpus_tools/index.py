@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from corpus_tools.sections import Section
 from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
@@ -140,7 +139,7 @@ class SectionIndex:
             keys, counts = np.unique((docs << 32) | terms, return_counts=True)
             chunk_docs.append((keys >> 32).astype(np.int32))
             chunk_terms.append((keys & 0xFFFFFFFF).astype(np.int32))
-            chunk_tf.append(counts.astype(np.int32))
+            chunk_tf.append(np.minimum(counts, 65535).astype(np.uint16))
             batch_ids.clear()
             batch_lengths.clear()
 
@@ -169,18 +168,7 @@ class SectionIndex:
         vocab = dict(vocab)
         n_terms = len(vocab)
         doc_lengths = np.asarray(lengths, dtype=np.int32)
-        docs = np.concatenate(chunk_docs) if chunk_docs else np.zeros(0, np.int32)
-        terms = np.concatenate(chunk_terms) if chunk_terms else np.zeros(0, np.int32)
-        tf = np.concatenate(chunk_tf) if chunk_tf else np.zeros(0, np.int32)
-        del chunk_docs, chunk_terms, chunk_tf
-        # Group the (doc, term, tf) triples by term; scipy's COO->CSR conversion is a stable O(nnz)
-        # counting sort, so postings stay in document order within each term.
-        matrix = sp.csr_matrix((tf, (terms, docs)), shape=(n_terms, max(n_docs, 1)))
-        del docs, terms, tf
-        indptr = matrix.indptr.astype(np.int64)
-        postings = matrix.indices.astype(np.int32, copy=False)
-        term_freqs = matrix.data
-        del matrix
+        indptr, postings, term_freqs = _group_by_term(chunk_docs, chunk_terms, chunk_tf, n_terms)
         doc_freq = np.diff(indptr)
         idf_values = _idf(doc_freq, n_docs, idf, epsilon)
         avgdl = float(doc_lengths.mean()) if n_docs else 0.0
@@ -256,26 +244,48 @@ class SectionIndex:
         lengths = stops - starts
         # remaining[i]: the most terms i.. can add to any section (with a margin for float rounding).
         remaining = np.append(np.cumsum(bounds[::-1])[::-1], 0.0) * (1 + 1e-6) + 1e-9
-        common = np.flatnonzero(lengths > max(len(self) // 20, 1024))
-        split = max(int(common[0]), 1) if len(common) else len(terms)
-        if split < len(terms):
-            cand, scores = self._accumulate(starts[:split], stops[:split], qtf[:split])
+        big = max(len(self) // 16, 1024)
+        cand = np.zeros(0, dtype=np.int64)
+        scores = np.zeros(0, dtype=np.float64)
+        for i in range(len(terms)):
+            if i > 0 and len(cand) >= k:
+                live, live_scores = self._filter(cand, scores, exclude_repos, exclude_skills)
+                if len(live) >= k:
+                    theta = np.partition(live_scores, len(live) - k)[len(live) - k]
+                    if theta > remaining[i]:
+                        return self._finish_pruned(live, live_scores, theta, remaining[i], starts[i:], stops[i:],
+                                                   qtf[i:], k)
+            if lengths[i] > big:
+                break  # a common term: cheaper to score the rest exhaustively
+            cand, scores = self._merge(cand, scores, starts[i], stops[i], qtf[i])
+        else:
             cand, scores = self._filter(cand, scores, exclude_repos, exclude_skills)
-            if len(cand) >= k:
-                theta = np.partition(scores, len(scores) - k)[len(scores) - k]
-                if theta > remaining[split]:
-                    alive = scores + remaining[split] >= theta
-                    cand, scores = cand[alive], scores[alive]
-                    for lo, hi, w in zip(starts[split:], stops[split:], qtf[split:]):
-                        row = self.postings[lo:hi]
-                        pos = np.searchsorted(row, cand)
-                        inside = pos < len(row)
-                        found = np.zeros(len(cand), dtype=bool)
-                        found[inside] = row[pos[inside]] == cand[inside]
-                        scores[found] += self.weights[lo + pos[found]] * w
-                    return self._select(cand, scores, k)
+            return self._select(cand, scores, k)
         cand, scores = self._accumulate(starts, stops, qtf)
         cand, scores = self._filter(cand, scores, exclude_repos, exclude_skills)
+        return self._select(cand, scores, k)
+
+    def _merge(self, cand: np.ndarray, scores: np.ndarray, lo: int, hi: int, weight: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+        docs = np.asarray(self.postings[lo:hi], dtype=np.int64)
+        term_scores = self.weights[lo:hi].astype(np.float64) * weight
+        if len(cand) == 0:
+            return docs, term_scores
+        merged, inverse = np.unique(np.concatenate([cand, docs]), return_inverse=True)
+        return merged, np.bincount(inverse, weights=np.concatenate([scores, term_scores]), minlength=len(merged))
+
+    def _finish_pruned(self, cand: np.ndarray, scores: np.ndarray, theta: float, bound: float, starts: np.ndarray,
+                       stops: np.ndarray, qtf: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """No unseen section can reach `theta`; complete the exact scores of the candidates that can."""
+        alive = scores + bound >= theta
+        cand, scores = cand[alive], scores[alive].copy()
+        for lo, hi, w in zip(starts, stops, qtf):
+            row = self.postings[lo:hi]
+            pos = np.searchsorted(row, cand)
+            inside = pos < len(row)
+            found = np.zeros(len(cand), dtype=bool)
+            found[inside] = row[pos[inside]] == cand[inside]
+            scores[found] += self.weights[lo + pos[found]] * w
         return self._select(cand, scores, k)
 
     def _accumulate(self, starts: np.ndarray, stops: np.ndarray, qtf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -410,6 +420,34 @@ class SectionIndex:
                    doc_source=np.load(directory / "doc_source.npy"),
                    sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
                    blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"))
+
+
+def _group_by_term(chunk_docs: list[np.ndarray], chunk_terms: list[np.ndarray], chunk_tf: list[np.ndarray],
+                   n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counting sort of the (doc, term, tf) chunks into term-major CSR arrays, one chunk at a time
+    (each chunk is released once placed), so peak memory stays near one copy of the postings.
+    Chunks come in document order, so each term's postings end up sorted by document."""
+    counts = np.zeros(n_terms, dtype=np.int64)
+    for terms in chunk_terms:
+        counts += np.bincount(terms, minlength=n_terms)
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    fill = indptr[:-1].copy()
+    postings = np.empty(int(indptr[-1]), dtype=np.int32)
+    term_freqs = np.empty(int(indptr[-1]), dtype=np.uint16)
+    for i in range(len(chunk_terms)):
+        terms, docs, tf = chunk_terms[i], chunk_docs[i], chunk_tf[i]
+        chunk_terms[i] = chunk_docs[i] = chunk_tf[i] = None  # type: ignore[call-overload]
+        order = np.argsort(terms, kind="stable")
+        sorted_terms = terms[order]
+        run_start = np.flatnonzero(np.r_[True, sorted_terms[1:] != sorted_terms[:-1]])
+        run_lengths = np.diff(np.r_[run_start, len(sorted_terms)])
+        rank = np.arange(len(sorted_terms)) - np.repeat(run_start, run_lengths)
+        where = fill[sorted_terms] + rank
+        postings[where] = docs[order]
+        term_freqs[where] = tf[order]
+        fill[sorted_terms[run_start]] += run_lengths
+    return indptr, postings, term_freqs
 
 
 def _idf(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> np.ndarray:
