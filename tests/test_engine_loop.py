@@ -193,3 +193,22 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
     for expected in ("iteration", "3", "rollouts used", "22/30", "best val score", "0.500", "cost so far",
                      "$0.0000", "candidate v1: 0.500 vs 0.250 -> accepted", "candidate v3: 0.250 vs 0.500 -> rejected"):
         assert expected in shown, expected
+
+
+def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fix(tmp_path: Path) -> None:
+    from raso.engine import RunError, resume
+    from test_engine_support import named_scripted_model
+
+    optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
+    config = OptimizeConfig(harness="toy", model="scripted/engine-agent-registered-later",
+                            optimizer_model=optimizer.model, init="rfsi", update="rfsu", epochs=1, minibatch=2,
+                            run_dir=tmp_path / "run")
+    hooks = Hooks(harness=ToyHarness(), initialize=toy_initialize, propose=toy_propose)
+    with pytest.raises(RunError, match="every rollout of s0_val failed because the model is unusable"):
+        run_optimization(config, hooks)
+    state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    assert state["phase"] == "s0_val" and state["rollouts_used"] == 0  # nothing counted, s0 kept
+
+    named_scripted_model("engine-agent-registered-later", toy_agent_reply)  # "the fix"
+    result = resume(tmp_path / "run", hooks)
+    assert result.finished and result.initial_val == 0.25 and result.best_val == 0.75

@@ -9,6 +9,7 @@ score of s_t is kept in the state and reused, never re-rolled.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 import time
 import traceback
@@ -29,6 +30,8 @@ from .events import Emitter, Event, EventLog, EventSink, Snapshot, make_event
 from .replay import PersistentLedger, UnitGateway
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, default_run_dir, read_jsonl
 from .state import CandidateRecord, CurvePoint, PendingIteration, RunState
+
+_MODEL_UNUSABLE = re.compile(r"^(LLMAuthError|LLMUnavailableError|LLMError)\b")
 
 InitializeFn = Callable[..., Any]  # raso.optimizer.rasi.initialize_skill's signature
 ProposeFn = Callable[..., Any]  # raso.optimizer.rasu.propose_update's signature
@@ -224,11 +227,24 @@ class Engine:
                                              error=bool(r.error)),
         )
         rollouts = list(result.rollouts)
+        self._refuse_if_model_unusable(batch, rollouts)
         self.run_dir.rewrite_jsonl(self.run_dir.rollouts_path(batch), (r.model_dump(mode="json") for r in rollouts))
         mean = statistics.fmean(r.reward for r in rollouts) if rollouts else 0.0
         self._event("batch_done", batch=batch, size=len(rollouts), mean_reward=mean,
                     errors=sum(1 for r in rollouts if r.error))
         return rollouts
+
+    @staticmethod
+    def _refuse_if_model_unusable(batch: str, rollouts: list[Rollout]) -> None:
+        """Every rollout of a batch failed because the model could not be used (no API key, server down, the
+        `local` extra missing): scoring them 0 would silently ruin the run, so stop before the batch counts."""
+        errors = [(r.error or "").strip() for r in rollouts]
+        if not rollouts or not all(errors):
+            return
+        if all(_MODEL_UNUSABLE.match(e) for e in errors):
+            first = errors[0].splitlines()[0]
+            raise RunError(f"every rollout of {batch} failed because the model is unusable ({first}); nothing "
+                           "was counted: fix the cause and `raso resume` the run")
 
     def _load_rollouts(self, batch: str) -> list[Rollout]:
         return [Rollout.model_validate(r) for r in read_jsonl(self.run_dir.rollouts_path(batch))]
