@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--limit", type=int, default=None,
                     help="evaluate a fixed pseudo-random sample of this many queries (same sample everywhere)")
     ev.add_argument("--train-limit", type=int, default=1000, help="dev queries used to train the fusion MLP")
+    ev.add_argument("--pool", type=int, default=None,
+                    help="rank within a sub-pool of this many skills: every gold skill of the sampled test and dev "
+                         "queries plus a fixed random sample of the rest (bounds dense embedding time)")
     ev.add_argument("--latency-sample", type=int, default=50, help="queries timed one at a time")
     ev.add_argument("--encoder", default="minilm", help="minilm (int8 ONNX, default) | st:<model> | litellm:<model>")
     ev.add_argument("--cache-dir", default=None, help="embedding cache (default: $RASO_CACHE_DIR/embeddings)")
@@ -174,6 +177,15 @@ def eval_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: cannot read the benchmark: {exc}", file=sys.stderr)
         return 2
+    if args.pool:
+        from corpus_tools.retrieval.dataset import sample_queries, subsample_pool
+
+        test_q = sample_queries(dataset.split(args.split), args.limit)
+        dev_q = sample_queries(dataset.split("dev"), args.train_limit) if args.split == "test" else []
+        pool = subsample_pool(dataset.pool, test_q + dev_q, args.pool, seed=0)
+        dataset = RetrievalDataset(name=dataset.name, queries=test_q + dev_q, pool=pool,
+                                   description=dataset.description)
+        args.limit = args.train_limit = None
     encoder = None
     if any((m in METHODS and needs_dense(m)) or m == DREAMER for m in methods):
         try:
