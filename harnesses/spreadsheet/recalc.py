@@ -38,6 +38,7 @@ the harness reuses a profile per thread and converts all test cases of a SUBMIT 
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -120,6 +121,7 @@ class LibreOfficeRecalc(Recalculator):
         self._local = threading.local()
         self._profiles: list[Path] = []
         self._lock = threading.Lock()
+        atexit.register(self.close)  # the per-thread profiles are temporary folders
 
     def _profile(self) -> Path:
         profile = getattr(self._local, "profile", None)
