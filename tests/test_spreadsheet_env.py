@@ -193,3 +193,30 @@ def test_full_rollout_to_reward_one_with_a_scripted_model_through_the_agent(harn
     first_prompt = "\n".join(m["content"] for m in model.calls[0])
     assert "Answer position (the cells that are checked): C2:C11" in first_prompt
     assert "Action: SUBMIT" in first_prompt  # the action format reached the model
+
+
+def test_a_dataset_with_a_corrupt_input_workbook_gives_clear_errors(tmp_path):
+    import json
+
+    import openpyxl
+
+    folder = tmp_path / "spreadsheet" / "x1"
+    folder.mkdir(parents=True)
+    (folder / "1_x1_input.xlsx").write_bytes(b"garbage, not a zip")
+    answer = openpyxl.Workbook()
+    answer.active["A1"] = 2
+    answer.save(folder / "1_x1_answer.xlsx")
+    (tmp_path / "dataset.json").write_text(json.dumps([{
+        "id": "x1", "instruction": "Put 2 in A1.", "instruction_type": "Cell-Level Manipulation",
+        "answer_position": "A1", "spreadsheet_path": "spreadsheet/x1"}]))
+    harness = SpreadsheetHarness(data_dir=tmp_path, wall_seconds=20)
+    env = harness.make_env(task("x1"))
+    try:
+        obs, _ = env.reset()
+        assert "the input workbook cannot be read" in obs and "not a readable .xlsx workbook" in obs
+        code = "import sys, openpyxl\nwb = openpyxl.load_workbook(sys.argv[1])\nwb.active['A1'] = 2\nwb.save(sys.argv[2])\n"
+        obs, reward, terminated, _, info = env.step(f"```python\n{code}```\nAction: SUBMIT")
+        assert terminated and reward == 0.0
+        assert "BadZipFile" in obs or "zip" in obs.lower()
+    finally:
+        env.close()
