@@ -271,8 +271,13 @@ class SectionIndex:
         term_scores = self.weights[lo:hi].astype(np.float64) * weight
         if len(cand) == 0:
             return docs, term_scores
-        merged, inverse = np.unique(np.concatenate([cand, docs]), return_inverse=True)
-        return merged, np.bincount(inverse, weights=np.concatenate([scores, term_scores]), minlength=len(merged))
+        both = np.concatenate([cand, docs])
+        # Two sorted runs: the stable sort (timsort) merges them in linear time.
+        order = np.argsort(both, kind="stable")
+        both = both[order]
+        both_scores = np.concatenate([scores, term_scores])[order]
+        first = np.flatnonzero(np.r_[True, both[1:] != both[:-1]])
+        return both[first], np.add.reduceat(both_scores, first)
 
     def _finish_pruned(self, cand: np.ndarray, scores: np.ndarray, theta: float, bound: float, starts: np.ndarray,
                        stops: np.ndarray, qtf: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
