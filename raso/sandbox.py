@@ -5,18 +5,23 @@ Each run gets its own temporary working directory holding *copies* of the inputs
 apply), a minimal environment and these layers of containment:
 
 * **OS level.** Resource limits (CPU seconds, address space, file size, open files, no core dumps); a wall-clock
-  timeout that kills the whole process group; where permitted, `unshare --net --pid --fork --kill-child`, so the
-  program has no network interface (not even 127.0.0.1) and every process it starts dies with it; where a pids
-  cgroup is writable (root), a per-run cgroup caps the number of processes.
+  timeout that kills the whole process group; where permitted, `unshare --mount --net --pid --fork --kill-child`,
+  so the program has no network interface (not even 127.0.0.1), every process it starts dies with it, and the
+  `deny_read` folders (e.g. a benchmark's answer files) are covered by an empty read-only tmpfs inside the run;
+  where a pids cgroup is writable (root), a per-run cgroup caps the number of processes.
 * **Interpreter level.** A bootstrap installs an audit hook (PEP 578) before the program runs. It refuses file
   writes outside the working directory, file reads outside the working directory and the Python installation
-  (and always inside `deny_read`), process creation (fork, exec, subprocess, os.system), sockets and ctypes.
-  A refused operation raises `PermissionError("sandbox: ...")`, so the program's stderr says what was refused.
+  (and always inside `deny_read`), symlinks and hard links, process creation (fork, exec, subprocess,
+  os.system), sockets, ctypes and gc introspection. A refused operation raises `PermissionError("sandbox: ...")`
+  (or ImportError), so the program's stderr says what was refused. The hook keeps its state in a closure and
+  uses only builtins captured before the program starts, so rebinding `os.path` helpers or builtins does not
+  switch it off.
 
 Which OS layers are available is checked once at start-up (`isolation_support()`). Where `unshare` is refused
-the sandbox still runs, with a logged warning: network access is then blocked only by the audit hook and the
-wall-clock kill relies on the process group. The audit hook is a strong guard against accidents and casual
-escapes, not a security boundary against a determined attacker with native code; model-written code for
+the sandbox still runs, with a logged warning: network access and file reads are then blocked only by the audit
+hook and the wall-clock kill relies on the process group. The audit hook is a strong guard against accidents and
+casual escapes, not a security boundary against a determined attacker (e.g. a custom path object whose
+`__fspath__` changes between the check and the open); the OS layers are the boundary. Model-written code for
 spreadsheets is the threat model here.
 
 The caller gets back exit code, truncated stdout/stderr, timing, which limit was hit, and (copied out of the
@@ -65,6 +70,8 @@ class IsolationSupport(BaseModel):
     unshare_prefix: list[str] = Field(default_factory=list)
     network_isolated: bool = False
     pid_namespace: bool = False
+    mount_namespace: bool = False  # deny_read folders are also hidden under an empty tmpfs
+    mount_bin: str | None = None
     pids_cgroup_root: str | None = None
     notes: list[str] = Field(default_factory=list)
 
@@ -108,95 +115,163 @@ class SandboxResult(BaseModel):
 # cgroup, installs the audit hook and then runs the program as __main__.
 _BOOTSTRAP = r"""
 import json, os, resource, signal, sys
-cfg = json.loads(sys.argv[1])
-def _limit(kind, soft, hard=None):
-    try:
-        resource.setrlimit(kind, (soft, soft if hard is None else hard))
-    except (ValueError, OSError):
-        pass
-if cfg["cgroup_procs"]:
-    try:
-        with open(cfg["cgroup_procs"], "w") as fh:
-            fh.write(str(os.getpid()))
-    except OSError as exc:
-        sys.stderr.write("sandbox warning: could not join the pids cgroup: %s\n" % exc)
-_limit(resource.RLIMIT_CPU, cfg["cpu"], cfg["cpu"] + 1)
-_limit(resource.RLIMIT_AS, cfg["mem"])
-_limit(resource.RLIMIT_FSIZE, cfg["fsize"])
-_limit(resource.RLIMIT_NOFILE, cfg["nofile"])
-_limit(resource.RLIMIT_CORE, 0)
-def _on_cpu(signum, frame):
-    os.write(2, b"\nsandbox: CPU time limit exceeded\n")
-    os._exit(cfg["cpu_exit"])
-signal.signal(signal.SIGXCPU, _on_cpu)
-work = os.path.realpath(cfg["work"])
-read_roots = [os.path.realpath(p) for p in
-              {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *cfg["read_roots"]}]
-deny_roots = [os.path.realpath(p) for p in cfg["deny_read"]]
-devices = {"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime", "/etc/mime.types"}
-read_roots.append("/usr/share/zoneinfo")
-_sep = os.sep
-def _under(path, roots):
-    return any(path == r or path.startswith(r.rstrip(_sep) + _sep) for r in roots)
-def _real(path):
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    return os.path.realpath(os.path.join(work, path))
-def _check_read(path):
-    p = _real(path)
-    if p in devices:
-        return
-    if _under(p, deny_roots) or not (_under(p, [work]) or _under(p, read_roots)):
-        raise PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % p)
-def _check_write(path):
-    p = _real(path)
-    if p == "/dev/null":
-        return
-    if not _under(p, [work]):
-        raise PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % p)
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PROCESS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
-            "pty.spawn", "os.startfile", "os.kill", "os.killpg"}
-_NETWORK = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-            "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo"}
-_BLOCKED_MODULES = {"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"}
-_MUTATE = {"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate", "os.utime",
-           "shutil.rmtree", "os.chdir", "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"}
-def _hook(event, args):
-    if event == "open":
-        path, mode, flags = args
-        if path is None or isinstance(path, int):
+
+
+def _setup(cfg):
+    # Everything the hook needs lives in this closure (no module globals, os functions bound now), so the
+    # program cannot rebind what the hook calls.
+    def limit(kind, soft, hard=None):
+        try:
+            resource.setrlimit(kind, (soft, soft if hard is None else hard))
+        except (ValueError, OSError):
+            pass
+    if cfg["cgroup_procs"]:
+        try:
+            with open(cfg["cgroup_procs"], "w") as fh:
+                fh.write(str(os.getpid()))
+        except OSError as exc:
+            sys.stderr.write("sandbox warning: could not join the pids cgroup: %s\n" % exc)
+    for hidden in (cfg["hide"] if cfg["mount_bin"] else []):
+        # In the run's own mount namespace: an empty read-only tmpfs over a hidden folder, /dev/null over a file.
+        if os.path.isdir(hidden):
+            argv = [cfg["mount_bin"], "-t", "tmpfs", "-o", "ro,size=4k,mode=000", "raso-hidden", hidden]
+        elif os.path.exists(hidden):
+            argv = [cfg["mount_bin"], "--bind", "/dev/null", hidden]
+        else:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open("/dev/null", os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.execv(argv[0], argv)
+            finally:
+                os._exit(127)
+        os.waitpid(pid, 0)
+    limit(resource.RLIMIT_CPU, cfg["cpu"], cfg["cpu"] + 1)
+    limit(resource.RLIMIT_AS, cfg["mem"])
+    limit(resource.RLIMIT_FSIZE, cfg["fsize"])
+    limit(resource.RLIMIT_NOFILE, cfg["nofile"])
+    limit(resource.RLIMIT_CORE, 0)
+    cpu_exit, write_fd, exit_now = cfg["cpu_exit"], os.write, os._exit
+    def on_cpu(signum, frame):
+        write_fd(2, b"\nsandbox: CPU time limit exceeded\n")
+        exit_now(cpu_exit)
+    signal.signal(signal.SIGXCPU, on_cpu)
+
+    # Path handling uses only builtins captured here (C functions and str methods), never os.path helpers, whose
+    # module globals the program could rebind. Symlinks are resolved with the captured os.readlink.
+    _any, _isinstance, _str, _bytes, _int, _bool, _range = any, isinstance, str, bytes, int, bool, range
+    _PermissionError, _ImportError, _OSError, _ValueError = PermissionError, ImportError, OSError, ValueError
+    readlink, fspath, fs_encoding = os.readlink, os.fspath, sys.getfilesystemencoding()
+
+    def norm(path):  # absolute, without "", "." and ".." parts
+        parts = []
+        for comp in path.split("/"):
+            if comp == ".." and parts:
+                parts.pop()
+            elif comp not in ("", ".", ".."):
+                parts.append(comp)
+        return "/" + "/".join(parts)
+    def resolve(path):  # like os.path.realpath, for an absolute normalized path
+        out = "/"
+        pending = path.split("/")[1:]
+        hops = 0
+        while pending:
+            comp = pending.pop(0)
+            candidate = norm(out + "/" + comp)
+            try:
+                target = readlink(candidate)
+            except (_OSError, _ValueError):
+                out = candidate
+                continue
+            hops += 1
+            if hops > 40:
+                raise _PermissionError("sandbox: too many symbolic links in %s" % path)
+            base = target if target.startswith("/") else out + "/" + target
+            pending = norm(base).split("/")[1:] + pending
+            out = "/"
+        return out
+    def real(path):
+        path = fspath(path)
+        if _isinstance(path, _bytes):
+            path = path.decode(fs_encoding, "surrogateescape")
+        return resolve(norm(path if path.startswith("/") else work + "/" + path))
+
+    work = os.path.realpath(cfg["work"])
+    read_roots = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                      sys.base_exec_prefix, "/usr/share/zoneinfo", *cfg["read_roots"]})
+    deny_roots = tuple(os.path.realpath(p) for p in cfg["deny_read"])
+    readable_files = frozenset({"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime", "/etc/mime.types"})
+    def under(path, roots):
+        return _any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    def check_read(path):
+        p = real(path)
+        if p in readable_files:
             return
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
-        (_check_write if writing else _check_read)(path)
-    elif event in _PROCESS:
-        raise PermissionError("sandbox: starting or signalling processes is not allowed (%s)" % event)
-    elif event in _NETWORK:
-        raise PermissionError("sandbox: network access is not allowed (%s)" % event)
-    elif event in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof"):
-        raise PermissionError("sandbox: native code through ctypes is not allowed")
-    elif event == "import":
-        if args[0] in _BLOCKED_MODULES or str(args[0]).split(".")[0] in _BLOCKED_MODULES:
-            raise ImportError("sandbox: importing %s is not allowed" % args[0])
-    elif event in _MUTATE:
-        if args and isinstance(args[0], (str, bytes, os.PathLike)):
-            if event == "os.chdir":
-                _check_read(args[0])
-            else:
-                _check_write(args[0])
-    elif event in ("os.rename", "os.link", "os.symlink"):
-        _check_write(args[1])
-        if event != "os.symlink":
-            _check_write(args[0])
-    elif event in ("os.listdir", "os.scandir"):
-        if args and isinstance(args[0], (str, bytes, os.PathLike)):
-            _check_read(args[0])
-os.chdir(work)
-sys.argv = [cfg["program"], *cfg["args"]]
-sys.path[:0] = [work]
-import runpy
-sys.addaudithook(_hook)
-runpy.run_path(cfg["program"], run_name="__main__")
+        if under(p, deny_roots) or not (under(p, (work,)) or under(p, read_roots)):
+            raise _PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % p)
+    def check_write(path):
+        p = real(path)
+        if p != "/dev/null" and not under(p, (work,)):
+            raise _PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % p)
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    process_events = frozenset({"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
+                                "subprocess.Popen", "pty.spawn", "os.startfile", "os.kill", "os.killpg"})
+    network_events = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                                "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                                "socket.getnameinfo"})
+    # gc introspection could reach this closure; links could point out of the working directory.
+    refused_events = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
+                                "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.symlink", "os.link"})
+    blocked_modules = frozenset({"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"})
+    mutate_events = frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
+                               "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.setxattr",
+                               "os.removexattr"})
+    path_like = (str, bytes, os.PathLike)
+    def hook(event, args):
+        if event == "open":
+            path, mode, flags = args
+            if path is None or _isinstance(path, _int):
+                return
+            writing = (_isinstance(mode, _str) and _any(c in mode for c in "wax+")) or _bool((flags or 0) & write_flags)
+            (check_write if writing else check_read)(path)
+        elif event in process_events:
+            raise _PermissionError("sandbox: starting or signalling processes is not allowed (%s)" % event)
+        elif event in network_events:
+            raise _PermissionError("sandbox: network access is not allowed (%s)" % event)
+        elif event in refused_events:
+            raise _PermissionError("sandbox: %s is not allowed" % event)
+        elif event == "import":
+            name = _str(args[0])
+            if name in blocked_modules or name.split(".")[0] in blocked_modules:
+                raise _ImportError("sandbox: importing %s is not allowed" % name)
+        elif event in mutate_events:
+            if args and _isinstance(args[0], path_like):
+                check_write(args[0])
+        elif event == "os.chdir" or event in ("os.listdir", "os.scandir"):
+            if args and _isinstance(args[0], path_like):
+                check_read(args[0])
+        elif event == "os.rename":
+            check_write(args[0])
+            check_write(args[1])
+    return hook, work
+
+
+def _main():
+    cfg = json.loads(sys.argv[1])
+    hook, work = _setup(cfg)
+    os.chdir(work)
+    sys.argv = [cfg["program"], *cfg["args"]]
+    sys.path[:0] = [work]
+    import runpy
+    sys.addaudithook(hook)
+    del hook
+    runpy.run_path(cfg["program"], run_name="__main__")
+
+
+_main()
 """
 
 
@@ -230,6 +305,7 @@ def isolation_support() -> IsolationSupport:
     attempts: list[list[str]] = []
     if unshare:
         if os.geteuid() == 0:
+            attempts.append([unshare, "--mount", "--net", "--pid", "--fork", "--kill-child", "--"])
             attempts.append([unshare, "--net", "--pid", "--fork", "--kill-child", "--"])
         attempts.append([unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--"])
         attempts.append([unshare, "--user", "--map-root-user", "--net", "--"])
@@ -250,6 +326,8 @@ def isolation_support() -> IsolationSupport:
             support.unshare_prefix = prefix
             support.network_isolated = True
             support.pid_namespace = "--pid" in prefix
+            support.mount_bin = shutil.which("mount") if "--mount" in prefix else None
+            support.mount_namespace = support.mount_bin is not None
             break
         support.notes.append(f"{' '.join(prefix[:-1])} refused (rc={proc.returncode}: {proc.stderr.strip()[:200]})")
     if not support.network_isolated:
@@ -323,11 +401,14 @@ class Sandbox:
                 "cpu": limits.cpu_seconds, "mem": limits.memory_bytes, "fsize": limits.file_size_bytes,
                 "nofile": limits.max_open_files, "read_roots": [], "deny_read": self.deny_read,
                 "cgroup_procs": procs_file, "cpu_exit": _SANDBOX_EXIT_CPU,
+                "hide": self._hideable(work), "mount_bin": self.support.mount_bin,
             }
             if self.support.network_isolated:
                 isolation.append("no-network")
             if self.support.pid_namespace:
                 isolation.append("pid-namespace")
+            if self.support.mount_namespace and cfg["hide"]:
+                isolation.append("hidden-paths")
             cmd = [*self.support.unshare_prefix, self.python, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
             env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work),
                    "TMPDIR": str(work)}
@@ -364,6 +445,15 @@ class Sandbox:
         finally:
             self._release_cgroup(cgroup_dir)
             shutil.rmtree(root, ignore_errors=True)
+
+    def _hideable(self, work: Path) -> list[str]:
+        """deny_read paths that can be covered in the run's mount namespace without hiding Python or the work dir."""
+        if not self.support.mount_namespace:
+            return []
+        keep = [str(work), sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                str(Path(self.python).resolve().parent)]
+        return [d for d in self.deny_read
+                if not any(k == d or k.startswith(d.rstrip(os.sep) + os.sep) for k in map(os.path.realpath, keep))]
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen) -> None:

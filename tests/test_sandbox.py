@@ -175,3 +175,44 @@ def test_working_directory_is_removed_afterwards(sandbox, workbook, tmp_path):
     res = run(sandbox, "import os\nprint(os.getcwd())\n", workbook, tmp_path)
     assert res.ok
     assert not Path(res.stdout.strip()).exists()
+
+
+def test_denied_folders_are_hidden_at_the_os_level_where_a_mount_namespace_is_permitted(workbook, tmp_path):
+    secret = tmp_path / "answers" / "answer.xlsx"
+    secret.parent.mkdir()
+    secret.write_text("the answer")
+    box = Sandbox(LIMITS, deny_read=[secret.parent])
+    if not box.support.mount_namespace:
+        pytest.skip(f"no mount namespace here ({box.support.notes}); the audit hook alone guards {secret.parent}")
+    res = run(box, f"import os\nprint(os.path.exists({str(secret)!r}))\n", workbook, tmp_path)  # stat is not audited
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == "False"
+    assert "hidden-paths" in res.isolation
+    assert secret.read_text() == "the answer"  # hidden only inside the run
+
+
+def test_links_out_of_the_working_directory_are_refused(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import os\nos.symlink('/etc', 'etc')\nprint(open('etc/hostname').read())\n", workbook, tmp_path)
+    assert "os.symlink is not allowed" in res.error_summary()
+
+
+def test_rebinding_os_functions_does_not_disable_the_checks(sandbox, workbook, tmp_path):
+    code = ("import os, os.path\nos.path.realpath = lambda p, **k: os.getcwd() + '/x'\n"
+            "os.path.normpath = lambda p: os.getcwd() + '/x'\n"
+            "print(open(os.getcwd() + '/../../../../etc/hostname').read())\n")
+    res = run(sandbox, code, workbook, tmp_path)
+    assert "reading /etc/hostname is not allowed" in res.error_summary()
+
+
+def test_gc_introspection_is_refused(sandbox, workbook, tmp_path):
+    res = run(sandbox, "import gc\nprint(len(gc.get_objects()))\n", workbook, tmp_path)
+    assert "gc.get_objects is not allowed" in res.error_summary()
+
+
+def test_warnings_and_tracebacks_still_work_inside(sandbox, workbook, tmp_path):
+    code = ("import sys, traceback, warnings\nwarnings.warn('careful')\n"
+            "try:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()\nprint('fine')\n")
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == "fine"
+    assert "UserWarning: careful" in res.stderr and "ZeroDivisionError" in res.stderr
