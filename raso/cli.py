@@ -11,6 +11,12 @@ import importlib
 import sys
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "raso.commands.init",
+    "raso.commands.runs",
+    "raso.commands.eval",
+    "raso.commands.harnesses",
+    "raso.commands.corpus",
+    "raso.commands.retrieval",
     "raso.commands.models",
 )
 
