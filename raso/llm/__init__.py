@@ -1,9 +1,25 @@
-"""The LLM gateway: every model call in RASO goes through `LLMGateway` (see CONTRACTS §1)."""
+"""The LLM gateway: every model call in RASO goes through `LLMGateway` (see CONTRACTS §1).
+
+The gateway module imports litellm, which takes seconds; it is loaded on first use (PEP 562) so that
+light imports (`raso.llm.config`, the CLI's `--help`) stay fast.
+"""
+
+from typing import Any
 
 from .config import DEFAULT_LOCAL_MODEL, GatewayConfig, RetryConfig, RoleConfig
 from .errors import LLMAuthError, LLMContextWindowError, LLMError, LLMUnavailableError, StructuredOutputError
-from .gateway import Completion, LLMGateway, is_transient, supports_schema_mode
 from .ledger import CallRecord, UsageLedger
+
+_FROM_GATEWAY = ("Completion", "LLMGateway", "is_transient", "supports_schema_mode")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_GATEWAY:
+        from . import gateway
+
+        return getattr(gateway, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
