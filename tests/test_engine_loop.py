@@ -212,3 +212,25 @@ def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fi
     named_scripted_model("engine-agent-registered-later", toy_agent_reply)  # "the fix"
     result = resume(tmp_path / "run", hooks)
     assert result.finished and result.initial_val == 0.25 and result.best_val == 0.75
+
+
+def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_path: Path) -> None:
+    from raso.engine import resume
+
+    def picky_initialize(gw, **kwargs):
+        result = toy_initialize(gw, **kwargs)
+        if "junk" in result.skill.body:
+            raise ValueError("the optimizer model returned junk")
+        return result
+
+    agent = ScriptedModel(toy_agent_reply, name="toy-agent")
+    optimizer = ScriptedModel(["junk", "LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, run_dir=tmp_path / "run")
+    hooks = Hooks(harness=ToyHarness(), initialize=picky_initialize, propose=toy_propose)
+    with pytest.raises(ValueError, match="junk"):
+        run_optimization(config, hooks)
+    state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    assert state["phase"] == "init" and state["failed_attempts"] == {"init": 1}
+    result = resume(tmp_path / "run", hooks)  # the cached "junk" reply is not replayed: a fresh call
+    assert result.finished and result.initial_val == 0.25 and len(optimizer.calls) == 5

@@ -194,6 +194,12 @@ class Engine:
                                f"{exc}") from exc
         return self._retriever
 
+    def _unit(self, name: str) -> str:
+        """A unit's cache tag; a unit that raised before gets a fresh tag, so a retry is a fresh sample
+        (a kill -9 is not a failure: it replays)."""
+        failures = self.state.failed_attempts.get(name, 0)
+        return name if failures == 0 else f"{name}#retry{failures}"
+
     def _skill(self, version: int) -> Skill:
         return Skill.load(self.run_dir.skill_path(version))
 
@@ -279,7 +285,13 @@ class Engine:
     def run(self) -> OptimizeResult:
         try:
             if self.state.phase == "init":
-                self._initialize()
+                try:
+                    self._initialize()
+                except Exception:
+                    # the cache would replay the same junk on the next try: key the retry afresh
+                    self.state.failed_attempts["init"] = self.state.failed_attempts.get("init", 0) + 1
+                    self.checkpoint()
+                    raise
             if self.state.phase == "s0_val":
                 self._evaluate_s0()
             while self.state.phase == "iterate":
@@ -310,7 +322,7 @@ class Engine:
             retriever = self.retriever() if cfg.init_kind == "rasi" else None
             initialize = self.hooks.initialize or _default_initialize
             result = initialize(
-                UnitGateway(self.gateway, "init"), task_description=self.harness.task_description,
+                UnitGateway(self.gateway, self._unit("init")), task_description=self.harness.task_description,
                 harness_description=self.harness.harness_description, retriever=retriever, k=cfg.k,
                 num_requirements=cfg.num_requirements, adapt=cfg.adapt,
             )

@@ -78,3 +78,4 @@ class RunState(BaseModel):
     started_at: str = ""
     finished_at: str | None = None
     resumes: int = 0
+    failed_attempts: dict[str, int] = Field(default_factory=dict, description="unit -> attempts that raised")
