@@ -25,7 +25,7 @@ from raso.sandbox import Sandbox, SandboxResult
 from harnesses.spreadsheet.actions import ParsedAction, parse_reply
 from harnesses.spreadsheet.loader import SpreadsheetTask
 from harnesses.spreadsheet.preview import describe_cells, describe_workbook
-from harnesses.spreadsheet.recalc import RecalcError, Recalculator, needs_recalc
+from harnesses.spreadsheet.recalc import Recalculator, needs_recalc
 from harnesses.spreadsheet.scoring import CaseResult, CorruptWorkbookError, compare_workbooks, open_values
 
 INPUT_NAME = "input.xlsx"
