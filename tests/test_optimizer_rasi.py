@@ -191,3 +191,18 @@ def test_sections_are_clipped_to_the_budget():
     prompt = user_text(calls_of(sm, "adapt")[0])
     block = prompt[prompt.index('<section id="sec-1"'):prompt.index("</section>")]
     assert len(block) < 300 + 200 and "more characters cut" in block
+
+
+def test_query_init_asks_for_at_least_m_requirements_and_rejects_fewer():
+    _, _, sm = run_init(None)
+    assert '"minItems": 2' in user_text(calls_of(sm, "query_init")[0])
+    one = {"query_init": {"requirements": [{"requirement": "Only one.", "query": "one"}]}}
+    with pytest.raises(StructuredOutputError):
+        run_init(None, overrides=one)
+
+
+def test_a_lesson_that_copies_the_whole_prompt_is_rejected_as_junk():
+    copied = {"adapt": lambda messages: json.dumps({"lesson": user_text(messages) * 2})}
+    init, _, sm = run_init(SpyRetriever([section(1)]), overrides=copied)
+    assert init.lessons == [] and len(init.errors) == 2
+    assert len(calls_of(sm, "adapt")) == 4  # each with its one repair attempt

@@ -11,7 +11,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
@@ -32,6 +32,8 @@ from .types import Gradient, Lesson, Requirement, RetrievedSection
 
 OPTIMIZER_ROLE = "optimizer"
 PROMPTS_DIR = Path(__file__).with_name("prompts")
+
+MAX_LESSON_CHARS = 1000
 
 STAGE_QUERY_INIT = "rasi.query_init"
 STAGE_ADAPT = "adapt"
@@ -73,6 +75,16 @@ class QueryInitOutput(BaseModel):
     requirements: list[Requirement] = Field(min_length=1)
 
 
+@cache
+def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
+    """The output schema asking for at least M pairs: a grammar-constrained model (llama.cpp JSON mode) then
+    has to write all M; extra pairs are cut off by the caller."""
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "QueryInitOutput", __base__=QueryInitOutput,
+        requirements=(list[Requirement], Field(min_length=num_requirements)),
+    )
+
+
 def query_init_messages(inp: QueryInitInput, limits: PromptLimits) -> list[dict[str, Any]]:
     return _messages(
         "query_init",
@@ -84,7 +96,7 @@ def query_init_messages(inp: QueryInitInput, limits: PromptLimits) -> list[dict[
 
 def query_init(gw: LLMGateway, inp: QueryInitInput, limits: PromptLimits) -> QueryInitOutput:
     """(T, H) -> M requirement/query pairs."""
-    return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits), QueryInitOutput,
+    return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits), query_init_schema(inp.num_requirements),
                          stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens))
 
 
@@ -97,7 +109,9 @@ class AdaptationInput(_Input):
 class AdaptationOutput(BaseModel):
     """The lesson."""  # only the text: which requirement it serves is fixed by the caller, never by the model
 
-    lesson: str = Field(min_length=1, description="1 to 4 imperative sentences for the target harness")
+    # The cap stops a small model from copying the whole prompt into the lesson.
+    lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS,
+                        description="1 to 4 imperative sentences for the target harness")
 
 
 def adaptation_messages(inp: AdaptationInput, limits: PromptLimits) -> list[dict[str, Any]]:
@@ -119,6 +133,10 @@ def adapt(gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits) -> Adaptat
 # ---------------------------------------------------------------------------------------------- skill drafts
 class SkillDraft(BaseModel):
     """An agent skill (SKILL.md)."""  # raso.optimizer.skills.draft_to_skill turns it into a valid Skill
+
+    # All three are asked for (a grammar-constrained model must write them); a missing name or description
+    # still validates and is filled in deterministically.
+    model_config = ConfigDict(json_schema_extra={"required": ["name", "description", "body"]})
 
     name: str = Field(default="", description="short lowercase-hyphenated name")
     description: str = Field(default="", description="one sentence: what the skill does and when to use it")

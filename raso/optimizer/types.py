@@ -28,10 +28,10 @@ class Record(BaseModel):
 
 
 class Requirement(Record):
-    """One thing the skill must teach (c_i) and the corpus query that looks for it (q_i)."""
+    """One thing the skill must teach (c_i) and a search query for it (q_i)."""
 
     requirement: str = Field(min_length=1, description="one capability or rule the agent needs, one sentence")
-    query: str = Field(min_length=1, description="a few search keywords for that requirement")
+    query: str = Field(min_length=1, description="3 to 8 search keywords for that requirement, not a sentence")
 
 
 class SectionRef(Record):
