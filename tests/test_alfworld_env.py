@@ -152,3 +152,9 @@ def test_commands_are_normalised_for_formatting_only():
     assert normalize_command("  `Go to  Cabinet 1.` ") == "go to cabinet 1"
     assert normalize_command('"take apple 1 from countertop 2"') == "take apple 1 from countertop 2"
     assert normalize_command("put apple in fridge please") == "put apple in fridge please"  # no rewriting
+
+
+def test_parse_action_skips_a_trailing_empty_action(demo):
+    reply = "Thought: go.\nAction: go to cabinet 1.\nThought: then open it.\nAction: open cabinet 1\nAction:"
+    assert demo.parse_action(reply) == "open cabinet 1"
+    assert demo.parse_action("Action: look") == "look"

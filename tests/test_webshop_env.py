@@ -102,6 +102,9 @@ def test_harness_description_matches_the_environment(harness):
 def test_parse_action_takes_the_last_action_line(harness):
     reply = "Thought: the shoes look right.\nAction: click[navy]\nAction: click[Buy Now]"
     assert harness.parse_action(reply) == "click[Buy Now]"
+    # a reply cut off by the token limit ends in a bare "Action:"; the last complete action counts
+    assert harness.parse_action("Action: click[navy]\nThought: then buy.\nAction:") == "click[navy]"
+    assert harness.parse_action("Action:\nThought: hmm") == "Action:\nThought: hmm"  # no action: the reply
 
 
 # ---- page flow ------------------------------------------------------------------------------------------
