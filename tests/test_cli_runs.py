@@ -27,7 +27,8 @@ def algorithm_reply(messages: list[dict]) -> str:
     levels = [int(x) for x in _LEVEL.findall(text)]
     body = f"Answer every toy task.\nLEVEL={max(levels) + 1 if levels else 1}"
     return json.dumps({
-        "requirements": [{"requirement": "answer with the exact string", "query": "answer format"}],
+        "requirements": [{"requirement": f"answer rule {i}", "query": "answer format" if i == 1 else f"rule {i}"}
+                         for i in range(1, 6)],
         "lesson": "Reply with the exact answer.",
         "gradients": [{"failure_mode": "some tasks answered 'no'", "evidence": "t2", "query": "harder tasks"}],
         "name": "toy-skill", "description": "Answers toy tasks.", "body": body,
@@ -59,8 +60,9 @@ def test_optimize_then_report_and_resume(tmp_path: Path, models: tuple[str, str]
     code = _main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", "rfsi",
                   "--update", "rfsu", "--epochs", "1", "--minibatch", "3", "--workers", "2", "--run-dir",
                   str(run_dir), "--no-progress"])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, captured.err
     assert "best skill:" in out and "rollouts: 18" in out  # s0 val 4 + 2 x (3 train + 4 val)
     decisions = read_jsonl(run_dir / "candidates.jsonl")
     # RFSI writes LEVEL=1 (1/4 on val); each RFSU update raises the level by one: both accepted
@@ -115,6 +117,7 @@ def test_init_writes_a_skill_with_front_matter_and_lessons_file(tmp_path: Path, 
     assert out.read_text().startswith("---\n") and "LEVEL=1" in skill.body
     lessons = json.loads((tmp_path / "SKILL.lessons.json").read_text())
     assert lessons["mode"] == "rfsi" and lessons["requirements"][0]["query"] == "answer format"
+    assert len(lessons["requirements"]) == 5  # M defaults to 5
     assert "wrote" in capsys.readouterr().out
 
 
