@@ -70,6 +70,11 @@ class AgentConfig(BaseModel):
         default_factory=lambda: ["\nObservation:"],
         description="stop sequences; keeps a model from writing the environment's answer itself",
     )
+    turn_reminder: bool = Field(
+        default=True,
+        description="end each user message with a one-line reminder of the reply format (small models otherwise "
+        "tend to restate the task instead of acting)",
+    )
     max_wall_s: float | None = Field(default=None, gt=0, description="wall-clock limit per rollout, checked between turns")
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
 
@@ -326,6 +331,8 @@ class ExecutionAgent:
         for turn in kept:
             messages.append({"role": "assistant", "content": turn.reply})
             messages.append({"role": "user", "content": turn.observation})
+        if self.config.turn_reminder:  # only on the newest message, so it is never repeated in the history
+            messages[-1] = {"role": "user", "content": f"{messages[-1]['content']}\n\n{render('agent_reminder.md').strip()}"}
         return messages
 
     def _observation_message(self, observation: str, actions_left: int) -> str:

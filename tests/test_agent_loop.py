@@ -180,3 +180,16 @@ def test_reply_length_comes_from_the_harness_unless_configured() -> None:
     ExecutionAgent(gw, AgentConfig(mode="none", max_tokens=64)).run(Wordy(), task(2), [])
     assert [p["max_tokens"] for p in model.params] == [512, 512, 1024, 1024, 64, 64]
     assert all(p["stop"] == ["\nObservation:"] for p in model.params)
+
+
+def test_reply_format_reminder_is_only_on_the_newest_message() -> None:
+    gw, model = scripted_gateway(count_script)
+    CountingHarness().rollout(task(3), [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    reminder = "then your action in the required format"
+    for call in model.calls:
+        users = [m["content"] for m in call if m["role"] == "user"]
+        assert reminder in users[-1] and not any(reminder in u for u in users[:-1])
+
+    gw, model = scripted_gateway(count_script)
+    CountingHarness().rollout(task(2), [], ExecutionAgent(gw, AgentConfig(mode="none", turn_reminder=False)))
+    assert not any(reminder in m["content"] for call in model.calls for m in call)
