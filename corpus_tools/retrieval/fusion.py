@@ -7,7 +7,8 @@ different scales), then fused:
 
 * uniform — the mean of the normalised scores (training-free);
 * MLP     — a small network f(z) -> relevance (6 -> 16 -> 1, ReLU), trained listwise (softmax over
-  a candidate list, cross-entropy on the gold skill) on the dev split, numpy only.
+  a candidate list, cross-entropy on the gold skill) on the dev split, numpy only; it reranks the
+  uniform fusion's top RERANK_DEPTH skills (the kind of list it was trained on).
 
 The flat ("concat") variants do the same with the two scores against the joined document. Methods
 by name (`METHODS`): bm25, bm25f, tfidf, tfidf-fields, dense, dense-fields, hybrid, hybrid-fields,
@@ -29,6 +30,7 @@ SPARSE_FIELD_FEATURES = tuple(f"tfidf:{f}" for f in FIELDS)
 DENSE_FIELD_FEATURES = tuple(f"dense:{f}" for f in FIELDS)
 FIELD_FEATURES = SPARSE_FIELD_FEATURES + DENSE_FIELD_FEATURES
 CONCAT_FEATURES = ("tfidf:concat", "dense:concat")
+RERANK_DEPTH = 50  # the learned fusion reranks the uniform fusion's top 50
 
 # method -> (features, fusion); fusion "raw" means a single unnormalised score
 METHODS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -72,6 +74,7 @@ class FieldAwareRetriever:
         self.cache = cache
         self.sparse = sparse or FieldSparseIndex.build(self.skills)
         self.mlps: dict[str, FusionMLP] = dict(mlps or {})
+        self.rerank_depth = RERANK_DEPTH
         self._dense: dict[str, np.ndarray] = {}
 
     # ---- raw feature columns
@@ -119,9 +122,17 @@ class FieldAwareRetriever:
         if fusion == "mlp" and mlp is None:
             raise RuntimeError(f"method {method!r} needs a trained fusion model: call train_mlp first")
         feats = self.features(names, queries, query_vectors)
+        uniform = feats.mean(axis=2)
         if fusion == "uniform":
-            return feats.mean(axis=2)
-        return mlp.score(feats)
+            return uniform
+        # The MLP reranks the uniform fusion's top `rerank_depth` (the lists it was trained on); scoring
+        # every skill put never-seen feature combinations on top and broke on the full pool.
+        depth = min(self.rerank_depth, uniform.shape[1])
+        top = np.argpartition(-uniform, depth - 1, axis=1)[:, :depth]
+        out = uniform - 1e6
+        rows = np.arange(uniform.shape[0])[:, None]
+        out[rows, top] = mlp.score(feats[rows, top])
+        return out
 
     def rank(self, method: str, queries: Sequence[str], k: int = 10, *,
              exclude: Sequence[Sequence[str]] | None = None, query_vectors: np.ndarray | None = None,
@@ -152,15 +163,17 @@ class FieldAwareRetriever:
 
     # ---- learned fusion
     def train_mlp(self, method: str, queries: Sequence[str], golds: Sequence[Sequence[str]], *,
-                  query_vectors: np.ndarray | None = None, candidates: int = 30, random_negatives: int = 20,
+                  query_vectors: np.ndarray | None = None, candidates: int | None = None, random_negatives: int = 20,
                   epochs: int = 60, seed: int = 0, batch_size: int = 256) -> "FusionMLP":
         """Fit the fusion MLP of `method` ("mlp" or "mlp-concat") on labelled queries (the dev split).
-        Each training list: the top `candidates` skills by the uniform fusion, the gold skills and
-        `random_negatives` random others."""
+        Each training list: the top `candidates` (default: the rerank depth) skills by the uniform
+        fusion, the gold skills and `random_negatives` random others."""
         names, fusion = METHODS[method]
         if fusion != "mlp":
             raise ValueError(f"{method!r} has no learned fusion")
         rng = np.random.default_rng(seed)
+        candidates = min(candidates or self.rerank_depth, len(self.ids))
+        random_negatives = min(random_negatives, len(self.ids))
         position = {sid: i for i, sid in enumerate(self.ids)}
         lists: list[np.ndarray] = []
         labels: list[np.ndarray] = []
