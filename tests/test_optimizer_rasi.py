@@ -206,3 +206,10 @@ def test_a_lesson_that_copies_the_whole_prompt_is_rejected_as_junk():
     init, _, sm = run_init(SpyRetriever([section(1)]), overrides=copied)
     assert init.lessons == [] and len(init.errors) == 2
     assert len(calls_of(sm, "adapt")) == 4  # each with its one repair attempt
+
+
+def test_output_schemas_carry_no_prose_a_small_model_could_copy_into_the_skill():
+    from raso.optimizer.roles import AdaptationOutput, SkillDraft
+
+    for schema in (SkillDraft, AdaptationOutput):
+        assert "description" not in {k for k in schema.model_json_schema() if k != "properties"}

@@ -106,8 +106,9 @@ class AdaptationInput(_Input):
     sections: list[RetrievedSection]
 
 
+# Output schemas carry no docstring: pydantic would put it into the JSON schema, and a small model copies it.
 class AdaptationOutput(BaseModel):
-    """The lesson."""  # only the text: which requirement it serves is fixed by the caller, never by the model
+    # Only the text: which requirement a lesson serves is fixed by the caller, never by the model.
 
     # The cap stops a small model from copying the whole prompt into the lesson.
     lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS,
@@ -132,7 +133,7 @@ def adapt(gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits) -> Adaptat
 
 # ---------------------------------------------------------------------------------------------- skill drafts
 class SkillDraft(BaseModel):
-    """An agent skill (SKILL.md)."""  # raso.optimizer.skills.draft_to_skill turns it into a valid Skill
+    # An agent skill as the model writes it; raso.optimizer.skills.draft_to_skill turns it into a valid Skill.
 
     # All three are asked for (a grammar-constrained model must write them); a missing name or description
     # still validates and is filled in deterministically.
