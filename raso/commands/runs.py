@@ -76,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument("--agent-mode", choices=("none", "full", "select", "progressive"), default=None)
     opt.add_argument("--max-steps", dest="agent_max_steps", type=int, default=None,
                      help="environment actions per rollout (default: the harness's)")
+    opt.add_argument("--max-reply-tokens", dest="agent_max_tokens", type=int, default=None,
+                     help="reply tokens per agent turn (default: the harness's)")
     opt.add_argument("--run-dir", type=Path, default=None, help="default runs/<harness>-<time>")
     opt.add_argument("--no-progress", action="store_true", help="no live progress display")
     opt.set_defaults(func=run_optimize)
@@ -95,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _OVERRIDE_KEYS = ("harness", "model", "optimizer_model", "api_base", "optimizer_api_base", "init", "update", "adapt",
                   "retrieval", "index", "epochs", "minibatch", "chunk_size", "k", "num_requirements", "max_iterations",
                   "train_limit", "val_limit", "budget_rollouts", "budget_usd", "seed", "workers", "agent_mode",
-                  "agent_max_steps", "run_dir")
+                  "agent_max_steps", "agent_max_tokens", "run_dir")
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:

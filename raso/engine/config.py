@@ -32,6 +32,7 @@ QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
     "k": 3,
     "budget_rollouts": 7,
     "agent_max_steps": 3,
+    "agent_max_tokens": 384,
 }
 
 
@@ -53,6 +54,7 @@ class OptimizeConfig(BaseModel):
     optimizer_api_base: str | None = None
     agent_mode: AgentMode = "full"
     agent_max_steps: int | None = Field(default=None, ge=1, description="per-rollout turn limit; None = the harness's")
+    agent_max_tokens: int | None = Field(default=None, ge=16, description="reply tokens per agent turn; None = the harness's")
 
     # algorithm
     init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")

@@ -100,7 +100,8 @@ def _now() -> str:
 def _default_agent(gateway: LLMGateway, config: OptimizeConfig) -> RolloutRunner:
     from raso.agent import AgentConfig, ExecutionAgent
 
-    return ExecutionAgent(gateway, AgentConfig(role="agent", mode=config.agent_mode, max_steps=config.agent_max_steps))
+    return ExecutionAgent(gateway, AgentConfig(role="agent", mode=config.agent_mode, max_steps=config.agent_max_steps,
+                                               max_tokens=config.agent_max_tokens))
 
 
 def _default_initialize(*args: Any, **kwargs: Any) -> Any:
