@@ -14,9 +14,7 @@ import importlib
 import importlib.metadata
 import json
 import math
-import os
 import re
-import tempfile
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -25,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Sequence
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
+
+from raso.fileio import atomic_write_text
 
 if TYPE_CHECKING:
     from raso.skill import Skill
@@ -88,17 +88,7 @@ class Rollout(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         """Write the rollout as JSON (atomically: temp file + rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.model_dump_json(indent=1))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_text(path, self.model_dump_json(indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "Rollout":

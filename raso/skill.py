@@ -9,6 +9,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from raso.fileio import atomic_write_text
+
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _NAME_OK = re.compile(r"[^a-z0-9]+")
 
@@ -81,9 +83,4 @@ class Skill(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file + rename) so a killed run never leaves half a skill."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_markdown(), encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return atomic_write_text(path, self.to_markdown())

@@ -20,8 +20,6 @@ Layout::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,21 +27,7 @@ from typing import Any, Iterable
 
 import yaml
 
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write via a temp file in the same folder + os.replace: readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+from raso.fileio import atomic_write_text
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from raso.fileio import atomic_write_text
 
 
 def cache_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any], schema: dict[str, Any] | None) -> str:
@@ -41,13 +41,4 @@ class ResponseCache:
             return None  # a corrupt entry is a miss; the next put overwrites it
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=key[:8], suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(value, fh, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self._path(key), json.dumps(value, ensure_ascii=False))

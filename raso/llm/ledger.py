@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from raso.fileio import atomic_write_text
 
 _COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "calls", "retries", "cache_hits", "failures")
 
@@ -111,17 +111,7 @@ class UsageLedger:
 
     def save(self, path: str | Path) -> Path:
         """Write JSON atomically (temp file + rename) so a crash never leaves a half-written ledger."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.to_dict(), fh, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "UsageLedger":
