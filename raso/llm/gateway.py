@@ -299,7 +299,7 @@ class LLMGateway:
     def _retrying(cfg: RetryConfig) -> Retrying:
         return Retrying(
             stop=stop_after_attempt(cfg.max_attempts),
-            wait=wait_exponential_jitter(initial=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s),
+            wait=wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s),
             retry=retry_if_exception(is_transient),
             reraise=True,
         )
