@@ -147,3 +147,16 @@ def test_describe_harnesses_tolerates_a_broken_one(toy_registered: None) -> None
 def test_task_round_trips_through_json() -> None:
     task = Task(id="x", instruction="do", metadata={"n": 1})
     assert Task.model_validate_json(task.model_dump_json()) == task
+
+
+def test_atomic_write_replaces_whole_file_and_is_readable_by_others(tmp_path):
+    import stat
+
+    from raso.fileio import atomic_write_text
+
+    target = tmp_path / "out" / "skill.md"
+    atomic_write_text(target, "first")
+    atomic_write_text(target, "second version")
+    assert target.read_text() == "second version"
+    assert stat.S_IMODE(target.stat().st_mode) & 0o044 == 0o044
+    assert [p.name for p in target.parent.iterdir()] == ["skill.md"]  # no temp file left behind
