@@ -178,9 +178,14 @@ def test_a_junk_lesson_is_skipped_and_reported_while_the_skill_is_still_written(
     assert init.skill.body
 
 
-def test_junk_from_skill_init_raises():
-    with pytest.raises(StructuredOutputError):
-        run_init(None, overrides={"skill_init": '{"name": "x"}'})
+def test_junk_from_skill_init_keeps_the_requirements_and_lessons_as_the_skill_and_reports_it():
+    init, _, sm = run_init(SpyRetriever([section(1)]), overrides={"skill_init": '{"name": "x"'})
+    assert len(calls_of(sm, "skill_init")) == 2  # the draft and its one repair
+    assert any(err.startswith("skill_init: the model's draft was unusable") for err in init.errors)
+    for requirement in init.requirements:
+        assert requirement.requirement in init.skill.body
+    assert init.lessons and all(lesson.text.strip() in init.skill.body for lesson in init.lessons)
+    assert init.skill.to_markdown().startswith("---\nname: ")
 
 
 def test_sections_are_clipped_to_the_budget():

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from raso.llm import LLMGateway
+from raso.llm import LLMGateway, StructuredOutputError
 
 from . import roles
 from .adaptation import gather_lessons
 from .render import PromptLimits, limits_for
-from .skills import draft_to_skill, fallback_description, fallback_name
+from .skills import assemble_body, draft_to_skill, fallback_description, fallback_name
 from .types import InitMode, InitResult, Requirement
 
 if TYPE_CHECKING:
@@ -75,10 +75,18 @@ def initialize_skill(
             exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers,
         )
 
-    draft = roles.skill_init(gw, roles.SkillInitInput(
-        task_description=task_description, harness_description=harness_description,
-        requirements=requirements, lessons=lessons,
-    ), limits)
+    try:
+        draft = roles.skill_init(gw, roles.SkillInitInput(
+            task_description=task_description, harness_description=harness_description,
+            requirements=requirements, lessons=lessons,
+        ), limits)
+    except StructuredOutputError as exc:
+        # The requirements and lessons already cost model calls and are sound on their own: keep them as the
+        # skill rather than lose the whole init to one unusable draft (small models can run out of tokens
+        # mid-JSON). The fallback is reported in `errors`, never silent.
+        errors.append(f"skill_init: the model's draft was unusable ({exc}); the skill was assembled from "
+                      "the requirements and lessons without it")
+        draft = roles.SkillDraft(body=assemble_body(requirements, lessons))
     skill = draft_to_skill(
         draft,
         default_name=skill_name or fallback_name(task_description),

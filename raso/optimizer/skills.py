@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from raso.llm import StructuredOutputError
 from raso.skill import Skill, SkillParseError, slugify
 
 from .roles import SkillDraft
+from .types import Lesson, Requirement
 
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024  # the Agent Skills limit on `description`
@@ -69,3 +71,16 @@ def draft_to_skill(
         body=body + "\n",
         metadata=dict(metadata or {}),
     )
+
+
+def assemble_body(requirements: Sequence[Requirement], lessons: Sequence[Lesson]) -> str:
+    """A skill body made deterministically from the requirements and their lessons (the init fallback)."""
+    by_requirement: dict[str, list[str]] = {}
+    for lesson in lessons:
+        by_requirement.setdefault(lesson.requirement, []).append(lesson.text.strip())
+    parts = ["## Steps", ""]
+    for number, requirement in enumerate(requirements, start=1):
+        parts.append(f"### {number}. {requirement.requirement.strip()}")
+        parts.extend(f"- {text}" for text in by_requirement.get(requirement.requirement, []))
+        parts.append("")
+    return "\n".join(parts).strip() + "\n"
