@@ -136,8 +136,7 @@ def _run_with_progress(fn: Any, no_progress: bool, title: str) -> Any:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    from raso.engine import RunError, run_optimization
-    from raso.llm import LLMError
+    from raso.engine import run_optimization
 
     try:
         config = build_config(args.config, overrides_from_args(args))
@@ -153,40 +152,36 @@ def run_optimize(args: argparse.Namespace) -> int:
         print("quick defaults for the embedded model: "
               + ", ".join(f"{k}={getattr(config, k)}" for k in config.quick_defaults_applied)
               + " (give --epochs/--minibatch/--budget-rollouts to choose your own)", file=sys.stderr)
+    return _execute(lambda hooks: run_optimization(config, hooks), args.no_progress,
+                    f"raso optimize: {config.harness}", config.run_dir,
+                    "the run directory keeps everything done so far; fix the cause and `raso resume` it")
+
+
+def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: str) -> int:
+    """Run an optimization (new or resumed) with progress; map its failures to exit codes and hints."""
+    from raso.engine import RunError
+    from raso.llm import LLMError
+
     try:
-        result = _run_with_progress(lambda hooks: run_optimization(config, hooks), args.no_progress,
-                                    f"raso optimize: {config.harness}")
+        result = _run_with_progress(run, no_progress, title)
     except (RunError, ConfigError) as exc:
         _error(str(exc))
         return 2
     except LLMError as exc:
-        _error(f"{exc} (the run directory keeps everything done so far; fix the cause and `raso resume` it)")
+        _error(f"{exc} ({llm_hint})")
         return 1
     except KeyboardInterrupt:
-        _error(f"interrupted; continue with `raso resume {config.run_dir}`")
+        _error(f"interrupted; continue with `raso resume {run_dir}`")
         return 130
     print(_summary(result))
     return 0
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from raso.engine import RunError, resume
-    from raso.llm import LLMError
+    from raso.engine import resume
 
-    try:
-        result = _run_with_progress(lambda hooks: resume(args.run_dir, hooks), args.no_progress,
-                                    f"raso resume: {args.run_dir}")
-    except (RunError, ConfigError) as exc:
-        _error(str(exc))
-        return 2
-    except LLMError as exc:
-        _error(f"{exc} (fix the cause and `raso resume` again)")
-        return 1
-    except KeyboardInterrupt:
-        _error(f"interrupted; continue with `raso resume {args.run_dir}`")
-        return 130
-    print(_summary(result))
-    return 0
+    return _execute(lambda hooks: resume(args.run_dir, hooks), args.no_progress,
+                    f"raso resume: {args.run_dir}", args.run_dir, "fix the cause and `raso resume` again")
 
 
 def run_report(args: argparse.Namespace) -> int:
