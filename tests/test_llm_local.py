@@ -98,3 +98,29 @@ def test_embedded_model_returns_a_reply_that_validates():
     totals = gw.ledger.totals()
     assert totals["calls"] >= 1 and totals["prompt_tokens"] > 20 and totals["completion_tokens"] > 0
     assert totals["cost_usd"] == 0.0
+
+
+def _prompt_tokens_evaluated(llm) -> int:
+    return int(local._import_llama_cpp().llama_perf_context(llm._ctx.ctx).n_p_eval)
+
+
+@pytest.mark.embedded
+def test_interleaved_conversations_resume_from_their_saved_kv_state():
+    """Two rollouts share the one llama.cpp context; a turn of A after B must not re-process A's whole prompt."""
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
+    system = {"role": "system", "content": "You answer questions about numbers. " * 60}
+
+    def conversation(tag: str) -> list[dict[str, str]]:
+        return [system, {"role": "user", "content": f"Conversation {tag}: " + f"{tag} counts sheep. " * 80}]
+
+    a, b = conversation("A"), conversation("B")
+    first_a = gw.complete("agent", a, stage="test", max_tokens=8, temperature=0.0)
+    llm = local.get_llama(DEFAULT_LOCAL_MODEL)
+    assert llm.cache is not None, "the KV-state cache is on by default"
+    gw.complete("agent", b, stage="test", max_tokens=8, temperature=0.0)  # evicts A from the live context
+    a2 = a + [{"role": "assistant", "content": first_a.text}, {"role": "user", "content": "And then?"}]
+    before = _prompt_tokens_evaluated(llm)
+    second_a = gw.complete("agent", a2, stage="test", max_tokens=8, temperature=0.0)
+    evaluated = _prompt_tokens_evaluated(llm) - before
+    assert second_a.prompt_tokens > 500  # the whole conversation is the prompt...
+    assert 0 < evaluated < 60, f"evaluated {evaluated} of {second_a.prompt_tokens} prompt tokens"  # ...but only its tail is computed

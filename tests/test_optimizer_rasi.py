@@ -218,3 +218,14 @@ def test_output_schemas_carry_no_prose_a_small_model_could_copy_into_the_skill()
 
     for schema in (SkillDraft, AdaptationOutput):
         assert "description" not in {k for k in schema.model_json_schema() if k != "properties"}
+
+
+def test_role_prompts_open_with_the_same_task_and_harness_block():
+    # The shared context comes first so the KV-state / prompt caches reuse it across roles (see roles.py).
+    _, _, sm = run_init(SpyRetriever([section(1), section(2), section(3)]))
+    prompts = [user_text(c) for role in ("query_init", "adapt", "skill_init") for c in calls_of(sm, role)]
+    assert len(prompts) == 4
+    shared = prompts[0][: prompts[0].index("</harness_description>") + len("</harness_description>")]
+    assert shared.startswith("<task_description>") and T in shared and H in shared
+    for prompt in prompts:
+        assert prompt.startswith(shared)

@@ -207,3 +207,12 @@ def test_all_solved_means_no_model_call_and_an_unchanged_proposal():
     prop = propose_update(gw, task_description=T, harness_description=H, skill=SKILL,
                           rollouts=[rollout(i, 1.0) for i in range(5)])
     assert prop.unchanged and prop.candidate == SKILL and stages(gw) == []
+
+
+def test_gradient_and_update_prompts_open_with_the_same_task_harness_and_skill_block():
+    _, _, sm = run_update(SpyRetriever([section(1), section(2)]), n=3)
+    [gradient] = calls_of(sm, "gradient")
+    [update] = calls_of(sm, "update")
+    shared = user_text(gradient)[: user_text(gradient).index("</current_skill>") + len("</current_skill>")]
+    assert shared.startswith("<task_description>") and SKILL.body.strip() in shared
+    assert user_text(update).startswith(shared)

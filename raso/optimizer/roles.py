@@ -2,6 +2,10 @@
 `prompts/`, one structured gateway call (role "optimizer", its own stage name), a pydantic output.
 
 `*_messages(inp, limits)` builds the exact messages a role sends, so tests and run logs can inspect them.
+
+Every template starts with the shared context (task description, harness description, then the current skill
+where there is one) and states its instruction after it: calls of different roles then share a long prompt
+prefix, which the embedded model's KV-state cache and hosted providers' prompt caches reuse.
 """
 
 from __future__ import annotations
