@@ -223,6 +223,7 @@ class ExecutionAgent:
         state.metadata["skills_in_prompt"] = [s.name for s in in_prompt]
 
         system = self.system_prompt(harness, in_prompt, catalog, max_steps)
+        reminder = getattr(harness, "turn_reminder", None)  # harnesses may word the reply format their own way
         first = cut_middle(observation, cfg.max_observation_chars)
         loads_allowed = cfg.max_loads if catalog else 0
         max_turns = cfg.max_turns or (max_steps + loads_allowed)
@@ -236,7 +237,7 @@ class ExecutionAgent:
             if cfg.max_wall_s is not None and time.perf_counter() - started > cfg.max_wall_s:
                 raise RolloutTimeout(f"rollout exceeded its wall-clock limit of {cfg.max_wall_s:g} s")
             turn += 1
-            messages = self.build_messages(system, first, state.turns)
+            messages = self.build_messages(system, first, state.turns, reminder)
             reply = self._complete(messages, state, self._reply_tokens(harness))
 
             load_key = self._load_request(reply) if catalog else None
@@ -300,7 +301,9 @@ class ExecutionAgent:
             skill_section=skill_section,
         )
 
-    def build_messages(self, system: str, first: str, turns: Sequence[_Turn]) -> list[dict[str, str]]:
+    def build_messages(
+        self, system: str, first: str, turns: Sequence[_Turn], reminder: str | None = None
+    ) -> list[dict[str, str]]:
         """System prompt + task + the most recent turns that fit `context_chars`.
 
         The newest turn and pinned turns (loaded skills) are always kept; older turns are dropped first and
@@ -332,7 +335,8 @@ class ExecutionAgent:
             messages.append({"role": "assistant", "content": turn.reply})
             messages.append({"role": "user", "content": turn.observation})
         if self.config.turn_reminder:  # only on the newest message, so it is never repeated in the history
-            messages[-1] = {"role": "user", "content": f"{messages[-1]['content']}\n\n{render('agent_reminder.md').strip()}"}
+            reminder = reminder or render("agent_reminder.md").strip()
+            messages[-1] = {"role": "user", "content": f"{messages[-1]['content']}\n\n{reminder}"}
         return messages
 
     def _observation_message(self, observation: str, actions_left: int) -> str:

@@ -155,7 +155,8 @@ class Harness(ABC):
 
     `resource_dir` holds `task_description.md` (T: objective and output format), `harness_description.md`
     (H: tools, file access, observation format, interaction budget, scoring — RASO's adaptation checks claims
-    against it, so it must be accurate) and `action_format.md` (how the agent writes an action).
+    against it, so it must be accurate) and `action_format.md` (how the agent writes an action); optionally
+    `turn_reminder.md`, the one line that ends each agent turn's message (default: the agent's generic one).
     """
 
     name: ClassVar[str]
@@ -191,6 +192,12 @@ class Harness(ABC):
     @property
     def action_instructions(self) -> str:
         return self._resource("action_format.md")
+
+    @property
+    def turn_reminder(self) -> str | None:
+        """This harness's reply-format reminder for the agent's turns, or None for the agent's generic one."""
+        path = Path(self.resource_dir) / "turn_reminder.md"
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
     def parse_action(self, reply: str) -> str:
         """Extract the action from a model reply; default: the text after the last `Action:` line."""

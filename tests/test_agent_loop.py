@@ -193,3 +193,24 @@ def test_reply_format_reminder_is_only_on_the_newest_message() -> None:
     gw, model = scripted_gateway(count_script)
     CountingHarness().rollout(task(2), [], ExecutionAgent(gw, AgentConfig(mode="none", turn_reminder=False)))
     assert not any(reminder in m["content"] for call in model.calls for m in call)
+
+
+def test_a_harness_can_word_the_turn_reminder_itself(tmp_path) -> None:
+    class OwnReminder(CountingHarness):
+        @property
+        def turn_reminder(self) -> str | None:
+            return "Say just the next number."
+
+    gw, model = scripted_gateway(count_script)
+    OwnReminder().rollout(task(2), [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    for call in model.calls:
+        assert call[-1]["content"].endswith("\n\nSay just the next number.")
+        assert not any("then your action in the required format" in m["content"] for m in call)
+
+
+def test_the_spreadsheet_harness_reminder_asks_for_the_code_block_and_command() -> None:
+    from harnesses.spreadsheet import SpreadsheetHarness
+
+    reminder = SpreadsheetHarness.turn_reminder.fget(SpreadsheetHarness.__new__(SpreadsheetHarness))
+    assert "```python" in reminder and "Action: RUN" in reminder and "Action: SUBMIT" in reminder
+    assert CountingHarness().turn_reminder is None  # no file: the agent's generic reminder

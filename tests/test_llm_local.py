@@ -124,3 +124,23 @@ def test_interleaved_conversations_resume_from_their_saved_kv_state():
     evaluated = _prompt_tokens_evaluated(llm) - before
     assert second_a.prompt_tokens > 500  # the whole conversation is the prompt...
     assert 0 < evaluated < 60, f"evaluated {evaluated} of {second_a.prompt_tokens} prompt tokens"  # ...but only its tail is computed
+
+
+@pytest.mark.embedded
+def test_the_state_cache_counts_every_byte_it_holds_and_stays_under_its_capacity():
+    llama_cpp = local._import_llama_cpp()
+    llm = local.get_llama(DEFAULT_LOCAL_MODEL)
+    capacity = 24 << 20
+    cache = local.make_state_cache(llama_cpp, capacity)
+    previous = llm.cache
+    llm.set_cache(cache)
+    try:
+        for i in range(4):
+            llm.create_chat_completion(messages=[{"role": "user", "content": f"Count to {i + 3}. " * 60}],
+                                       max_tokens=4, temperature=0.0)
+        assert cache.cache_state, "states are saved"
+        held = sum(s.llama_state_size + s.scores.nbytes for s in cache.cache_state.values())
+        assert held <= capacity
+        assert all(s.scores.shape[0] == 1 for s in cache.cache_state.values())  # not the 311 MB logits buffer
+    finally:
+        llm.set_cache(previous)

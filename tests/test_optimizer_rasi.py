@@ -229,3 +229,22 @@ def test_role_prompts_open_with_the_same_task_and_harness_block():
     assert shared.startswith("<task_description>") and T in shared and H in shared
     for prompt in prompts:
         assert prompt.startswith(shared)
+
+
+@pytest.mark.parametrize("echo", [
+    lambda messages: re.search(r"Requirement \(the lesson must address only this\): (.*)", user_text(messages)).group(1),
+    lambda messages: "Write the lesson as 1 to 4 imperative sentences in the objects, commands and units of the "
+                     "target harness",
+])
+def test_a_lesson_that_only_echoes_the_requirement_or_the_instructions_is_dropped_and_reported(echo):
+    echoed = {"adapt": lambda messages: json.dumps({"lesson": echo(messages).upper() + " ."})}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=echoed)
+    assert init.lessons == []
+    assert len(init.errors) == 2 and all("lesson was dropped because it" in e for e in init.errors)
+    assert init.skill.body  # the skill is still written from the requirements
+
+
+def test_a_lesson_that_adapts_the_sections_is_kept():
+    own = {"adapt": lambda messages: json.dumps({"lesson": "Write 0 into empty cells only when the task says so."})}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=own)
+    assert [lesson.text for lesson in init.lessons] == ["Write 0 into empty cells only when the task says so."] * 2

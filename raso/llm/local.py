@@ -177,6 +177,29 @@ def state_cache_bytes() -> int:
     return int(float(os.environ.get("RASO_LOCAL_STATE_CACHE_MB", "1024")) * (1 << 20))
 
 
+def make_state_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
+    """llama-cpp-python's LlamaRAMCache, made to keep its promise on memory.
+
+    Each saved LlamaState also carries a copy of the logits buffer (n_batch x vocab floats: 311 MB for Qwen's
+    152k vocabulary) that the stock cache neither counts nor needs when logits_all is off: a 1 GiB cache grew
+    the process to 11.7 GB in the main job. Only the last row is kept (generation re-evaluates at least the
+    last prompt token after a restore, and numpy broadcasts the row back on load), and the capacity counts
+    every byte a state holds.
+    """
+
+    class KVStateCache(llama_cpp.LlamaRAMCache):  # type: ignore[misc, name-defined]
+        @property
+        def cache_size(self) -> int:
+            return sum(state.llama_state_size + state.scores.nbytes for state in self.cache_state.values())
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            if value.scores.shape[0] > 1:
+                value.scores = value.scores[-1:].copy()
+            super().__setitem__(key, value)
+
+    return KVStateCache(capacity_bytes=capacity_bytes)
+
+
 _load_lock = threading.Lock()
 _infer_lock = threading.Lock()
 _loaded: dict[str, Any] = {}
@@ -198,7 +221,7 @@ def get_llama(model: str) -> Any:
                 # saves the state after every call and restores the longest matching prefix: turn 2 of an
                 # agent conversation then evaluates only its new tokens, and calls that share a system
                 # prompt + task/harness description reuse that prefix.
-                llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=state_cache_bytes()))
+                llm.set_cache(make_state_cache(llama_cpp, state_cache_bytes()))
             _loaded.clear()  # one model in memory at a time
             _loaded[spec.name] = llm
         return llm

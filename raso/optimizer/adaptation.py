@@ -6,6 +6,7 @@ lesson (Cross-Harness Adaptation) or, for the adaptation-off ablation, keep them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,28 @@ def raw_lesson(requirement: str, sections: Sequence[RetrievedSection], limits: P
     )
 
 
+class EmptyLessonError(ValueError):
+    """The adaptation reply was valid JSON but carried no knowledge (it restated the requirement or the prompt)."""
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def empty_lesson_reason(lesson: str, requirement: str) -> str | None:
+    """Why `lesson` adds nothing to the skill, or None. Small models often echo their input instead of
+    adapting the sections: the requirement itself, or a phrase of the prompt's instructions."""
+    words = _words(lesson)
+    if not words:
+        return "it has no words"
+    if words == _words(requirement):
+        return "it only restates the requirement"
+    instructions = _words(roles.template("adaptation").template.replace("$", " "))
+    if len(words) >= 12 and words in instructions:
+        return "it copies the prompt's instructions"
+    return None
+
+
 def adapt_lesson(
     gw: LLMGateway,
     *,
@@ -70,6 +93,9 @@ def adapt_lesson(
         requirement=requirement, task_description=task_description, harness_description=harness_description,
         sections=list(sections),
     ), limits)
+    reason = empty_lesson_reason(out.lesson, requirement)
+    if reason is not None:
+        raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])
 
 
@@ -108,7 +134,7 @@ def gather_lessons(
         try:
             return adapt_lesson(gw, requirement=requirement, task_description=task_description,
                                 harness_description=harness_description, sections=sections, limits=limits)
-        except StructuredOutputError as exc:
+        except (StructuredOutputError, EmptyLessonError) as exc:
             return f"adaptation for requirement {index + 1} ({requirement[:80]!r}) skipped: {exc}"
 
     if workers > 1 and adapt and len(items) > 1:

@@ -114,9 +114,9 @@ class AdaptationInput(_Input):
 class AdaptationOutput(BaseModel):
     # Only the text: which requirement a lesson serves is fixed by the caller, never by the model.
 
-    # The cap stops a small model from copying the whole prompt into the lesson.
-    lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS,
-                        description="1 to 4 imperative sentences for the target harness")
+    # The cap stops a small model from copying the whole prompt into the lesson; no field description either:
+    # the 0.5B model returned it verbatim as the lesson.
+    lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS)
 
 
 def adaptation_messages(inp: AdaptationInput, limits: PromptLimits) -> list[dict[str, Any]]:
