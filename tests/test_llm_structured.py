@@ -81,3 +81,17 @@ def test_local_model_uses_llama_cpp_json_schema_mode():
     assert rf["type"] == "json_object" and rf["schema"]["properties"]["priority"]["maximum"] == 5
     assert gateway_module.supports_schema_mode("local/qwen2.5-coder-0.5b")
     assert not gateway_module.supports_schema_mode("scripted/x")
+
+
+def test_a_reply_cut_at_the_token_limit_is_named_as_the_cause():
+    long_json = '{"requirement": "' + "sum the column " * 20 + '", "query": "q", "priority": 1}'
+    sm = ScriptedModel([long_json, long_json])
+    with pytest.raises(StructuredOutputError) as info:
+        gateway_for(sm).structured("optimizer", MSG, Requirement, stage="adapt", max_tokens=10)
+    assert "cut at its token limit" in str(info.value)
+    assert len(info.value.raw_text.split()) == 10
+
+    sm = ScriptedModel(["I cannot do JSON today.", "Still no JSON."])
+    with pytest.raises(StructuredOutputError) as info:
+        gateway_for(sm).structured("optimizer", MSG, Requirement, stage="adapt", max_tokens=10)
+    assert "token limit" not in str(info.value)

@@ -127,7 +127,9 @@ def test_invalid_actions_cost_a_step_and_explain_the_format(harness):
         assert not terminated and reward == 0.0
         assert "Invalid action" in obs and "Action: RUN" in obs
         obs, _, terminated, _, _ = env.step("SUBMIT")
-        assert not terminated and "Nothing to submit yet" in obs
+        assert not terminated and "Nothing to submit yet" in obs and "`Action: SUBMIT`" in obs
+        obs, _, terminated, _, _ = env.step("RUN")
+        assert not terminated and "Nothing to run yet" in obs and "`Action: RUN`" in obs
     finally:
         env.close()
 

@@ -75,8 +75,10 @@ class SpreadsheetEnv(TextEnv):
                 {"error": parsed.problem}
         code = parsed.code if parsed.code is not None else self.last_code
         if code is None:
-            return ("Nothing to submit yet: include the program in a ```python code block``` with "
-                    "`Action: SUBMIT`."), 0.0, False, False, {"error": "submit without a program"}
+            verb = "run" if parsed.command == "RUN" else "submit"
+            return (f"Nothing to {verb} yet: no program has been written. Reply with the whole program in a "
+                    f"```python code block``` followed by `Action: {parsed.command}`."), 0.0, False, False, \
+                {"error": f"{verb} without a program"}
         self.last_code = code
         if parsed.command == "RUN":
             return self._run(code)

@@ -32,7 +32,7 @@ QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
     "k": 3,
     "budget_rollouts": 7,
     "agent_max_steps": 3,
-    "agent_max_tokens": 384,
+    "agent_max_tokens": 256,  # 384 let the 0.5B model ramble (restating the task) for ~2 min of a 16-min run
 }
 
 

@@ -184,7 +184,8 @@ class LLMGateway:
         except ValueError as exc:
             raise StructuredOutputError(
                 f"{role_cfg.model} (role {role_name!r}, stage {stage!r}) did not return a valid "
-                f"{schema.__name__} after one repair attempt: {_first_line(str(exc))}",
+                f"{schema.__name__} after one repair attempt: {_first_line(str(exc))}"
+                + ("; the reply was cut at its token limit (raise max_tokens)" if second.finish_reason == "length" else ""),
                 raw_text=second.text,
                 validation_error=str(exc),
                 model=role_cfg.model,

@@ -79,10 +79,14 @@ class _ScriptedProvider(CustomLLM):
         optional_params = kwargs.get("optional_params") or {}
         reply = scripted._answer(messages, optional_params)
         prompt_tokens = sum(_count_tokens(str(m.get("content") or "")) for m in messages)
+        finish_reason = "stop"
+        limit = optional_params.get("max_tokens")
+        if limit is not None and _count_tokens(reply) > int(limit):  # like a real model: cut at the token limit
+            reply, finish_reason = " ".join(reply.split()[: int(limit)]), "length"
         completion_tokens = _count_tokens(reply)
         return litellm.ModelResponse(
             model=f"{PROVIDER}/{model}",
-            choices=[{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            choices=[{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish_reason}],
             usage={
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

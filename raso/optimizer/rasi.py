@@ -84,8 +84,8 @@ def initialize_skill(
         # The requirements and lessons already cost model calls and are sound on their own: keep them as the
         # skill rather than lose the whole init to one unusable draft (small models can run out of tokens
         # mid-JSON). The fallback is reported in `errors`, never silent.
-        errors.append(f"skill_init: the model's draft was unusable ({exc}); the skill was assembled from "
-                      "the requirements and lessons without it")
+        errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
+                      f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons without it")
         draft = roles.SkillDraft(body=assemble_body(requirements, lessons))
     skill = draft_to_skill(
         draft,
