@@ -95,3 +95,12 @@ def test_a_reply_cut_at_the_token_limit_is_named_as_the_cause():
     with pytest.raises(StructuredOutputError) as info:
         gateway_for(sm).structured("optimizer", MSG, Requirement, stage="adapt", max_tokens=10)
     assert "token limit" not in str(info.value)
+
+
+def test_raw_newlines_and_tabs_inside_json_strings_are_accepted():
+    # llama.cpp's JSON grammar lets a model put control characters into strings; the object is still usable.
+    reply = '{"requirement": "line one\nline two\twith a tab", "query": "q", "priority": 1}'
+    assert parse_structured(reply, Requirement).requirement == "line one\nline two\twith a tab"
+    fenced = f"Here:\n```json\n{reply}\n```"
+    assert parse_structured(fenced, Requirement).priority == 1
+    assert parse_structured(f"Sure. {reply} Done.", Requirement).query == "q"

@@ -48,18 +48,20 @@ def with_instructions(messages: list[dict[str, Any]], model: type[BaseModel]) ->
 
 def _json_candidates(text: str) -> list[Any]:
     """Parsed JSON values found in `text`: whole text, fenced blocks, then the first object/array in prose."""
+    # strict=False: raw newlines and tabs inside strings are accepted. llama.cpp's JSON grammar lets a model
+    # write them, and the embedded model's skill drafts were otherwise complete, valid objects.
     found: list[Any] = []
     stripped = text.strip()
     try:
-        found.append(json.loads(stripped))
+        found.append(json.loads(stripped, strict=False))
     except ValueError:
         pass
     for block in _FENCE.findall(text):
         try:
-            found.append(json.loads(block.strip()))
+            found.append(json.loads(block.strip(), strict=False))
         except ValueError:
             pass
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)
     for i, ch in enumerate(text):
         if ch in "{[":
             try:
