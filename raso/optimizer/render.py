@@ -55,8 +55,10 @@ def limits_for(gateway: object) -> PromptLimits:
     except Exception:  # a gateway stand-in without a config: the defaults
         return PromptLimits()
     if model.startswith(LOCAL_PROVIDER_PREFIX):
+        # skill_tokens: the 0.5B model's complete drafts measured 280-440 tokens; a draft that loops until the
+        # cap is unusable anyway, and each capped attempt costs ~1 min on a 2-core CPU.
         return PromptLimits(description_chars=2500, section_chars=800, trajectory_chars=4000, step_chars=300,
-                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=900)
+                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=640)
     return PromptLimits()
 
 
