@@ -67,7 +67,7 @@ class DreamerConfig(BaseModel):
     gamma: float = 1.0
     max_capabilities: int = Field(4, ge=1, le=10)
     role: str = "optimizer"
-    max_tokens: int = 1024
+    max_tokens: int = Field(640, ge=16, description="reply cap per call; a pseudo-skill asks for under 250 words")
 
 
 class SkillScorer(Protocol):
@@ -110,12 +110,14 @@ class DreamResult:
     pseudo_skills: list[PseudoSkill] = field(default_factory=list)
     per_capability: list[list[str]] = field(default_factory=list)
     error: str | None = None  # set when the model calls failed and the plain query ranking was used
+    dropped_capabilities: list[str] = field(default_factory=list)  # capabilities whose pseudo-skill was unusable
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "ranked": self.ranked, "scores": self.scores,
                 "capabilities": self.capabilities, "anchors": self.anchors,
                 "pseudo_skills": [p.model_dump() for p in self.pseudo_skills],
-                "per_capability": self.per_capability, "error": self.error}
+                "per_capability": self.per_capability, "error": self.error,
+                "dropped_capabilities": self.dropped_capabilities}
 
 
 def round_robin(lists: Sequence[Sequence[str]], k: int) -> list[str]:
@@ -166,9 +168,19 @@ class SkillDreamer:
         if exclude:
             banned = set(exclude)
             mask &= np.array([sid not in banned for sid in self.scorer.ids])
+        dropped: list[str] = []
         try:
             inference = self.infer_capabilities(query)
-            pseudo = [self.imagine_skill(query, c.capability) for c in inference.capabilities]
+            kept, pseudo = [], []
+            for capability in inference.capabilities:
+                try:  # one unusable pseudo-skill costs its capability, not the whole prospective ranking
+                    pseudo.append(self.imagine_skill(query, capability.capability))
+                    kept.append(capability)
+                except LLMError as exc:
+                    dropped.append(f"{capability.capability[:80]!r}: {exc}")
+            if not pseudo:
+                raise LLMError("no capability got a usable pseudo-skill: " + "; ".join(dropped))
+            inference.capabilities = kept
         except LLMError as exc:  # StructuredOutputError is an LLMError
             log.warning("SkillDreamer: model call failed (%s); ranking by the query alone", exc)
             scores = np.where(mask, self.scorer.similarity([query])[0], -np.inf)
@@ -197,7 +209,8 @@ class SkillDreamer:
         ranked = round_robin(per_capability, k)
         return DreamResult(query, ranked, [best[s] for s in ranked],
                            capabilities=[c.capability for c in inference.capabilities],
-                           anchors=list(inference.anchors), pseudo_skills=pseudo, per_capability=per_capability)
+                           anchors=list(inference.anchors), pseudo_skills=pseudo, per_capability=per_capability,
+                           dropped_capabilities=dropped)
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

@@ -101,3 +101,20 @@ def test_scores_follow_the_hybrid_formula():
     ids = dreamer.scorer.ids
     order = [ids[i] for i in np.argsort(-expected, kind="stable")]
     assert result.per_capability[0] == order
+
+
+def test_an_unusable_pseudo_skill_drops_only_its_capability():
+    _, _, dreamer = _dreamer([CAPS, "not json", "still not json", PSEUDO_2], k=3)
+    result = dreamer.retrieve(QUERY)
+    assert result.error is None
+    assert result.capabilities == ["Write a structured report document in DOCX"]
+    assert len(result.dropped_capabilities) == 1 and "Extract text and tables" in result.dropped_capabilities[0]
+    assert len(result.per_capability) == 1 and result.ranked[0] == "docx-write"
+    assert result.to_dict()["dropped_capabilities"] == result.dropped_capabilities
+
+
+def test_when_every_pseudo_skill_fails_the_query_alone_ranks():
+    _, _, dreamer = _dreamer([CAPS, "x", "y", "z", "w"], k=3)
+    result = dreamer.retrieve(QUERY)
+    assert result.error and "no capability got a usable pseudo-skill" in result.error
+    assert len(result.ranked) == 3 and result.capabilities == []

@@ -152,18 +152,20 @@ def _eval_dreamer(retriever: Any, gateway: Any, queries: list, log) -> tuple[dic
     if gateway is None:
         raise RuntimeError("the dreamer needs a gateway (--optimizer-model)")
     dreamer = SkillDreamer(gateway, FieldAwareScorer(retriever))
-    rankings, errors, start = [], 0, time.perf_counter()
+    rankings, errors, dropped, start = [], 0, 0, time.perf_counter()
     for i, q in enumerate(queries, 1):
         result = dreamer.retrieve(q.text, exclude=q.exclude)
         errors += result.error is not None
+        dropped += len(result.dropped_capabilities)
         rankings.append(result.ranked)
         log(f"dreamer {i}/{len(queries)}: {len(result.capabilities)} capabilities"
+            + (f", {len(result.dropped_capabilities)} dropped (unusable pseudo-skill)" if result.dropped_capabilities else "")
             + (f" (fallback: {result.error[:80]})" if result.error else ""))
     ms = 1000.0 * (time.perf_counter() - start) / max(1, len(queries))
     metrics = mean_metrics(rankings, [q.gold for q in queries])
     usage = gateway.ledger.totals()
     return ({**metrics, "ms/query": ms, "batch ms/q": ms},
-            {"queries": len(queries), "model_failures": errors, "usage": usage})
+            {"queries": len(queries), "model_failures": errors, "dropped_capabilities": dropped, "usage": usage})
 
 
 def eval_command(args: argparse.Namespace) -> int:
