@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "raso.harnesses"
 SPLITS = ("train", "val", "test")
-_ACTION_LINE = re.compile(r"^\s*Action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
 class Task(BaseModel):
@@ -200,9 +200,10 @@ class Harness(ABC):
         return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
     def parse_action(self, reply: str) -> str:
-        """Extract the action from a model reply; default: the text after the last `Action:` line."""
-        matches = _ACTION_LINE.findall(reply)
-        return (matches[-1] if matches else reply).strip()
+        """Extract the action from a model reply; default: the text of the last non-empty `Action:` line (a
+        reply cut off by the token limit often ends in a bare "Action:"), else the whole reply."""
+        actions = [a for a in _ACTION_LINE.findall(reply) if a]
+        return actions[-1] if actions else reply.strip()
 
     def rollout(self, task: Task, skills: Sequence["Skill"], agent: RolloutRunner) -> Rollout:
         """Run one task. Never raises: any failure becomes reward 0 with the error recorded."""

@@ -56,6 +56,7 @@ def test_parse_action_takes_the_last_action_line() -> None:
     h = CountingHarness()
     assert h.parse_action("Thought: first\nAction: 1\nThought: no, wait\naction :  2  ") == "2"
     assert h.parse_action("just 5") == "just 5"
+    assert h.parse_action("Action: 3\nThought: and then\nAction:") == "3"  # a bare trailing "Action:" is skipped
 
 
 def test_splits_and_unknown_split() -> None:

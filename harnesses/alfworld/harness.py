@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,7 +11,6 @@ from harnesses.alfworld.env import AlfworldEnv
 from harnesses.alfworld.games import GameRecord, discover_games
 
 RESOURCE_DIR = Path(__file__).resolve().parent
-_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
 class AlfworldHarness(Harness):
@@ -60,9 +58,3 @@ class AlfworldHarness(Harness):
 
     def make_env(self, task: Task) -> TextEnv:
         return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible)
-
-    def parse_action(self, reply: str) -> str:
-        """The last non-empty `Action:` line (a reply cut off by the token limit often ends in a bare
-        "Action:"); the whole reply when it has none."""
-        actions = [a for a in _ACTION_LINE.findall(reply) if a]
-        return actions[-1] if actions else reply.strip()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import random
 from pathlib import Path
 from typing import ClassVar
@@ -14,7 +13,6 @@ from harnesses.webshop.env import WebShopEnv
 from harnesses.webshop.search import ProductSearch
 
 RESOURCE_DIR = Path(__file__).resolve().parent
-_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 # The standard WebShop split of the (shuffled) human goals: test 0-499, val 500-1499, train the rest.
 OFFICIAL_TEST, OFFICIAL_VAL_END = 500, 1500
 
@@ -121,9 +119,3 @@ class WebShopHarness(Harness):
 
     def make_env(self, task: Task) -> TextEnv:
         return WebShopEnv(self.catalog, self.search, self.goal(task), max_steps=self.max_steps)
-
-    def parse_action(self, reply: str) -> str:
-        """The last non-empty `Action:` line (a reply cut off by the token limit often ends in a bare
-        "Action:"); the whole reply when it has none."""
-        actions = [a for a in _ACTION_LINE.findall(reply) if a]
-        return actions[-1] if actions else reply.strip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from raso.llm import LLMGateway, StructuredOutputError
@@ -64,6 +65,11 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
+@cache
+def _instruction_words() -> str:
+    return _words(roles.template("adaptation").template.replace("$", " "))
+
+
 def empty_lesson_reason(lesson: str, requirement: str) -> str | None:
     """Why `lesson` adds nothing to the skill, or None. Small models often echo their input instead of
     adapting the sections: the requirement itself, or a phrase of the prompt's instructions."""
@@ -72,8 +78,7 @@ def empty_lesson_reason(lesson: str, requirement: str) -> str | None:
         return "it has no words"
     if words == _words(requirement):
         return "it only restates the requirement"
-    instructions = _words(roles.template("adaptation").template.replace("$", " "))
-    if len(words) >= 12 and words in instructions:
+    if len(words) >= 12 and words in _instruction_words():
         return "it copies the prompt's instructions"
     return None
 
