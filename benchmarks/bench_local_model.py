@@ -22,7 +22,7 @@ import time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-from raso.agent import AgentConfig, ExecutionAgent, _Turn, cut_middle  # noqa: E402
+from raso.agent.agent import AgentConfig, ExecutionAgent, _Turn, cut_middle  # noqa: E402
 from raso.harness import get_harness  # noqa: E402
 from raso.llm import local  # noqa: E402
 from raso.llm.config import DEFAULT_LOCAL_MODEL  # noqa: E402

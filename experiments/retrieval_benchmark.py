@@ -36,7 +36,7 @@ from corpus_tools.retrieval.evaluate import evaluate_method  # noqa: E402
 from corpus_tools.retrieval.fields import FIELDS  # noqa: E402
 from corpus_tools.retrieval.fusion import FieldAwareRetriever, needs_dense  # noqa: E402
 from corpus_tools.retrieval.metrics import format_table  # noqa: E402
-from raso.commands.retrieval import run_eval  # noqa: E402
+from raso.cli.retrieval import run_eval  # noqa: E402
 
 SPARSE_METHODS = ["bm25", "bm25f", "tfidf", "tfidf-fields"]
 DENSE_METHODS = ["dense", "dense-fields", "hybrid", "hybrid-fields", "mlp-concat", "mlp"]
@@ -128,7 +128,7 @@ def main() -> int:
     pool = dataset.pool if not args.pool else subsample_pool(dataset.pool, test_q + dev_q, args.pool, seed=0)
     bench = RetrievalDataset(name=dataset.name, queries=test_q + dev_q, pool=pool)
     encoder = None if args.no_dense else OnnxMiniLMEncoder(progress=True)
-    from raso.retrievers import embedding_cache_dir
+    from raso.retrieval.retrievers import embedding_cache_dir
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else embedding_cache_dir()
     cache = EmbeddingCache(cache_dir)

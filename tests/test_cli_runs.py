@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from raso.commands import init as init_command
-from raso.commands import runs
+from raso.cli import init as init_command
+from raso.cli import runs
 from raso.engine.run_dir import read_jsonl
 from raso.skill import Skill
 from test_engine_support import named_scripted_model, toy_agent_reply

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raso.commands import corpus as corpus_cmd
+from raso.cli import corpus as corpus_cmd
 
 
 def run(argv: list[str]) -> int:

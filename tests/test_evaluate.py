@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.evaluate import EvalResult, evaluate, load_trajectories, trajectory_filename
+from raso.agent.evaluate import EvalResult, evaluate, load_trajectories, trajectory_filename
 from raso.harness import Rollout, Task
 from tests.toy_counting import CountingHarness, count_script, scripted_gateway
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from raso.commands import retrieval as cmd
+from raso.cli import retrieval as cmd
 from tests.test_retrieval_dataset import _write_corpus
 
 

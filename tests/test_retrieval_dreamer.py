@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpus_tools.retrieval.fusion import FieldAwareRetriever
-from raso.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer, round_robin
+from raso.retrieval.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer, round_robin
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
 

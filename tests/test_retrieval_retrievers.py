@@ -1,10 +1,10 @@
-"""raso.retrievers: the kind switch RASI/RASU use."""
+"""raso.retrieval.retrievers: the kind switch RASI/RASU use."""
 
 from __future__ import annotations
 
 import pytest
 
-from raso.retrievers import SectionSearcher, build_retriever
+from raso.retrieval.retrievers import SectionSearcher, build_retriever
 
 
 class _TinyIndex:

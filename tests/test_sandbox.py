@@ -1,4 +1,4 @@
-"""Containment tests for raso.sandbox: each hostile program is stopped with a clear error and leaves no trace."""
+"""Containment tests for raso.harness.sandbox: each hostile program is stopped with a clear error and leaves no trace."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import openpyxl
 import psutil
 import pytest
 
-from raso.sandbox import Sandbox, SandboxLimits, isolation_support
+from raso.harness.sandbox import Sandbox, SandboxLimits, isolation_support
 
 LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=15, memory_bytes=512 * 1024 * 1024,
                        file_size_bytes=2 * 1024 * 1024, output_chars=1000)

@@ -202,7 +202,7 @@ class SentenceTransformerEncoder:
 
 def make_encoder(spec: str = "minilm", **kwargs: Any) -> Encoder:
     """'minilm' (default ONNX int8) or 'st:<sentence-transformers model>'. litellm models are built
-    in raso (raso.retrievers.litellm_encoder), which passes a CallableEncoder down."""
+    in raso (raso.retrieval.retrievers.litellm_encoder), which passes a CallableEncoder down."""
     if spec in ("minilm", "onnx", MINILM_MODEL_ID):
         return OnnxMiniLMEncoder(**kwargs)
     if spec.startswith("st:"):

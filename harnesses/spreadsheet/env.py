@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from raso.harness import TextEnv
-from raso.sandbox import Sandbox, SandboxResult
+from raso.harness.sandbox import Sandbox, SandboxResult
 
 from harnesses.spreadsheet.actions import ParsedAction, parse_reply
 from harnesses.spreadsheet.loader import SpreadsheetTask

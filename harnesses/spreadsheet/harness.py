@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from raso.harness import Harness, Task
-from raso.sandbox import Sandbox, SandboxLimits
+from raso.harness.sandbox import Sandbox, SandboxLimits
 
 from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.env import SpreadsheetEnv

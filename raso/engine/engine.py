@@ -128,7 +128,7 @@ def build_gateway(config: OptimizeConfig, run_dir: RunDir) -> LLMGateway:
 
 def build_retriever_for(config: OptimizeConfig, gateway: LLMGateway) -> Any:
     """The configured retriever over the configured index, or the packaged starter corpus's index."""
-    from raso.retrievers import build_retriever
+    from raso.retrieval.retrievers import build_retriever
 
     if config.index is not None:
         from corpus_tools.index import SectionIndex
@@ -221,8 +221,8 @@ class Engine:
         self._event("stopped", reason=reason)
 
     def _evaluate(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> list[Rollout]:
-        """Roll out `tasks` with `skill` in parallel; a crashing rollout scores 0 (raso.evaluate guarantees it)."""
-        from raso.evaluate import evaluate
+        """Roll out `tasks` with `skill` in parallel; a crashing rollout scores 0 (raso.agent.evaluate guarantees it)."""
+        from raso.agent.evaluate import evaluate
 
         agent_factory = self.hooks.agent_factory or _default_agent
         agent = agent_factory(UnitGateway(self.gateway, batch), self.config)

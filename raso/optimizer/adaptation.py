@@ -19,7 +19,7 @@ from .render import PromptLimits, render_section
 from .types import Lesson, RetrievedSection, SectionRef
 
 if TYPE_CHECKING:
-    from raso.retrievers import SectionSearcher
+    from raso.retrieval.retrievers import SectionSearcher
 
 
 def to_retrieved(hit: Any) -> RetrievedSection:

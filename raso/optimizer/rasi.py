@@ -19,7 +19,7 @@ from .skills import assemble_body, draft_to_skill, fallback_description, fallbac
 from .types import InitMode, InitResult, Requirement
 
 if TYPE_CHECKING:
-    from raso.retrievers import SectionSearcher
+    from raso.retrieval.retrievers import SectionSearcher
 
 
 def _dedupe(requirements: Sequence[Requirement], limit: int) -> list[Requirement]:

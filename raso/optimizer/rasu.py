@@ -23,7 +23,7 @@ from .skills import draft_to_skill
 from .types import Gradient, UpdateMode, UpdateProposal
 
 if TYPE_CHECKING:
-    from raso.retrievers import SectionSearcher
+    from raso.retrieval.retrievers import SectionSearcher
 
 
 def chunked(rollouts: Sequence[Rollout], chunk_size: int) -> list[list[Rollout]]:

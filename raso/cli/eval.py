@@ -3,7 +3,7 @@
 Output directory layout:
     config.json            the resolved command (harness, split, model, mode, skills, agent config)
     skills/<name>.md       the skills given to the agent, as run
-    trajectories/NNNN_<task>.json   one Rollout per task, in task order (readable with raso.evaluate.load_trajectories)
+    trajectories/NNNN_<task>.json   one Rollout per task, in task order (readable with raso.agent.evaluate.load_trajectories)
     summary.json           mean reward, success rate, soft score, tokens, cost, wall time, per-task rows
     ledger.json            the gateway's usage ledger (every model call)
 """
@@ -135,7 +135,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from raso.evaluate import evaluate
+    from raso.agent.evaluate import evaluate
     from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway
 
     skills = load_skills(args.skill, args.skills_dir)

@@ -10,17 +10,19 @@ import re
 from functools import cache
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent
+PROMPT_DIRS = (_PACKAGE / "agent" / "prompts", _PACKAGE / "retrieval" / "prompts")
 _SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 @cache
 def load_template(name: str) -> str:
     """The text of template `name` (e.g. "agent_system.md")."""
-    path = PROMPTS_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"no prompt template {name!r} in {PROMPTS_DIR}")
-    return path.read_text(encoding="utf-8")
+    for folder in PROMPT_DIRS:
+        path = folder / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"no prompt template {name!r} in {', '.join(map(str, PROMPT_DIRS))}")
 
 
 def render(name: str, **values: object) -> str:

@@ -4,14 +4,11 @@ A harness fixes the tools, file access, observation format, interaction budget a
 It is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H), a text
 environment per task, and `rollout`, which never raises into the optimizer.
 
-Harnesses are found by name through the entry-point group ``raso.harnesses``; a user can register their
-own in their package's metadata, or pass ``"package.module:ClassName"`` directly.
+Harnesses are found by name through raso.harness.registry.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import json
 import math
 import re
@@ -29,7 +26,6 @@ from raso.fileio import atomic_write_text
 if TYPE_CHECKING:
     from raso.skill import Skill
 
-ENTRY_POINT_GROUP = "raso.harnesses"
 SPLITS = ("train", "val", "test")
 _ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
@@ -227,82 +223,3 @@ def failed_rollout(
         wall_time_s=wall_time_s,
         skill_names=[getattr(s, "name", str(s)) for s in skills],
     )
-
-
-class HarnessNotFoundError(ValueError):
-    """No harness of that name is registered and the name is not a 'module:Class' target."""
-
-
-class HarnessLoadError(ImportError):
-    """A harness is registered (or named as 'module:Class') but cannot be imported or constructed,
-    typically because an optional dependency is missing; the message names the cause."""
-
-
-class HarnessInfo(BaseModel):
-    """One row of `describe_harnesses()`: a registered harness and whether it loads here."""
-
-    name: str
-    target: str
-    loaded: bool
-    split_sizes: dict[str, int] = Field(default_factory=dict)
-    max_steps: int | None = None
-    error: str | None = None
-
-
-def available_harnesses() -> dict[str, str]:
-    """Harness names registered in the entry-point group, mapped to their 'module:Class' target."""
-    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def _load_target(target: str) -> type[Harness]:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise HarnessNotFoundError(f"{target!r} is not a 'package.module:ClassName' target")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise HarnessLoadError(f"cannot import {module_name!r} for harness {target!r}: {exc}") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise HarnessNotFoundError(f"{target!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not (isinstance(obj, type) and issubclass(obj, Harness)):
-        raise TypeError(f"{target} is not a raso.harness.Harness subclass")
-    return obj
-
-
-def get_harness(name: str, **kwargs: Any) -> Harness:
-    """Instantiate a harness by registered name, or by an explicit 'package.module:ClassName'.
-
-    Raises HarnessNotFoundError (a ValueError) for an unknown name, HarnessLoadError when the harness's
-    module cannot be imported (e.g. its optional dependencies are not installed).
-    """
-    registered = available_harnesses()
-    if name in registered:
-        return _load_target(registered[name])(**kwargs)
-    if ":" in name:
-        return _load_target(name)(**kwargs)
-    known = ", ".join(sorted(registered)) or "none"
-    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
-
-
-def describe_harnesses(names: Sequence[str] | None = None) -> list[HarnessInfo]:
-    """Try to load each registered harness (or `names`) and report its split sizes, or why it does not load.
-
-    Never raises: a harness whose optional dependencies or data are missing is reported with the reason.
-    """
-    registered = available_harnesses()
-    rows: list[HarnessInfo] = []
-    for name in names if names is not None else sorted(registered):
-        target = registered.get(name, name)
-        try:
-            harness = get_harness(name)
-            sizes = {split: len(tasks) for split, tasks in harness.splits().items()}
-            rows.append(HarnessInfo(name=name, target=target, loaded=True, split_sizes=sizes,
-                                    max_steps=getattr(harness, "max_steps", None)))
-        except Exception as exc:  # report, don't crash: this is a diagnostic listing
-            cause = exc.__cause__ if isinstance(exc, HarnessLoadError) and exc.__cause__ else exc
-            rows.append(HarnessInfo(name=name, target=target, loaded=False,
-                                    error=f"{type(cause).__name__}: {cause}".strip()))
-    return rows

@@ -1,4 +1,4 @@
-"""The `raso` command line: one subcommand module per feature under `raso.commands`.
+"""The `raso` command line: one subcommand module per feature under `raso.cli`.
 
 Each module in COMMAND_MODULES exposes `register(subparsers)` which adds its subcommand(s)
 and sets `func` on the parser; `func(args) -> int` is the exit status.
@@ -11,13 +11,13 @@ import importlib
 import sys
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "raso.commands.init",
-    "raso.commands.runs",
-    "raso.commands.eval",
-    "raso.commands.harnesses",
-    "raso.commands.corpus",
-    "raso.commands.retrieval",
-    "raso.commands.models",
+    "raso.cli.init",
+    "raso.cli.runs",
+    "raso.cli.eval",
+    "raso.cli.harnesses",
+    "raso.cli.corpus",
+    "raso.cli.retrieval",
+    "raso.cli.models",
 )
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from raso.commands.runs import _harness_kwargs, add_model_options
+from raso.cli.runs import _harness_kwargs, add_model_options
 from raso.engine.config import ConfigError, OptimizeConfig
 
 

@@ -234,7 +234,7 @@ class FieldSectionRetriever(_SkillNarrowedSearch):
 
 
 class DreamerSectionRetriever(_SkillNarrowedSearch):
-    """SkillDreamer (raso.dreamer) narrowed to sections: the K skills it returns for a query, then
+    """SkillDreamer (raso.retrieval.dreamer) narrowed to sections: the K skills it returns for a query, then
     their best sections. Each search makes 1 + (number of capabilities) optimizer calls."""
 
     def __init__(self, index: SectionIndex, dreamer: Any) -> None:
@@ -248,7 +248,7 @@ class DreamerSectionRetriever(_SkillNarrowedSearch):
                    use_dense: bool = True, **config: Any) -> "DreamerSectionRetriever":
         from corpus_tools.retrieval.dense import EmbeddingCache
         from corpus_tools.retrieval.fusion import FieldAwareRetriever
-        from raso.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer
+        from raso.retrieval.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer
 
         if use_dense and encoder is None:
             encoder = default_encoder()

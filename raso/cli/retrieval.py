@@ -80,7 +80,7 @@ def build_bench(args: argparse.Namespace) -> int:
 
 def make_encoder_from_spec(spec: str) -> Any:
     if spec.startswith("litellm:"):
-        from raso.retrievers import litellm_encoder
+        from raso.retrieval.retrievers import litellm_encoder
 
         return litellm_encoder(spec.split(":", 1)[1])
     from corpus_tools.retrieval.dense import make_encoder
@@ -105,7 +105,7 @@ def run_eval(dataset: Any, methods: list[str], *, split: str = "test", limit: in
     if not queries:
         raise ValueError(f"split {split!r} has no queries")
     wants_dense = any(m in METHODS and needs_dense(m) for m in methods) or DREAMER in methods
-    from raso.retrievers import embedding_cache_dir
+    from raso.retrieval.retrievers import embedding_cache_dir
 
     cache = EmbeddingCache(cache_dir or embedding_cache_dir()) if encoder is not None else None
     if retriever is None:
@@ -147,7 +147,7 @@ def run_eval(dataset: Any, methods: list[str], *, split: str = "test", limit: in
 
 def _eval_dreamer(retriever: Any, gateway: Any, queries: list, log) -> tuple[dict[str, float], dict[str, Any]]:
     from corpus_tools.retrieval.metrics import mean_metrics
-    from raso.dreamer import FieldAwareScorer, SkillDreamer
+    from raso.retrieval.dreamer import FieldAwareScorer, SkillDreamer
 
     if gateway is None:
         raise RuntimeError("the dreamer needs a gateway (--optimizer-model)")

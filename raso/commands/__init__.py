@@ -1,1 +1,0 @@
-"""Subcommands of the `raso` CLI (see raso.cli)."""

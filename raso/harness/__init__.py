@@ -1,0 +1,29 @@
+"""The harness protocol (base), finding harnesses by name (registry) and the sandbox harnesses run code in."""
+
+from .base import (
+    SPLITS,
+    Harness,
+    Rollout,
+    RolloutRunner,
+    Step,
+    Task,
+    TextEnv,
+    clamp_reward,
+    failed_rollout,
+    json_safe,
+)
+from .registry import (
+    ENTRY_POINT_GROUP,
+    HarnessInfo,
+    HarnessLoadError,
+    HarnessNotFoundError,
+    available_harnesses,
+    describe_harnesses,
+    get_harness,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP", "SPLITS", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError", "Rollout",
+    "RolloutRunner", "Step", "Task", "TextEnv", "available_harnesses", "clamp_reward", "describe_harnesses",
+    "failed_rollout", "get_harness", "json_safe",
+]

@@ -1,0 +1,2 @@
+"""Retrieval for RASO: section retrievers over a corpus index, SkillDreamer, SkillRouter, and the
+skill-retrieval benchmark runner."""
