@@ -36,7 +36,7 @@ from corpus_tools.retrieval.evaluate import evaluate_method  # noqa: E402
 from corpus_tools.retrieval.fields import FIELDS  # noqa: E402
 from corpus_tools.retrieval.fusion import FieldAwareRetriever, needs_dense  # noqa: E402
 from corpus_tools.retrieval.metrics import format_table  # noqa: E402
-from raso.cli.retrieval import run_eval  # noqa: E402
+from raso.retrieval.benchmark import run_eval  # noqa: E402
 
 SPARSE_METHODS = ["bm25", "bm25f", "tfidf", "tfidf-fields"]
 DENSE_METHODS = ["dense", "dense-fields", "hybrid", "hybrid-fields", "mlp-concat", "mlp"]
