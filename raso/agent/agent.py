@@ -28,6 +28,7 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
+from raso.llm.errors import makes_model_unusable
 from raso.prompts import render
 from raso.skill import Skill
 
@@ -113,6 +114,7 @@ class _State:
     truncated: bool = False
     final_output: str | None = None
     error: str | None = None
+    model_unusable: bool = False
     skills_loaded: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -173,6 +175,7 @@ class ExecutionAgent:
                 traceback.format_exception(type(exc), exc, exc.__traceback__, limit=6)
             )
             state.reward = 0.0
+            state.model_unusable = makes_model_unusable(exc)
             state.metadata["stop_reason"] = "error"
         finally:
             if env is not None:
@@ -188,6 +191,7 @@ class ExecutionAgent:
             trajectory=state.steps,
             final_output=state.final_output,
             error=state.error,
+            model_unusable=state.model_unusable,
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
             cost_usd=state.cost_usd,

@@ -14,11 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from raso.choices import AgentMode, RetrievalKind, UpdateKind
 from raso.llm.config import DEFAULT_LOCAL_MODEL
-
-RetrievalKind = Literal["bm25", "dreamer", "field"]
-UpdateKind = Literal["rasu", "rfsu"]
-AgentMode = Literal["none", "full", "select", "progressive"]
 
 #: Applied when the target model is the embedded one and the user set none of these fields: the README's main
 #: job (`raso optimize --harness spreadsheet`) must finish offline on a 2-core machine in about 15 minutes.
@@ -33,7 +30,14 @@ QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
     "budget_rollouts": 7,
     "agent_max_steps": 3,
     "agent_max_tokens": 256,  # 384 let the 0.5B model ramble (restating the task) for ~2 min of a 16-min run
+    "test_limit": 2,  # the final test evaluation is capped like val, so the main job keeps its time
 }
+
+
+def cli(*flags: str, **extra: Any) -> dict[str, Any]:
+    """Field metadata for the generated CLI (raso.cli.options): the flag spellings to use instead of
+    `--field-name`, and `hidden=True` for fields that are not command-line options."""
+    return {"cli": {"flags": list(flags), **extra}}
 
 
 class ConfigError(ValueError):
@@ -47,39 +51,52 @@ class OptimizeConfig(BaseModel):
 
     # what is optimized, for whom
     harness: str = Field(default="spreadsheet", description="registered harness name or 'package.module:Class'")
-    harness_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the harness")
-    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="target model M (the execution agent)")
-    optimizer_model: str | None = Field(default=None, description="model for every RASO role; defaults to `model`")
-    api_base: str | None = Field(default=None, description="API base URL for the target model (e.g. a vLLM server)")
-    optimizer_api_base: str | None = None
-    agent_mode: AgentMode = "full"
-    agent_max_steps: int | None = Field(default=None, ge=1, description="per-rollout turn limit; None = the harness's")
-    agent_max_tokens: int | None = Field(default=None, ge=16, description="reply tokens per agent turn; None = the harness's")
+    harness_options: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments for the harness constructor",
+        json_schema_extra=cli("--harness-arg", metavar="KEY=VALUE"))
+    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="target model M (the execution agent), any litellm "
+                       "model string")
+    optimizer_model: str | None = Field(default=None, description="model for every RASO role; defaults to --model")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible server URL for the target model "
+                                 "(vLLM, llama.cpp server, ...)")
+    optimizer_api_base: str | None = Field(default=None, description="server URL for the optimizer model; defaults "
+                                           "to --api-base when no optimizer model is given")
+    agent_mode: AgentMode = Field(default="full", description="how the agent incorporates the skill")
+    agent_max_steps: int | None = Field(default=None, ge=1, description="environment actions per rollout; "
+                                        "None = the harness's", json_schema_extra=cli("--max-steps"))
+    agent_max_tokens: int | None = Field(default=None, ge=16, description="reply tokens per agent turn; "
+                                         "None = the harness's", json_schema_extra=cli("--max-reply-tokens"))
 
     # algorithm
     init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")
-    update: UpdateKind = "rasu"
-    adapt: bool = Field(default=True, description="cross-harness adaptation on (lessons) or off (raw sections)")
-    retrieval: RetrievalKind = "bm25"
+    update: UpdateKind = Field(default="rasu", description="skill update from rollouts (rfsu = without retrieval)")
+    adapt: bool = Field(default=True, description="cross-harness adaptation of retrieved sections into lessons; "
+                        "off pastes the raw sections (ablation)", json_schema_extra=cli("--adapt", "--no-adapt"))
+    retrieval: RetrievalKind = Field(default="bm25", description="how corpus sections are retrieved")
     index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus")
-    k: int = Field(default=5, ge=1, description="sections retrieved per query")
+    k: int = Field(default=5, ge=1, description="sections retrieved per query", json_schema_extra=cli("-k", "--k"))
     num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs at initialization")
     chunk_size: int = Field(default=8, ge=1, description="trajectories per gradient call")
 
     # schedule and budgets
-    epochs: int = Field(default=2, ge=1)
-    minibatch: int = Field(default=40, ge=1)
+    epochs: int = Field(default=2, ge=1, description="passes over the train split")
+    minibatch: int = Field(default=40, ge=1, description="train tasks per iteration")
     max_iterations: int | None = Field(default=None, ge=1, description="stop after this many update iterations")
     train_limit: int | None = Field(default=None, ge=1, description="use only the first N train tasks")
     val_limit: int | None = Field(default=None, ge=1, description="use only the first N val tasks")
+    test: bool = Field(default=True, description="at the end, score s0 and the best skill on the test split "
+                       "(reported only, never used for selection, not counted in the rollout budget)")
+    test_limit: int | None = Field(default=None, ge=1, description="use only the first N test tasks")
     budget_rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded")
-    budget_usd: float | None = Field(default=None, gt=0, description="checked before each batch of work")
-    seed: int = 0
+    budget_usd: float | None = Field(default=None, gt=0, description="stop once this much has been spent "
+                                     "(checked before each batch of work)")
+    seed: int = Field(default=0, description="seed of the minibatch order")
     workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
 
     # where
-    run_dir: Path | None = Field(default=None, description="None = runs/<harness>-<UTC time>")
-    quick_defaults_applied: list[str] = Field(default_factory=list, description="fields filled by QUICK_LOCAL_DEFAULTS")
+    run_dir: Path | None = Field(default=None, description="the run directory; None = runs/<harness>-<UTC time>")
+    quick_defaults_applied: list[str] = Field(default_factory=list, description="fields filled by "
+                                              "QUICK_LOCAL_DEFAULTS", json_schema_extra=cli(hidden=True))
 
     @field_validator("init")
     @classmethod

@@ -65,6 +65,7 @@ class Rollout(BaseModel):
     trajectory: list[Step] = Field(default_factory=list)
     final_output: str | None = None
     error: str | None = None
+    model_unusable: bool = False  # the error says the model cannot be used at all (see llm.makes_model_unusable)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -214,8 +215,11 @@ def failed_rollout(
     harness_name: str, task: Task, skills: Sequence["Skill"], exc: BaseException, *, wall_time_s: float = 0.0
 ) -> Rollout:
     """The record of a rollout that crashed before producing its own: reward 0, the error and traceback."""
+    from raso.llm.errors import makes_model_unusable
+
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=5))
     return Rollout(
+        model_unusable=makes_model_unusable(exc),
         task_id=task.id,
         harness=harness_name,
         reward=0.0,

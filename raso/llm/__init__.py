@@ -7,7 +7,14 @@ light imports (`raso.llm.config`, the CLI's `--help`) stay fast.
 from typing import Any
 
 from .config import DEFAULT_LOCAL_MODEL, GatewayConfig, RetryConfig, RoleConfig
-from .errors import LLMAuthError, LLMContextWindowError, LLMError, LLMUnavailableError, StructuredOutputError
+from .errors import (
+    LLMAuthError,
+    LLMContextWindowError,
+    LLMError,
+    LLMUnavailableError,
+    StructuredOutputError,
+    makes_model_unusable,
+)
 from .ledger import CallRecord, UsageLedger
 
 _FROM_GATEWAY = ("Completion", "LLMGateway", "is_transient", "supports_schema_mode")
@@ -36,5 +43,6 @@ __all__ = [
     "StructuredOutputError",
     "UsageLedger",
     "is_transient",
+    "makes_model_unusable",
     "supports_schema_mode",
 ]

@@ -39,3 +39,9 @@ class StructuredOutputError(LLMError):
         super().__init__(message, model=model, role=role)
         self.raw_text = raw_text
         self.validation_error = validation_error
+
+
+def makes_model_unusable(exc: BaseException) -> bool:
+    """Whether `exc` means the model cannot be used at all (credentials, an outage that outlasted every retry,
+    a missing extra), as opposed to one bad reply (junk output, a context overflow)."""
+    return isinstance(exc, (LLMAuthError, LLMUnavailableError)) or type(exc) is LLMError
