@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md §3): where every file lives, and writes that a kill never leaves half-done.
+"""The run directory (docs/run-directory.md): where every file lives, and writes that a kill never leaves half-done.
 
 Layout::
 

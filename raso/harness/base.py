@@ -1,8 +1,8 @@
 """The harness protocol: what every environment a skill is optimized for implements.
 
-A harness fixes the tools, file access, observation format, interaction budget and scoring (DESIGN.md §1).
-It is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H), a text
-environment per task, and `rollout`, which never raises into the optimizer.
+A harness fixes the tools, file access, observation format, interaction budget and scoring (docs/design.md
+§1 and §5). It is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H), a
+text environment per task, and `rollout`, which never raises into the optimizer.
 
 Harnesses are found by name through raso.harness.registry.
 """

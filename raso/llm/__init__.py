@@ -1,4 +1,4 @@
-"""The LLM gateway: every model call in RASO goes through `LLMGateway` (see CONTRACTS §1).
+"""The LLM gateway: every model call in RASO goes through `LLMGateway` (docs/design.md §3).
 
 The gateway module imports litellm, which takes seconds; it is loaded on first use (PEP 562) so that
 light imports (`raso.llm.config`, the CLI's `--help`) stay fast.

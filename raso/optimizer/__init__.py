@@ -1,4 +1,4 @@
-"""The RASO algorithm steps: agent roles, Cross-Harness Adaptation, RASI/RFSI and RASU/RFSU (DESIGN.md §1).
+"""The RASO algorithm steps: agent roles, Cross-Harness Adaptation, RASI/RFSI and RASU/RFSU (docs/design.md §1).
 
 `initialize_skill` (raso.optimizer.rasi) writes s0 with zero rollouts; `propose_update` (raso.optimizer.rasu)
 proposes s_{t+1} from the rollouts of s_t. The engine (raso.engine) runs the loop and the validation gate.
