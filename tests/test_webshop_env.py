@@ -11,7 +11,7 @@ import pytest
 from harnesses.webshop import WebShopHarness
 from harnesses.webshop.catalog import Catalog, CatalogError
 from harnesses.webshop.env import PRODUCTS_PER_PAGE, WebShopEnv
-from harnesses.webshop.reward import normalize_color, title_nouns, token_set_ratio
+from harnesses.webshop.reward import normalize_color, token_set_ratio, word_list_nouns
 from harnesses.webshop.search import SEARCH_RETURN_N
 from raso.harness import get_harness
 
@@ -183,7 +183,7 @@ def test_wrong_option_gets_the_partial_reward(harness):
     env = _goal_env(harness, "B0WS000025")
     _open_product(env, "lightweight running shoes", "B0WS000025")
     reward, info = _buy(env, ["black", "10"])
-    # attributes 2/2; colour "black" matches neither goal option nor the product text; size "10" matches exactly;
+    # attributes 2/2; goal option "navy" is matched by no chosen value, "10" by the chosen "10";
     # price within budget: (2 + 1 + 1) / (2 + 2 + 1), same product so r_type = 1.
     assert info["reward_info"]["option_matches"] == 1
     assert reward == pytest.approx(4 / 5)
@@ -203,11 +203,12 @@ def test_wrong_product_of_the_same_kind_gets_the_partial_reward(harness):
     _open_product(env, "long lasting lip stain", "B0WS000006")
     reward, info = _buy(env, ["plum"])
     details = info["reward_info"]
-    # r_type: same search query group -> match; the titles share the noun "lip" (1 of the target's 8 nouns:
-    # matte liquid lipstick lasting lip color hour wear) -> title score 0.125 >= 0.1, so r_type stays 1.
-    assert title_nouns(harness.catalog.by_asin["B0WS000004"].title) == {
-        "matte", "liquid", "lipstick", "lasting", "lip", "color", "hour", "wear"}
-    assert details["query_match"] and details["title_score"] == pytest.approx(1 / 8) and details["r_type"] == 1.0
+    # r_type: same search query group -> match; the titles share "long" and "lip", 2 of the target's 10 words
+    # (matte liquid lipstick long lasting waterproof lip color hour wear) -> title score 0.2 >= 0.1: r_type stays 1.
+    target_nouns = word_list_nouns(harness.catalog.by_asin["B0WS000004"].title)
+    assert target_nouns == ("matte", "liquid", "lipstick", "long", "lasting", "waterproof", "lip", "color", "hour",
+                            "wear")
+    assert details["query_match"] and details["title_score"] == pytest.approx(2 / 10) and details["r_type"] == 1.0
     # attributes: "long lasting" is in its attribute list, "waterproof" appears nowhere -> 1;
     # option "plum" vs goal "mauve" -> 0; price 19.00 <= budget -> 1.  (1 + 0 + 1) / (2 + 1 + 1) = 0.5
     assert (details["attribute_matches"], details["option_matches"], details["price_ok"]) == (1, 0, True)

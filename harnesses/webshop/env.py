@@ -3,6 +3,14 @@
 Page flow and button names follow the original WebShop text environment: `search[keywords]` on the search page;
 `click[...]` on a result asin, `Next >` / `< Prev` on results, an option value, `Description` / `Features` /
 `Reviews`, `< Prev` (back one page), `Back to Search`, and `Buy Now`, which ends the episode with the purchase reward.
+
+Two observation modes (`observation=`):
+- "annotated" (default): the page as lines, selected options marked, an "Available actions" list; `search[...]`
+  only on the search page (as ReAct's WebShop setup); an unavailable action is answered with a note.
+- "text": upstream's `WebAgentTextEnv(observation_mode="text")`: the page's visible text joined with " [SEP] "
+  (rendered from the same page structure as upstream's templates), `search[...]` accepted on any page, "Next >"
+  always on a results page, no reviews and rating N.A. (upstream's loader leaves reviews out), no action list, and
+  an unavailable action silently leaves the page as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from typing import Any
 from raso.harness import TextEnv
 
 from harnesses.webshop.catalog import Catalog, Goal, Product
-from harnesses.webshop.reward import purchase_reward
+from harnesses.webshop.reward import NounTagger, purchase_reward, word_list_nouns
 from harnesses.webshop.search import ProductSearch
 
 PRODUCTS_PER_PAGE = 10
@@ -23,6 +31,8 @@ NEXT_PAGE = "next >"
 PREV_PAGE = "< prev"
 BUY_NOW = "buy now"
 SUB_PAGES = ("description", "features", "reviews")
+OBSERVATION_MODES = ("annotated", "text")
+SEP = " [SEP] "
 _ACTION = re.compile(r"^\s*(\w+)\s*\[(.*)\]\s*\.?\s*$", re.DOTALL)
 
 
@@ -49,12 +59,17 @@ def parse_shop_action(action: str) -> tuple[str, str] | None:
 class WebShopEnv(TextEnv):
     """One shopping episode for one goal."""
 
-    def __init__(self, catalog: Catalog, search: ProductSearch, goal: Goal, max_steps: int = 15):
+    def __init__(self, catalog: Catalog, search: ProductSearch, goal: Goal, max_steps: int = 15, *,
+                 observation: str = "annotated", nouns: NounTagger = word_list_nouns):
         super().__init__()
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.catalog = catalog
         self.engine = search
         self.goal = goal
         self.max_steps = max_steps
+        self.observation_mode = observation
+        self.nouns = nouns
         self.session = _Session()
         self.steps = 0
         self.done = False
@@ -80,7 +95,7 @@ class WebShopEnv(TextEnv):
         truncated = not terminated and self.steps >= self.max_steps
         self.done = terminated or truncated
         observation = self._render()
-        if note:
+        if note and self.observation_mode == "annotated":
             observation = f"{note}\n\n{observation}"
         if truncated:
             observation += f"\n\nThe step budget ({self.max_steps} actions) is spent; nothing was bought."
@@ -93,6 +108,9 @@ class WebShopEnv(TextEnv):
 
     # ---- actions -------------------------------------------------------------------------------------
     def available_actions(self) -> list[str]:
+        if self.observation_mode == "text":
+            return self._text_clickables() if self.session.page == "done" else (
+                ["search[<keywords>]"] + [f"click[{c}]" for c in self._text_clickables()])
         s = self.session
         if s.page == "search":
             return ["search[<keywords>]"]
@@ -120,13 +138,13 @@ class WebShopEnv(TextEnv):
                     "e.g. click[Buy Now]. Nothing changed.")
         name, arg = parsed
         if name == "search":
-            if s.page != "search":
+            if s.page != "search" and self.observation_mode == "annotated":
                 return "Searching works from the search page only: click[Back to Search] first. Nothing changed."
             if not arg:
                 return "search[] needs keywords. Nothing changed."
             s.keywords = arg.lower()
             s.results = self.engine.search(s.keywords)
-            s.result_page, s.asin, s.options, s.page = 1, None, {}, "results"
+            s.result_page, s.asin, s.options, s.page, s.sub_page = 1, None, {}, "results", None
             return None
         if name != "click":
             return f"Unknown action {name!r}: use search[...] or click[...]. Nothing changed."
@@ -148,20 +166,19 @@ class WebShopEnv(TextEnv):
             s.page, s.sub_page = "sub", target
         elif target == BUY_NOW:
             product = self._product()
-            raw, info = purchase_reward(product, self.goal, product.price, dict(s.options))
+            reward, info = purchase_reward(product, self.goal, product.price, dict(s.options), self.nouns)
             s.page = "done"
             info.update(purchased_asin=product.asin, purchased_options=dict(s.options), price=product.price)
-            return min(1.0, raw), {"reward_info": info}
+            return reward, {"reward_info": info}
         elif s.page == "results":
             s.asin = target.upper()
             s.options = {}
             s.page = "item"
             s.visited.append(s.asin)
         elif s.page == "item":
-            for option_name, values in self._product().options.items():
-                if target in values:
-                    s.options[option_name] = target
-                    break
+            groups = [name for name, values in self._product().options.items() if target in values]
+            # a value shared by two groups: upstream's page maps it to the last group's radio button
+            s.options[groups[-1] if self.observation_mode == "text" else groups[0]] = target
         return None
 
     # ---- rendering -----------------------------------------------------------------------------------
@@ -174,6 +191,8 @@ class WebShopEnv(TextEnv):
         return self.session.results[start:start + PRODUCTS_PER_PAGE]
 
     def _render(self) -> str:
+        if self.observation_mode == "text":
+            return SEP.join(self._text_segments())
         s = self.session
         lines = [f"Instruction: {self.goal.instruction_text}", ""]
         if s.page == "search":
@@ -218,6 +237,51 @@ class WebShopEnv(TextEnv):
         if actions:
             lines += ["", "Available actions: " + ", ".join(actions)]
         return "\n".join(lines)
+
+    # ---- upstream's text mode ---------------------------------------------------------------------------
+    def _text_clickables(self) -> list[str]:
+        """Upstream's clickables: the page's buttons and product links (lower-cased) and option values."""
+        s = self.session
+        if s.page == "results":
+            buttons = [BACK_TO_SEARCH] + ([PREV_PAGE] if s.result_page > 1 else []) + [NEXT_PAGE]
+            return buttons + [asin.lower() for asin in self._page_results()]
+        if s.page == "item":
+            values = [v for vs in self._product().options.values() for v in vs]
+            return [BACK_TO_SEARCH, PREV_PAGE, *SUB_PAGES, BUY_NOW, *dict.fromkeys(values)]
+        if s.page == "sub":
+            return [BACK_TO_SEARCH, PREV_PAGE]
+        return []
+
+    def _text_segments(self) -> list[str]:
+        """The visible text of upstream's page templates, in page order, each piece stripped, none empty."""
+        s = self.session
+        head = ["Instruction:", self.goal.instruction_text]
+        if s.page == "search":
+            return ["WebShop", *head, "Search"]
+        if s.page == "done":
+            return ["Thank you for shopping with us!"]
+        segments = [*head, "Back to Search"]
+        if s.page == "results":
+            segments += [f"Page {s.result_page} (Total results: {len(s.results)})"]
+            segments += (["< Prev"] if s.result_page > 1 else []) + ["Next >"]
+            for asin in self._page_results():
+                product = self.catalog.by_asin[asin]
+                segments += [asin, product.title, product.price_tag]
+        elif s.page == "item":
+            product = self._product()
+            segments.append("< Prev")
+            for option_name, values in product.options.items():
+                segments += [option_name, *values]
+            segments += [product.title, f"Price: {product.price_tag}", "Rating: N.A.",
+                         "Description", "Features", "Reviews", "Buy Now"]
+        elif s.page == "sub":
+            product = self._product()
+            segments.append("< Prev")
+            if s.sub_page == "description":
+                segments.append(product.description)
+            elif s.sub_page == "features":
+                segments += product.bullet_points
+        return [x.strip() for x in segments if x.strip()]
 
     def _info(self) -> dict[str, Any]:
         s = self.session

@@ -9,7 +9,8 @@ from typing import ClassVar
 from raso.harness import Harness, Task, TextEnv
 
 from harnesses.webshop.catalog import Catalog, CatalogError, Goal
-from harnesses.webshop.env import WebShopEnv
+from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
+from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -49,7 +50,12 @@ def split_goals(goals: list[Goal], seed: int = 233) -> dict[str, list[Goal]]:
 
 class WebShopHarness(Harness):
     """Text-mode WebShop. Without arguments it uses the small catalog shipped with raso (60 products, 60 goals);
-    pass `data_dir` (a folder with the official files) or the file paths for real runs."""
+    pass `data_dir` (a folder with the official files) or the file paths for real runs.
+
+    `observation`: "annotated" (default: lines, selected options marked, an action list) or "text" (upstream's
+    " [SEP] "-joined page text; see env.py). `type_match`: "words" (default, no dependency) or "spacy"
+    (upstream's POS-tag nouns; needs the `webshop-spacy` extra and `spacy_model`, default en_core_web_sm).
+    """
 
     name: ClassVar[str] = "webshop"
     resource_dir: ClassVar[Path] = RESOURCE_DIR
@@ -65,9 +71,17 @@ class WebShopHarness(Harness):
         num_products: int | None = None,
         max_steps: int = 15,
         seed: int = 233,
+        observation: str = "annotated",
+        type_match: str = "words",
+        spacy_model: str = "en_core_web_sm",
     ):
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.max_steps = max_steps
         self.seed = seed
+        self.observation = observation
+        self.type_match = type_match
+        self.nouns = noun_tagger(type_match, spacy_model)  # fails here, not mid-run, when spaCy is missing
         if data_dir is not None:
             folder = Path(data_dir)
             if not folder.is_dir():
@@ -89,6 +103,12 @@ class WebShopHarness(Harness):
         self._goals = {g.id: g for g in self.catalog.goals}
         self._search: ProductSearch | None = None
         self._splits: dict[str, list[Task]] | None = None
+
+    def _resource(self, filename: str) -> str:
+        """The text mode has its own page and action descriptions (`<name>_text.md`)."""
+        if self.observation == "text" and filename in ("harness_description.md", "action_format.md"):
+            filename = filename.replace(".md", "_text.md")
+        return super()._resource(filename)
 
     @property
     def search(self) -> ProductSearch:
@@ -118,4 +138,5 @@ class WebShopHarness(Harness):
             raise ValueError(f"task {task.id!r} is not a goal of this WebShop catalog") from None
 
     def make_env(self, task: Task) -> TextEnv:
-        return WebShopEnv(self.catalog, self.search, self.goal(task), max_steps=self.max_steps)
+        return WebShopEnv(self.catalog, self.search, self.goal(task), max_steps=self.max_steps,
+                          observation=self.observation, nouns=self.nouns)
