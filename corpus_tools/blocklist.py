@@ -109,15 +109,16 @@ class BlocklistReport:
         (directory / "blocklist_report.md").write_text(self.to_markdown(), encoding="utf-8")
 
 
-def find_leaks(records: Sequence[SkillRecord], benchmarks: Iterable[str]) -> BlocklistReport:
-    """Scan `records` and report which repositories name any of `benchmarks`."""
+def find_leaks(records: Iterable[SkillRecord], benchmarks: Iterable[str]) -> BlocklistReport:
+    """Scan `records` (any iterable, read once, so a stream from corpus_tools.ingest.iter_corpus
+    works) and report which repositories name any of `benchmarks`."""
     names = resolve_benchmarks(benchmarks)
     patterns = {b: _pattern(b) for b in names}
     labels = {b: [label for label, _ in BENCHMARK_KEYWORDS[b]] for b in names}
-    report = BlocklistReport(benchmarks=names, keywords=labels, skills_scanned=len(records),
-                             repos_scanned=len({r.repo for r in records}))
     matches: dict[str, list[LeakMatch]] = {}
+    skills_per_repo: dict[str, int] = {}
     for record in records:
+        skills_per_repo[record.repo] = skills_per_repo.get(record.repo, 0) + 1
         head = f"{record.repo}/{record.path}\n{record.name}\n{record.description}"
         for path, text in [(record.path, head), *iter_documents(record)]:
             lower = text.lower()
@@ -131,9 +132,8 @@ def find_leaks(records: Sequence[SkillRecord], benchmarks: Iterable[str]) -> Blo
                 lo, hi = max(0, m.start() - SNIPPET_CHARS), m.end() + SNIPPET_CHARS
                 snippet = " ".join(text[lo:hi].split())
                 matches.setdefault(record.repo, []).append(LeakMatch(bench, label, record.id, path, snippet))
-    skills_per_repo: dict[str, int] = {}
-    for record in records:
-        skills_per_repo[record.repo] = skills_per_repo.get(record.repo, 0) + 1
+    report = BlocklistReport(benchmarks=names, keywords=labels, skills_scanned=sum(skills_per_repo.values()),
+                             repos_scanned=len(skills_per_repo))
     for repo, found in sorted(matches.items()):
         report.excluded[repo] = {
             "skills": skills_per_repo[repo],

@@ -1,5 +1,10 @@
 """One call from corpus sources to a saved section index, with the build reports written beside it.
 
+The build streams: skills are read one at a time (corpus_tools.ingest.iter_corpus), split into
+sections and handed to the streaming index writer (corpus_tools.index_build), so memory stays flat
+as the corpus grows. Blocklists need to know every repository that leaks before the first section is
+written, so with blocklists the sources are read twice (a scan, then the build).
+
 INDEX/ holds the index files plus `ingest_report.json` (every skipped or adjusted file and why) and,
 when blocklists were applied, `blocklist_report.json` / `blocklist_report.md` (every excluded
 repository and why).
@@ -8,14 +13,17 @@ repository and why).
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
-from corpus_tools.blocklist import BlocklistReport, apply_blocklist
+from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.index import SectionIndex
-from corpus_tools.ingest import IngestReport, load_corpus
+from corpus_tools.index_build import IndexWriter
+from corpus_tools.ingest import IngestReport, SkillRecord, iter_corpus
 from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, split_sections
 
 # stage name, done, total (None when unknown)
@@ -33,43 +41,64 @@ class BuildResult:
 def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = None, *,
                        blocklists: Sequence[str] = (), levels: tuple[int, ...] = DEFAULT_LEVELS,
                        max_chars: int = DEFAULT_MAX_CHARS, include_references: bool = True, k1: float = 1.5,
-                       b: float = 0.75, idf: str = "lucene", progress: StageProgress | None = None) -> BuildResult:
-    """Load `sources`, drop blocklisted repositories, split into sections, build and (if `out`) save."""
+                       b: float = 0.75, idf: str = "lucene", shards: int = 1,
+                       progress: StageProgress | None = None) -> BuildResult:
+    """Stream `sources` (minus blocklisted repositories) into a section index at `out`; without `out`
+    the index is built in a temporary folder and loaded into memory. With `shards` > 1, `out` becomes
+    a sharded index (corpus_tools.shards.load_index reads it) and `result.index` is its first shard."""
+    if shards > 1 and out is None:
+        raise ValueError("a sharded build needs an output folder")
     seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
 
     def stage(name: str):
         return (lambda done, total: progress(name, done, total)) if progress else None
 
-    records, ingest = load_corpus(sources, progress=stage("load"))
-    seconds["load"] = time.perf_counter() - t0
     blocklist_report = None
+    excluded: set[str] = set()
     if blocklists:
         t = time.perf_counter()
-        records, blocklist_report = apply_blocklist(records, blocklists)
-        seconds["blocklist"] = time.perf_counter() - t
+        blocklist_report = find_leaks(iter_corpus(sources, progress=stage("scan")), blocklists)
+        excluded = set(blocklist_report.excluded)
+        seconds["blocklist_scan"] = time.perf_counter() - t
+    ingest = IngestReport(sources=[str(s) for s in sources])
     t = time.perf_counter()
-    sections = []
-    section_progress = stage("sections")
-    for i, record in enumerate(records, 1):
-        sections.extend(split_sections(record, levels, max_chars, include_references=include_references))
-        if section_progress and (i % 200 == 0 or i == len(records)):
-            section_progress(i, len(records))
-    seconds["sections"] = time.perf_counter() - t
-    t = time.perf_counter()
-    index = SectionIndex.build(sections, k1=k1, b=b, idf=idf, progress=stage("index"), total=len(sections))
-    seconds["index"] = time.perf_counter() - t
-    index.meta["sources"] = [str(s) for s in sources]
-    index.meta["blocklists"] = list(blocklist_report.benchmarks) if blocklist_report else []
-    index.meta["levels"] = list(levels)
-    index.meta["max_chars"] = max_chars
-    index.meta["skills_indexed"] = len(records)
-    if out is not None:
+    target = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="raso-index-")) / "index"
+    writer = IndexWriter(target, k1=k1, b=b, idf=idf, shards=shards, progress=stage("index"))
+    kept = 0
+
+    def records() -> Iterator[SkillRecord]:
+        nonlocal kept
+        for record in iter_corpus(sources, ingest, progress=stage("load")):
+            if record.repo not in excluded:
+                kept += 1
+                yield record
+
+    try:
+        for record in records():
+            for section in split_sections(record, levels, max_chars, include_references=include_references):
+                writer.add(section)
+        seconds["read_split_tokenize"] = time.perf_counter() - t
         t = time.perf_counter()
-        directory = index.save(out)
-        ingest.save(directory / "ingest_report.json")
-        if blocklist_report is not None:
-            blocklist_report.save(directory)
-        seconds["save"] = time.perf_counter() - t
-        (directory / "build_seconds.json").write_text(json.dumps({k: round(v, 3) for k, v in seconds.items()}))
-    return BuildResult(index, ingest, blocklist_report, seconds)
+        directory = writer.finish()
+        seconds["merge"] = time.perf_counter() - t
+    except BaseException:
+        writer.abort()
+        raise
+    extra = {"sources": [str(s) for s in sources],
+             "blocklists": list(blocklist_report.benchmarks) if blocklist_report else [],
+             "levels": list(levels), "max_chars": max_chars, "skills_indexed": kept}
+    index_dirs = sorted(directory.glob("shard-*")) if shards > 1 else [directory]
+    for folder in index_dirs:
+        meta_file = folder / "meta.json"
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        meta.update(extra)
+        meta_file.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    if out is None:
+        index = SectionIndex.load(directory, mmap=False)
+        shutil.rmtree(directory.parent, ignore_errors=True)
+        return BuildResult(index, ingest, blocklist_report, seconds)
+    ingest.save(directory / "ingest_report.json")
+    if blocklist_report is not None:
+        blocklist_report.save(directory)
+    (directory / "build_seconds.json").write_text(json.dumps({k: round(v, 3) for k, v in seconds.items()}))
+    return BuildResult(SectionIndex.load(index_dirs[0]), ingest, blocklist_report, seconds)

@@ -170,16 +170,15 @@ class SectionIndex:
         doc_lengths = np.asarray(lengths, dtype=np.int32)
         indptr, postings, term_freqs = _group_by_term(chunk_docs, chunk_terms, chunk_tf, n_terms)
         doc_freq = np.diff(indptr)
-        idf_values = _idf(doc_freq, n_docs, idf, epsilon)
+        idf_of_term = idf_values(doc_freq, n_docs, idf, epsilon)
         avgdl = float(doc_lengths.mean()) if n_docs else 0.0
         weights = np.empty(len(postings), dtype=dtype)
         term_of_posting = np.repeat(np.arange(n_terms, dtype=np.int32), doc_freq)
         step = 4_000_000
         for start in range(0, len(postings), step):
             stop = start + step
-            f = term_freqs[start:stop].astype(np.float64)
-            norm = k1 * (1.0 - b + b * doc_lengths[postings[start:stop]] / avgdl) if avgdl else k1 * (1.0 - b)
-            weights[start:stop] = idf_values[term_of_posting[start:stop]] * f * (k1 + 1.0) / (f + norm)
+            weights[start:stop] = bm25_weights(idf_of_term[term_of_posting[start:stop]], term_freqs[start:stop],
+                                               doc_lengths[postings[start:stop]], k1, b, avgdl, dtype)
         del term_of_posting, term_freqs
         sources = [dict(zip(_SOURCE_FIELDS, key)) for key in source_index]
         meta = {
@@ -212,7 +211,7 @@ class SectionIndex:
         out = np.zeros(len(self), dtype=np.float64)
         for term, weight in zip(terms, qtf):
             lo, hi = self.indptr[term], self.indptr[term + 1]
-            out[self.postings[lo:hi]] += weight * self.weights[lo:hi]
+            out[self.postings[lo:hi]] += self.weights[lo:hi].astype(np.float64) * weight
         return out
 
     def search(self, query: str, k: int = 5, exclude_repos: Iterable[str] = (),
@@ -290,7 +289,7 @@ class SectionIndex:
             inside = pos < len(row)
             found = np.zeros(len(cand), dtype=bool)
             found[inside] = row[pos[inside]] == cand[inside]
-            scores[found] += self.weights[lo + pos[found]] * w
+            scores[found] += self.weights[lo + pos[found]].astype(np.float64) * w
         return self._select(cand, scores, k)
 
     def _accumulate(self, starts: np.ndarray, stops: np.ndarray, qtf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -302,14 +301,16 @@ class SectionIndex:
         if total * 16 < len(self):
             # Few postings: merge them by sorting instead of touching an array of every section.
             cat_docs = np.concatenate([self.postings[lo:hi] for lo, hi in zip(starts, stops)])
-            cat_w = np.concatenate([self.weights[lo:hi] * w for lo, hi, w in zip(starts, stops, qtf)])
+            cat_w = np.concatenate([self.weights[lo:hi].astype(np.float64) * w for lo, hi, w in zip(starts, stops, qtf)])
             cand, inverse = np.unique(cat_docs, return_inverse=True)
             return cand, np.bincount(inverse, weights=cat_w, minlength=len(cand))
-        acc = np.zeros(len(self), dtype=np.float64 if self.weights.dtype == np.float64 else np.float32)
+        # float64 throughout, each posting's weight * query count added in term order: every path of
+        # top_k then gives a section the same bits, which shards rely on (corpus_tools.shards).
+        acc = np.zeros(len(self), dtype=np.float64)
         for lo, hi, w in zip(starts, stops, qtf):
-            acc[self.postings[lo:hi]] += self.weights[lo:hi] * acc.dtype.type(w)
+            acc[self.postings[lo:hi]] += self.weights[lo:hi].astype(np.float64) * w
         cand = np.flatnonzero(acc)
-        return cand, acc[cand].astype(np.float64)
+        return cand, acc[cand]
 
     def _filter(self, cand: np.ndarray, scores: np.ndarray, exclude_repos: Iterable[str],
                 exclude_skills: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -455,7 +456,16 @@ def _group_by_term(chunk_docs: list[np.ndarray], chunk_terms: list[np.ndarray], 
     return indptr, postings, term_freqs
 
 
-def _idf(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> np.ndarray:
+def bm25_weights(idf: np.ndarray, tf: np.ndarray, doc_lengths: np.ndarray, k1: float, b: float, avgdl: float,
+                 dtype: Any) -> np.ndarray:
+    """The eager BM25 weight of each posting (elementwise, so any chunking gives the same bits)."""
+    f = tf.astype(np.float64)
+    norm = k1 * (1.0 - b + b * doc_lengths / avgdl) if avgdl else k1 * (1.0 - b)
+    return (idf * f * (k1 + 1.0) / (f + norm)).astype(dtype, copy=False)
+
+
+def idf_values(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> np.ndarray:
+    """Per-term idf for the given document frequencies (see the module docstring for the modes)."""
     n = doc_freq.astype(np.float64)
     if mode == "lucene":
         return np.log1p((n_docs - n + 0.5) / (n + 0.5))

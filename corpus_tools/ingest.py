@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from corpus_tools.frontmatter import parse_front_matter
 
@@ -158,12 +158,29 @@ def load_corpus(
     if isinstance(sources, (str, Path)):
         sources = [sources]
     report = IngestReport(sources=[str(s) for s in sources])
+    records = list(iter_corpus(sources, report, max_file_bytes=max_file_bytes, progress=progress))
+    return records, report
+
+
+def iter_corpus(
+    sources: Sequence[str | Path] | str | Path,
+    report: IngestReport | None = None,
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: ProgressFn | None = None,
+) -> Iterator[SkillRecord]:
+    """Yield the skills of `sources` one at a time (what `load_corpus` returns, in the same order),
+    so a build holds one skill's text at a time; `report` fills in as the records go by."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    if report is None:
+        report = IngestReport(sources=[str(s) for s in sources])
     loader = _Loader(report, max_file_bytes, progress)
     for source in sources:
-        loader.load_source(Path(source))
-    report.skills_loaded = len(loader.records)
-    report.references_loaded = sum(len(r.references) for r in loader.records)
-    return loader.records, report
+        for record in loader.load_source(Path(source)):
+            report.skills_loaded += 1
+            report.references_loaded += len(record.references)
+            yield record
 
 
 # --------------------------------------------------------------------------------------------------
@@ -308,23 +325,26 @@ class _Loader:
         self.report = report
         self.max_bytes = max_bytes
         self.progress = progress
-        self.records: list[SkillRecord] = []
-        self.seen_hashes: dict[str, str] = {}
+        # sha256 digest of every SKILL.md text kept -> its id (exact duplicates are dropped)
+        self.seen_hashes: dict[bytes, str] = {}
 
     # ---- dispatch
-    def load_source(self, source: Path) -> None:
+    def load_source(self, source: Path) -> Iterator[SkillRecord]:
         label = str(source)
         problem = _stat_problem(source)
         if problem:
             self.report.skip(label, label, *problem)
         elif source.is_dir() and (source / MANIFEST_FILE).is_file():
-            self._load_manifest(source)
+            yield from self._load_manifest(source)
         elif source.is_dir():
-            self._load_tree(source)
+            yield from self._load_tree(source)
         elif source.suffix == ".jsonl":
-            self._load_jsonl(source)
+            yield from self._load_jsonl(source)
         elif source.name == SKILL_FILE:
-            self._load_tree_skill(source.parent, [], source.parent.parent, label, "local/" + source.parent.name, "")
+            record = self._load_tree_skill(source.parent, [], source.parent.parent, label,
+                                           "local/" + source.parent.name, "")
+            if record is not None:
+                yield record
         else:
             self.report.skip(label, label, SKIP_NOT_A_SOURCE,
                              "expected a folder, a .jsonl dump, a SKILL.md or a folder with MANIFEST.jsonl")
@@ -338,10 +358,10 @@ class _Loader:
                     license: str, references: list[RefDoc], fallback_name: str,
                     extra_metadata: dict[str, Any] | None = None, known_name: str | None = None,
                     known_description: str | None = None) -> SkillRecord | None:
-        content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        if content_hash in self.seen_hashes:
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        if digest in self.seen_hashes:
             self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE,
-                             f"same SKILL.md text as {self.seen_hashes[content_hash]}")
+                             f"same SKILL.md text as {self.seen_hashes[digest]}")
             return None
         fm = parse_front_matter(text)
         label = path_label(repo, path)
@@ -360,9 +380,8 @@ class _Loader:
             metadata.update(extra_metadata)
         record = SkillRecord(id=record_id, name=name, description=description, body=fm.body, text=text,
                              metadata=metadata, repo=repo, path=path, commit=commit, license=license,
-                             references=references, content_hash=content_hash)
-        self.seen_hashes[content_hash] = record_id
-        self.records.append(record)
+                             references=references, content_hash=digest.hex())
+        self.seen_hashes[digest] = record_id
         return record
 
     def _decode_file(self, source: str, file: Path, label: str) -> str | None:
@@ -375,7 +394,7 @@ class _Loader:
         return decoded.text
 
     # ---- manifest folders
-    def _load_manifest(self, root: Path) -> None:
+    def _load_manifest(self, root: Path) -> Iterator[SkillRecord]:
         source = str(root)
         rows: list[dict[str, Any]] = []
         with open(root / MANIFEST_FILE, "rb") as fh:
@@ -420,11 +439,13 @@ class _Loader:
                 continue
             path = str(row.get("path") or row["id"])
             extra = {k: row[k] for k in ("near_duplicate_of",) if row.get(k)}
-            self._add_record(source, record_id=str(row["id"]), text=text, repo=str(row.get("repo") or "unknown"),
+            record = self._add_record(source, record_id=str(row["id"]), text=text, repo=str(row.get("repo") or "unknown"),
                              path=path, commit=str(row.get("commit") or ""),
                              license=str(row.get("license") or "unknown"), references=references,
                              fallback_name=Path(path).parent.name or Path(path).stem, extra_metadata=extra,
                              known_name=row.get("name"), known_description=row.get("description"))
+            if record is not None:
+                yield record
         for skill_id, refs in refs_by_skill.items():
             if skill_id not in skill_ids:
                 for ref in refs:
@@ -448,7 +469,7 @@ class _Loader:
         return text
 
     # ---- .jsonl dumps
-    def _load_jsonl(self, file: Path) -> None:
+    def _load_jsonl(self, file: Path) -> Iterator[SkillRecord]:
         source = str(file)
         try:
             total = file.stat().st_size
@@ -465,10 +486,12 @@ class _Loader:
                 if not raw.strip():
                     continue
                 self.report.files_seen += 1
-                self._jsonl_line(source, f"{file.name}:{lineno}", raw)
+                record = self._jsonl_line(source, f"{file.name}:{lineno}", raw)
+                if record is not None:
+                    yield record
             self._tick(total, total)
 
-    def _jsonl_line(self, source: str, where: str, raw: bytes) -> None:
+    def _jsonl_line(self, source: str, where: str, raw: bytes) -> SkillRecord | None:
         if len(raw) > self.max_bytes:
             self.report.skip(source, where, SKIP_TOO_LARGE, f"{len(raw)} bytes > limit {self.max_bytes}")
             return
@@ -503,13 +526,13 @@ class _Loader:
         content_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         record_id = _as_text(row.get("id")) or (f"{repo}/{path}" if row.get("path") else f"jsonl:{content_id}")
         extra = row.get("metadata") if isinstance(row.get("metadata"), dict) else None
-        self._add_record(source, record_id=record_id, text=text, repo=repo, path=path,
+        return self._add_record(source, record_id=record_id, text=text, repo=repo, path=path,
                          commit=_as_text(row.get("commit")), license=_as_text(row.get("license")) or "unknown",
                          references=references, fallback_name=Path(path).parent.name or content_id,
                          extra_metadata=extra)
 
     # ---- directory trees
-    def _load_tree(self, root: Path) -> None:
+    def _load_tree(self, root: Path) -> Iterator[SkillRecord]:
         source = str(root)
         git_repo, commit = _git_provenance(root)
         repo = git_repo or f"local/{root.resolve().name}"
@@ -531,11 +554,13 @@ class _Loader:
                 refs[owner].append(f)
         ordered = sorted(skill_dirs, key=lambda d: d.relative_to(root).as_posix())
         for i, skill_dir in enumerate(ordered, 1):
-            self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), root, source, repo, commit)
+            record = self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), root, source, repo, commit)
             self._tick(i, len(ordered))
+            if record is not None:
+                yield record
 
     def _load_tree_skill(self, skill_dir: Path, ref_files: list[Path], root: Path, source: str, repo: str,
-                         commit: str) -> None:
+                         commit: str) -> SkillRecord | None:
         rel_dir = skill_dir.relative_to(root).as_posix()
         skill_path = f"{rel_dir}/{SKILL_FILE}" if rel_dir != "." else SKILL_FILE
         references = []
@@ -550,8 +575,8 @@ class _Loader:
         if text is None:
             for ref in references:
                 self.report.skip(source, ref.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
-            return
-        self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
+            return None
+        return self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
                          commit=commit, license=self._tree_license(skill_dir, root), references=references,
                          fallback_name=skill_dir.name if rel_dir != "." else root.resolve().name)
 

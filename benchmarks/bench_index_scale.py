@@ -1,0 +1,192 @@
+"""Section-index scaling table: the streaming build (corpus_tools.index_build) at 1M, 3M, 10M sections.
+
+For every size, in fresh processes (so each peak RSS is its own):
+  build   stream recombined real sections (bench_bm25.synthetic_sections: first half of one shared-
+          corpus section + second half of another) into an index on disk: wall and CPU seconds, peak
+          RSS (and peak RSS above the process's RSS once the base sections are loaded), size on disk;
+  query   load the index memory-mapped, time top-5 queries pinned to one core: load seconds,
+          median / p95 (wall and CPU), peak RSS;
+  bm25s   (sizes up to --bm25s-max) bm25s on the same tokens, in memory: build seconds, peak RSS,
+          top-5 median / p95, and whether its top-5 sets equal ours.
+
+Usage: python benchmarks/bench_index_scale.py --sizes 1000000,3000000 [--work DIR] [--out results.json]
+The base sections are read from the shared corpus once ("prepare") and pickled into --work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_bm25 import (  # noqa: E402
+    current_rss_mb,
+    lat,
+    make_queries,
+    peak_rss_mb,
+    pin_one_core,
+    real_sections,
+    synthetic_sections,
+    timed_queries,
+)
+
+from corpus_tools.index import SectionIndex, index_text  # noqa: E402
+from corpus_tools.index_build import write_index  # noqa: E402
+from corpus_tools.tokenizer import tokenize  # noqa: E402
+
+
+def stage_prepare(args: argparse.Namespace) -> dict:
+    base = real_sections(args.corpus)
+    with open(args.work / "base.pkl", "wb") as fh:
+        pickle.dump(base, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    (args.work / "queries.json").write_text(json.dumps(make_queries(base, args.queries)))
+    return {"base_sections": len(base)}
+
+
+def _base() -> list:
+    with open(ARGS.work / "base.pkl", "rb") as fh:
+        return pickle.load(fh)
+
+
+def stage_build(args: argparse.Namespace) -> dict:
+    pin_one_core()
+    base = _base()
+    rss_before = current_rss_mb()
+    target = args.work / f"index-{args.size}"
+    t, c = time.perf_counter(), time.process_time()
+    write_index(synthetic_sections(base, args.size), target, total=args.size)
+    build, cpu = time.perf_counter() - t, time.process_time() - c
+    meta = json.loads((target / "meta.json").read_text())
+    disk = sum(p.stat().st_size for p in target.iterdir())
+    return {"sections": meta["sections"], "terms": meta["terms"], "postings": meta["postings"],
+            "build_seconds": round(build, 1), "build_cpu_seconds": round(cpu, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1), "rss_base_sections_mb": round(rss_before, 1),
+            "peak_rss_above_base_mb": round(peak_rss_mb() - rss_before, 1), "disk_mb": round(disk / 1e6, 1)}
+
+
+def stage_query(args: argparse.Namespace) -> dict:
+    pin_one_core()
+    queries = json.loads((args.work / "queries.json").read_text())
+    t = time.perf_counter()
+    index = SectionIndex.load(args.work / f"index-{args.size}")
+    load = time.perf_counter() - t
+    cold = timed_queries(lambda q: index.top_k(q, 5), queries[:50], repeat_warmup=0)
+    warm = timed_queries(lambda q: index.top_k(q, 5), queries)
+    results = {q: index.top_k(q, 5)[0].tolist() for q in queries}
+    (args.work / f"ours-{args.size}.json").write_text(json.dumps(results))
+    return {"load_seconds": round(load, 3), "first_50_after_load": lat(cold), "top5": lat(warm),
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def stage_bm25s(args: argparse.Namespace) -> dict:
+    import bm25s
+
+    pin_one_core()
+    base = _base()
+    queries = json.loads((args.work / "queries.json").read_text())
+    rss_before = current_rss_mb()
+    t = time.perf_counter()
+    tokens = [tokenize(index_text(s)) for s in synthetic_sections(base, args.size)]
+    tokenize_seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    engine = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    engine.index(tokens, show_progress=False)
+    build = time.perf_counter() - t
+    del tokens
+
+    def query(q: str):
+        toks = [w for w in tokenize(q) if w in engine.vocab_dict]
+        return engine.retrieve([toks], k=5, show_progress=False, n_threads=1) if toks else None
+
+    ms = timed_queries(query, queries)
+    ours = json.loads((args.work / f"ours-{args.size}.json").read_text())
+    same = 0
+    for q in queries:
+        toks = [w for w in tokenize(q) if w in engine.vocab_dict]
+        docs = engine.retrieve([toks], k=5, show_progress=False, n_threads=1)[0][0].tolist() if toks else []
+        same += set(docs) == set(ours[q])
+    return {"tokenize_seconds": round(tokenize_seconds, 1), "build_seconds": round(build, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1), "peak_rss_above_base_mb": round(peak_rss_mb() - rss_before, 1),
+            "top5": lat(ms), "same_top5_sets": f"{same}/{len(queries)}"}
+
+
+STAGES = {"prepare": stage_prepare, "build": stage_build, "query": stage_query, "bm25s": stage_bm25s}
+ARGS: argparse.Namespace
+
+
+def run_stage(stage: str, args: argparse.Namespace, size: int) -> dict:
+    cmd = [sys.executable, __file__, "--stage", stage, "--size", str(size), "--work", str(args.work),
+           "--corpus", str(args.corpus), "--queries", str(args.queries)]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:], "wall_seconds": round(time.perf_counter() - started, 1)}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def print_table(results: dict) -> None:
+    print("\n| sections | build s (CPU s) | peak RSS MB (above base) | index MB | load s | top-5 median ms | p95 ms "
+          "| CPU median ms | bm25s build s | bm25s peak RSS MB | bm25s median ms | bm25s p95 ms | same top-5 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, row in results["sizes"].items():
+        b, q, s = row.get("build", {}), row.get("query", {}), row.get("bm25s") or {}
+        top = q.get("top5", {})
+        cells = [size, f"{b.get('build_seconds')} ({b.get('build_cpu_seconds')})",
+                 f"{b.get('peak_rss_mb')} ({b.get('peak_rss_above_base_mb')})", b.get("disk_mb"),
+                 q.get("load_seconds"), top.get("median_ms"), top.get("p95_ms"), top.get("cpu_median_ms"),
+                 s.get("build_seconds", "-"), s.get("peak_rss_mb", "-"), s.get("top5", {}).get("median_ms", "-"),
+                 s.get("top5", {}).get("p95_ms", "-"), s.get("same_top5_sets", "-")]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def main() -> int:
+    global ARGS
+    default_corpus = Path(os.environ.get("RASO_SHARED_DIR", REPO.parent / "shared")) / "corpus"
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=default_corpus)
+    parser.add_argument("--sizes", default="1000000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--bm25s-max", type=int, default=1_000_000, help="largest size bm25s is run at")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench-index-scale"))
+    parser.add_argument("--keep", action="store_true", help="keep the built indexes in --work")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--stage", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    args = ARGS = parser.parse_args()
+    if args.stage:
+        print(json.dumps(STAGES[args.stage](args)))
+        return 0
+    args.work.mkdir(parents=True, exist_ok=True)
+    results: dict = {"sizes": {}}
+    if not (args.work / "base.pkl").is_file():
+        results["prepare"] = run_stage("prepare", args, 0)
+        print(f"prepare: {results['prepare']}", file=sys.stderr, flush=True)
+    for size in (int(s) for s in args.sizes.split(",")):
+        row = results["sizes"][size] = {}
+        for stage in ("build", "query") + (("bm25s",) if size <= args.bm25s_max else ()):
+            row[stage] = run_stage(stage, args, size)
+            print(f"{size} {stage}: {json.dumps(row[stage])}", file=sys.stderr, flush=True)
+            if args.out:
+                args.out.write_text(json.dumps(results, indent=1) + "\n")
+        if not args.keep:
+            shutil.rmtree(args.work / f"index-{size}", ignore_errors=True)
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,410 @@
+"""Streaming BM25 index build: sections in, index directory out, in bounded memory.
+
+`SectionIndex.build` keeps every (section, term) posting and every text in memory until the end,
+which is fine for the shared corpus and not for tens of millions of sections. `IndexWriter` writes
+the same index files (`SectionIndex.save`'s format, bit-identical arrays) while holding only:
+
+* one batch of tokenized sections (`batch_sections`), then its postings are sorted term-major and
+  spilled to disk as a run (`run_*.bin`);
+* the text columns, which go straight to their files as they arrive;
+* per-term and per-section counters (vocabulary, document frequency, 4 bytes per section of length,
+  4 of source id) and one entry per distinct skill source -- small next to the postings;
+* during the merge, one block of about `block_postings` postings: the runs are read term range by
+  term range (a cursor per run, plain reads, no memory maps), weighted with the global statistics
+  and appended to `postings.npy` / `weights.npy`.
+
+The same writer can cut the sections into `shards` contiguous ranges, each a complete index with the
+global vocabulary, idf, average length and term bounds, so that searching the shards and merging
+their top K gives exactly the single index's results (corpus_tools.shards).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable
+
+import numpy as np
+
+from corpus_tools.index import (
+    FORMAT_VERSION,
+    IDF_MODES,
+    _SOURCE_FIELDS,
+    SectionIndex,
+    bm25_weights,
+    idf_values,
+    index_text,
+)
+from corpus_tools.sections import Section
+from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
+
+DEFAULT_BATCH_SECTIONS = 8192
+DEFAULT_BLOCK_POSTINGS = 4_000_000
+SHARDS_FILE = "shards.json"
+_COLUMNS = ("text", "heading", "id")
+_HEADER_BYTES = 128  # a 1-D .npy header (version 1.0) of any realistic length fits in 128 bytes
+
+ProgressFn = Callable[[int, "int | None"], None]
+
+
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)})
+    header = buffer.getvalue()
+    if len(header) != _HEADER_BYTES:
+        raise AssertionError(f"unexpected .npy header size {len(header)}")
+    return header
+
+
+class _NpyAppender:
+    """A 1-D .npy file written by appending; the header (with the final length) is patched on close."""
+
+    def __init__(self, path: Path, dtype: Any) -> None:
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self.length = 0
+        self.fh: BinaryIO = open(path, "wb")
+        self.fh.write(_npy_header(self.dtype, 0))
+
+    def append(self, values: np.ndarray | bytes | bytearray) -> None:
+        if isinstance(values, (bytes, bytearray)):
+            self.fh.write(values)
+            self.length += len(values) // self.dtype.itemsize
+        else:
+            array = np.ascontiguousarray(values, dtype=self.dtype)
+            self.fh.write(array.tobytes())
+            self.length += len(array)
+
+    def close(self) -> None:
+        self.fh.seek(0)
+        self.fh.write(_npy_header(self.dtype, self.length))
+        self.fh.close()
+
+
+def _read(path: Path, dtype: Any, start: int, count: int, header: int = 0) -> np.ndarray:
+    """`count` items of a raw array file from item `start` (a plain read: the pages are not mapped)."""
+    dtype = np.dtype(dtype)
+    if count <= 0:
+        return np.zeros(0, dtype=dtype)
+    with open(path, "rb") as fh:
+        fh.seek(header + start * dtype.itemsize)
+        return np.fromfile(fh, dtype=dtype, count=count)
+
+
+class _Run:
+    """One spilled batch of postings, sorted by (term, section): three raw files and a read cursor."""
+
+    def __init__(self, folder: Path, number: int, first_doc: int, last_doc: int, length: int) -> None:
+        self.base = folder / f"run_{number:06d}"
+        self.first_doc, self.last_doc, self.length = first_doc, last_doc, length
+        self.cursor = 0
+
+    def path(self, column: str) -> Path:
+        return Path(f"{self.base}.{column}.bin")
+
+    def take_below(self, term_stop: int, expected: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries from the cursor on whose term is below `term_stop`; the cursor moves past them."""
+        start = self.cursor
+        window = max(expected, 4096)
+        while True:
+            count = min(window, self.length - start)
+            terms = _read(self.path("terms"), np.int32, start, count)
+            stop = int(np.searchsorted(terms, term_stop))
+            if stop < count or start + count >= self.length:
+                break
+            window *= 4
+        self.cursor = start + stop
+        return (terms[:stop], _read(self.path("docs"), np.int32, start, stop),
+                _read(self.path("tf"), np.uint16, start, stop))
+
+
+class IndexWriter:
+    """Build a section index into `directory` from sections added one at a time.
+
+        writer = IndexWriter("index/", shards=1)
+        writer.add_all(sections)          # any iterable, consumed once
+        writer.finish()                   # -> the directory (or the folder of shards)
+
+    Parameters as `SectionIndex.build` (k1, b, idf, epsilon, dtype). With `shards` > 1 the directory
+    holds `shards.json` and one index per shard (`shard-000`, ...), see corpus_tools.shards."""
+
+    def __init__(self, directory: str | Path, *, k1: float = 1.5, b: float = 0.75, idf: str = "lucene",
+                 epsilon: float = 0.25, dtype: Any = np.float32, shards: int = 1,
+                 batch_sections: int = DEFAULT_BATCH_SECTIONS, block_postings: int = DEFAULT_BLOCK_POSTINGS,
+                 progress: ProgressFn | None = None, total: int | None = None) -> None:
+        if idf not in IDF_MODES:
+            raise ValueError(f"idf must be one of {IDF_MODES}, got {idf!r}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        if shards < 1:
+            raise ValueError(f"shards must be at least 1, got {shards}")
+        self.directory = Path(directory)
+        self.params = {"k1": k1, "b": b, "idf": idf, "epsilon": epsilon, "dtype": np.dtype(dtype)}
+        self.shards = shards
+        self.batch_sections = max(1, batch_sections)
+        self.block_postings = max(1, block_postings)
+        self.progress, self.total = progress, total
+        self.started = time.perf_counter()
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.directory.with_name(f".{self.directory.name}.tmp-{os.getpid()}")
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.spill = self.tmp / "spill"
+        self.spill.mkdir(parents=True)
+        # Columns go straight to their final files when there is one shard, else to the spill folder.
+        column_dir = self.tmp / "index" if shards == 1 else self.spill
+        column_dir.mkdir(exist_ok=True)
+        self.blobs = {c: _NpyAppender(column_dir / f"{c}_blob.npy", np.uint8) for c in _COLUMNS}
+        self.offsets = {c: _NpyAppender(column_dir / f"{c}_offsets.npy", np.int64) for c in _COLUMNS}
+        for c in _COLUMNS:
+            self.offsets[c].append(np.zeros(1, np.int64))
+        self.blob_sizes = dict.fromkeys(_COLUMNS, 0)
+        self.lengths_file = _NpyAppender(self.spill / "doc_lengths.npy", np.int32)
+        self.source_file = _NpyAppender(self.spill / "doc_source.npy", np.int32)
+        # A missing token gets the next id on first lookup (as in SectionIndex.build, so ids agree).
+        self.vocab: dict[str, int] = defaultdict(itertools.count().__next__)
+        self.doc_freq = np.zeros(1024, dtype=np.int64)
+        self.source_index: dict[tuple[str, ...], int] = {}
+        self.runs: list[_Run] = []
+        self.n_docs = 0
+        self._batch: dict[str, Any] = self._empty_batch()
+        self._finished = False
+
+    @staticmethod
+    def _empty_batch() -> dict[str, Any]:
+        return {"ids": [], "lengths": [], "sources": [], **{c: [] for c in _COLUMNS}}
+
+    # ------------------------------------------------------------------------------------------ input
+    def add(self, section: Section) -> None:
+        batch = self._batch
+        tokens = tokenize(index_text(section))
+        batch["ids"].extend(map(self.vocab.__getitem__, tokens))
+        batch["lengths"].append(len(tokens))
+        key = (section.skill_id, section.skill_name, section.repo, section.path, section.commit, section.license)
+        src = self.source_index.get(key)
+        if src is None:
+            src = self.source_index[key] = len(self.source_index)
+        batch["sources"].append(src)
+        batch["text"].append(section.text)
+        batch["heading"].append(section.heading_path)
+        batch["id"].append(section.id)
+        self.n_docs += 1
+        if len(batch["lengths"]) >= self.batch_sections:
+            self._flush()
+
+    def add_all(self, sections: Iterable[Section]) -> "IndexWriter":
+        for section in sections:
+            self.add(section)
+        return self
+
+    def _flush(self) -> None:
+        batch = self._batch
+        n = len(batch["lengths"])
+        if n == 0:
+            return
+        first = self.n_docs - n
+        for column in _COLUMNS:
+            encoded = [value.encode("utf-8") for value in batch[column]]
+            sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+            self.blobs[column].append(b"".join(encoded))
+            self.offsets[column].append(self.blob_sizes[column] + np.cumsum(sizes))
+            self.blob_sizes[column] += int(sizes.sum())
+        self.lengths_file.append(np.asarray(batch["lengths"], dtype=np.int32))
+        self.source_file.append(np.asarray(batch["sources"], dtype=np.int32))
+        terms = np.asarray(batch["ids"], dtype=np.int64)
+        docs = np.repeat(np.arange(first, self.n_docs, dtype=np.int64), batch["lengths"])
+        keys, counts = np.unique((terms << 32) | docs, return_counts=True)  # term-major, then section
+        run_terms = (keys >> 32).astype(np.int32)
+        if len(self.vocab) > len(self.doc_freq):
+            self.doc_freq = np.concatenate([self.doc_freq, np.zeros(2 * len(self.vocab) - len(self.doc_freq), np.int64)])
+        self.doc_freq[: len(self.vocab)] += np.bincount(run_terms, minlength=len(self.vocab))
+        run = _Run(self.spill, len(self.runs), first, self.n_docs, len(keys))
+        run_terms.tofile(run.path("terms"))
+        (keys & 0xFFFFFFFF).astype(np.int32).tofile(run.path("docs"))
+        np.minimum(counts, 65535).astype(np.uint16).tofile(run.path("tf"))
+        self.runs.append(run)
+        self._batch = self._empty_batch()
+        if self.progress is not None:
+            self.progress(self.n_docs, self.total)
+
+    # ------------------------------------------------------------------------------------------ output
+    def finish(self) -> Path:
+        """Merge the runs into the index files and move them into place; returns the directory."""
+        if self._finished:
+            raise RuntimeError("finish() was already called")
+        self._finished = True
+        self._flush()
+        for appender in (*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file):
+            appender.close()
+        n_docs, n_terms = self.n_docs, len(self.vocab)
+        doc_freq = self.doc_freq[:n_terms]
+        doc_lengths = np.load(self.spill / "doc_lengths.npy")
+        doc_source = np.load(self.spill / "doc_source.npy")
+        avgdl = float(doc_lengths.mean()) if n_docs else 0.0
+        idf = idf_values(doc_freq, n_docs, self.params["idf"], self.params["epsilon"])
+        vocab_text = "\n".join(self.vocab)
+        sources = [dict(zip(_SOURCE_FIELDS, key)) for key in self.source_index]
+        bounds = np.linspace(0, n_docs, self.shards + 1).round().astype(np.int64)
+        folders = [self.tmp / "index"] if self.shards == 1 else [self.tmp / f"shard-{i:03d}" for i in range(self.shards)]
+        term_max = np.zeros(n_terms, dtype=np.float64)
+        metas = []
+        for number, folder in enumerate(folders):
+            lo, hi = int(bounds[number]), int(bounds[number + 1])
+            folder.mkdir(exist_ok=True)
+            if self.shards > 1:
+                self._copy_columns(folder, lo, hi)
+            shard_max, postings = self._merge(folder, lo, hi, doc_lengths, idf, avgdl, n_terms)
+            np.maximum(term_max, shard_max, out=term_max)
+            used, local_source = np.unique(doc_source[lo:hi], return_inverse=True)
+            np.save(folder / "doc_lengths.npy", doc_lengths[lo:hi])
+            np.save(folder / "doc_source.npy", local_source.astype(np.int32).reshape(-1))
+            (folder / "sources.json").write_text(json.dumps([sources[i] for i in used], ensure_ascii=False),
+                                                 encoding="utf-8")
+            (folder / "vocab.txt").write_text(vocab_text, encoding="utf-8")
+            meta = {"format_version": FORMAT_VERSION, "tokenizer": TOKENIZER_VERSION,
+                    "k1": self.params["k1"], "b": self.params["b"], "idf": self.params["idf"],
+                    "epsilon": self.params["epsilon"], "dtype": self.params["dtype"].name,
+                    "sections": hi - lo, "terms": n_terms, "postings": postings, "avgdl": avgdl}
+            if self.shards > 1:
+                meta["shard"] = {"number": number, "of": self.shards, "doc_offset": lo, "sections_total": n_docs}
+            metas.append(meta)
+        seconds = round(time.perf_counter() - self.started, 3)
+        for folder, meta in zip(folders, metas):
+            # Every shard bounds a term by its largest weight anywhere, so all shards order and prune
+            # query terms alike (and a shard's scores are bit-identical to the single index's).
+            np.save(folder / "term_max.npy", term_max)
+            meta["build_seconds"] = seconds
+            (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        shutil.rmtree(self.spill)
+        if self.shards == 1:
+            return self._move_into_place(self.tmp / "index")
+        manifest = {"format_version": FORMAT_VERSION, "sections": n_docs, "terms": n_terms,
+                    "shards": [{"dir": f.name, "doc_offset": int(bounds[i]), "sections": int(bounds[i + 1] - bounds[i])}
+                               for i, f in enumerate(folders)]}
+        (self.tmp / SHARDS_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        return self._move_into_place(self.tmp)
+
+    def abort(self) -> None:
+        """Drop everything written so far (nothing at `directory` changes)."""
+        self._finished = True
+        for appender in (*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file):
+            if not appender.fh.closed:
+                appender.fh.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _move_into_place(self, built: Path) -> Path:
+        if built != self.tmp:
+            staged = self.tmp.with_name(self.tmp.name + "-done")
+            built.rename(staged)
+            shutil.rmtree(self.tmp)
+            built = staged
+        if self.directory.exists():
+            old = self.directory.with_name(f".{self.directory.name}.old-{os.getpid()}")
+            self.directory.rename(old)
+            built.rename(self.directory)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            built.rename(self.directory)
+        return self.directory
+
+    def _copy_columns(self, folder: Path, lo: int, hi: int) -> None:
+        """Sections lo..hi of each text column into the shard (offsets rebased to 0), in pieces."""
+        for column in _COLUMNS:
+            offsets = _read(self.spill / f"{column}_offsets.npy", np.int64, lo, hi - lo + 1, _HEADER_BYTES)
+            np.save(folder / f"{column}_offsets.npy", offsets - offsets[0])
+            out = _NpyAppender(folder / f"{column}_blob.npy", np.uint8)
+            with open(self.spill / f"{column}_blob.npy", "rb") as src:
+                src.seek(_HEADER_BYTES + int(offsets[0]))
+                left = int(offsets[-1] - offsets[0])
+                while left > 0:
+                    piece = src.read(min(left, 1 << 24))
+                    out.append(piece)
+                    left -= len(piece)
+            out.close()
+
+    def _merge(self, folder: Path, lo: int, hi: int, doc_lengths: np.ndarray, idf: np.ndarray, avgdl: float,
+               n_terms: int) -> tuple[np.ndarray, int]:
+        """Write indptr/postings/weights of sections lo..hi; returns (largest weight per term, postings)."""
+        runs = [r for r in self.runs if r.first_doc < hi and r.last_doc > lo]
+        whole = all(lo <= r.first_doc and r.last_doc <= hi for r in runs)
+        if whole and len(runs) == len(self.runs):
+            counts = self.doc_freq[:n_terms].copy()
+        else:
+            counts = np.zeros(n_terms, dtype=np.int64)
+            for run in runs:
+                terms = _read(run.path("terms"), np.int32, 0, run.length)
+                if not (lo <= run.first_doc and run.last_doc <= hi):
+                    docs = _read(run.path("docs"), np.int32, 0, run.length)
+                    terms = terms[(docs >= lo) & (docs < hi)]
+                counts += np.bincount(terms, minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        np.save(folder / "indptr.npy", indptr)
+        postings_out = _NpyAppender(folder / "postings.npy", np.int32)
+        weights_out = _NpyAppender(folder / "weights.npy", self.params["dtype"])
+        term_max = np.zeros(n_terms, dtype=np.float64)
+        total = int(indptr[-1])
+        run_share = {id(r): (r.last_doc - r.first_doc) / max(hi - lo, 1) for r in runs}
+        for run in runs:
+            run.cursor = 0
+        t0 = 0
+        while t0 < n_terms:
+            # The next block: as many terms as fit in block_postings (at least one).
+            t1 = int(np.searchsorted(indptr, indptr[t0] + self.block_postings, side="right")) - 1
+            t1 = min(max(t1, t0 + 1), n_terms)
+            block = int(indptr[t1] - indptr[t0])
+            parts_terms, parts_docs, parts_tf = [], [], []
+            for run in runs:
+                terms, docs, tf = run.take_below(t1, int(block * run_share[id(run)] * 1.2) + 16)
+                if not (lo <= run.first_doc and run.last_doc <= hi):
+                    keep = (docs >= lo) & (docs < hi)
+                    terms, docs, tf = terms[keep], docs[keep], tf[keep]
+                parts_terms.append(terms)
+                parts_docs.append(docs)
+                parts_tf.append(tf)
+            terms = np.concatenate(parts_terms) if parts_terms else np.zeros(0, np.int32)
+            # Runs come in section order, so a stable sort by term keeps each posting list sorted.
+            order = np.argsort(terms, kind="stable")
+            terms = terms[order]
+            docs = np.concatenate(parts_docs)[order] if parts_docs else np.zeros(0, np.int32)
+            tf = np.concatenate(parts_tf)[order] if parts_tf else np.zeros(0, np.uint16)
+            del parts_terms, parts_docs, parts_tf, order
+            if len(terms) != block:
+                raise AssertionError(f"merge lost postings: block {t0}..{t1} has {len(terms)} of {block}")
+            weights = bm25_weights(idf[terms], tf, doc_lengths[docs], self.params["k1"], self.params["b"], avgdl,
+                                   self.params["dtype"])
+            postings_out.append((docs - lo).astype(np.int32))
+            weights_out.append(weights)
+            if len(terms):
+                starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+                term_max[terms[starts]] = np.maximum.reduceat(weights, starts)
+            t0 = t1
+        postings_out.close()
+        weights_out.close()
+        if postings_out.length != total:
+            raise AssertionError(f"merge wrote {postings_out.length} postings, expected {total}")
+        return term_max, total
+
+
+def write_index(sections: Iterable[Section], directory: str | Path, **options: Any) -> Path:
+    """Stream `sections` into an index at `directory` (options: see `IndexWriter`); returns the path.
+    Nothing at `directory` changes if building fails."""
+    writer = IndexWriter(directory, **options)
+    try:
+        writer.add_all(sections)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def build_streaming(sections: Iterable[Section], directory: str | Path, **options: Any) -> SectionIndex:
+    """`write_index`, then the index loaded memory-mapped."""
+    return SectionIndex.load(write_index(sections, directory, **options))
