@@ -140,3 +140,26 @@ def test_the_shipped_demo_data_is_synthetic_and_its_recorded_split_is_reproduced
     harness = OfficeQAHarness()
     assert [t.id for t in harness.tasks("val")] == recorded["val"]
     assert {n: len(t) for n, t in harness.splits().items()} == {"train": 6, "val": 3, "test": 21}
+
+
+def test_an_index_cache_folder_keeps_the_bm25_index_for_the_next_run(tmp_path, monkeypatch):
+    from corpus_tools.index import SectionIndex
+
+    folder = make_official_folder(tmp_path / "oqa", hard=3, easy=3)
+    cache = tmp_path / "cache"
+    first = OfficeQAHarness(data_dir=folder, index_cache_dir=cache).corpus
+    assert [doc.name for doc, *_ in first.search("receipts", k=1, years=(1990, 1990))] == ["treasury_bulletin_1990_06"]
+    saved = list(cache.glob("index-*/meta.json"))
+    assert len(saved) == 1
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the cached index should have been loaded")
+
+    monkeypatch.setattr(SectionIndex, "build", no_build)
+    second = OfficeQAHarness(data_dir=folder, index_cache_dir=cache).corpus
+    assert [doc.name for doc, *_ in second.search("receipts", k=3)] == [doc.name for doc, *_ in first.search("receipts", k=3)]
+    # A changed corpus file gets a new index.
+    (folder / CORPUS_SUBDIR / "treasury_bulletin_1941_01.txt").write_text("Receipts changed\n")
+    monkeypatch.undo()
+    OfficeQAHarness(data_dir=folder, index_cache_dir=cache).corpus.search("receipts")
+    assert len(list(cache.glob("index-*/meta.json"))) == 2

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -30,6 +31,7 @@ from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_CHARS = 3000
+PAGE_CACHE_DOCUMENTS = 64  # split documents kept in memory (a full bulletin is ~0.7 MB)
 IN_MEMORY_LIMIT_BYTES = 20_000_000  # corpora smaller than this are indexed in memory, never cached
 _DATED_NAME = re.compile(r"_(?P<year>\d{4})_(?P<month>\d{1,2})$")
 _PAGE_MARKER = re.compile(r"^--- PAGE (\d+) ---[ \t]*$", re.MULTILINE)
@@ -88,7 +90,7 @@ class Corpus:
         self.documents = {p.stem: document_of(p) for p in paths}
         self.cache_dir = cache_dir
         self._index: SectionIndex | None = None
-        self._pages: dict[str, list[tuple[int, str]]] = {}
+        self._pages: OrderedDict[str, list[tuple[int, str]]] = OrderedDict()  # recently read documents
 
     # ------------------------------------------------------------------ documents and pages
     def find(self, name: str) -> Document | None:
@@ -99,9 +101,13 @@ class Corpus:
         return self.documents.get(stem) or self.documents.get(stem.lower())
 
     def pages(self, name: str) -> list[tuple[int, str]]:
-        if name not in self._pages:
+        if name in self._pages:
+            self._pages.move_to_end(name)
+        else:
             text = self.documents[name].path.read_text(encoding="utf-8", errors="replace")
             self._pages[name] = split_pages(text, self.page_chars)
+            while len(self._pages) > PAGE_CACHE_DOCUMENTS:
+                self._pages.popitem(last=False)
         return self._pages[name]
 
     def matching(self, years: tuple[int, int] | None, month: int | None) -> list[str]:
