@@ -252,7 +252,7 @@ class SectionIndex:
                 if len(live) >= k:
                     theta = np.partition(live_scores, len(live) - k)[len(live) - k]
                     if theta > remaining[i]:
-                        return self._finish_pruned(live, live_scores, theta, remaining[i], starts[i:], stops[i:],
+                        return self._finish_pruned(live, live_scores, theta, remaining[i:], starts[i:], stops[i:],
                                                    qtf[i:], k)
             if lengths[i] > big:
                 break  # a common term: cheaper to score the rest exhaustively
@@ -278,19 +278,25 @@ class SectionIndex:
         first = np.flatnonzero(np.r_[True, both[1:] != both[:-1]])
         return both[first], np.add.reduceat(both_scores, first)
 
-    def _finish_pruned(self, cand: np.ndarray, scores: np.ndarray, theta: float, bound: float, starts: np.ndarray,
-                       stops: np.ndarray, qtf: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """No unseen section can reach `theta`; complete the exact scores of the candidates that can."""
-        alive = scores + bound >= theta
-        cand, scores = cand[alive], scores[alive].copy()
-        for lo, hi, w in zip(starts, stops, qtf):
+    def _finish_pruned(self, cand: np.ndarray, scores: np.ndarray, theta: float, remaining: np.ndarray,
+                       starts: np.ndarray, stops: np.ndarray, qtf: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """No unseen section can reach `theta`; complete the exact scores of the candidates that can.
+        `remaining[j]` bounds what terms j.. can still add, so before each term the candidates that
+        cannot reach `theta` even with every remaining term are dropped (the list shrinks as it goes)."""
+        scores = scores.copy()
+        # int32 needles: searching int64 in an int32 posting row would first copy the whole row.
+        cand = cand.astype(self.postings.dtype, copy=False)
+        for lo, hi, w, bound in zip(starts, stops, qtf, remaining):
+            alive = scores + bound >= theta
+            if not alive.all():
+                cand, scores = cand[alive], scores[alive]
             row = self.postings[lo:hi]
             pos = np.searchsorted(row, cand)
             inside = pos < len(row)
             found = np.zeros(len(cand), dtype=bool)
             found[inside] = row[pos[inside]] == cand[inside]
             scores[found] += self.weights[lo + pos[found]].astype(np.float64) * w
-        return self._select(cand, scores, k)
+        return self._select(cand.astype(np.int64), scores, k)
 
     def _accumulate(self, starts: np.ndarray, stops: np.ndarray, qtf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Exhaustive scores of every section that contains at least one of the given terms."""
@@ -414,7 +420,8 @@ class SectionIndex:
         mode = "r" if mmap else None
 
         def arr(name: str) -> np.ndarray:
-            return np.load(directory / f"{name}.npy", mmap_mode=mode)
+            # A plain ndarray view of the map: slicing a np.memmap costs a Python-level __getitem__ each time.
+            return np.asarray(np.load(directory / f"{name}.npy", mmap_mode=mode))
 
         vocab_text = (directory / "vocab.txt").read_text(encoding="utf-8")
         terms = vocab_text.split("\n") if vocab_text else []
