@@ -1,13 +1,17 @@
 """Retrievers: the one place RASI/RASU ask for corpus sections.
 
 Every retriever satisfies `SectionSearcher` (a `search(query, k, exclude_repos, exclude_skills)`
-method returning `corpus_tools.index.Hit`s), so the algorithm switches methods by a config string:
+method returning `corpus_tools.index.Hit`s whose sections keep their provenance), and is chosen and
+configured by one `RetrievalOptions` (the `retrieval:` block of a run config):
 
-* ``"bm25"``  — the section-level BM25 index itself (the paper's default).
-* ``"field"`` — field-aware skill retrieval (name / description / body, sparse + dense fused),
-  whose top skills are then searched section-wise with BM25.
-* ``"dreamer"`` — SkillDreamer prospective retrieval (capabilities + pseudo-skills through the
-  gateway), again narrowing the section search to the skills it finds.
+* ``"bm25"``   -- the section-level BM25 index itself (the paper's default).
+* ``"tfidf"``  -- whole skills ranked by TF-IDF cosine (sublinear tf), then their best BM25 sections.
+* ``"hybrid"`` -- sparse + dense over sections: the BM25 top `candidates` sections, re-scored by the
+  mean of their min-max-scaled BM25 score and dense cosine to the query (`dense_weight` shifts it).
+* ``"field"``  -- field-aware skill retrieval (name / description / body; uniform or MLP fusion),
+  then the section search narrowed to the skills it finds.
+* ``"dreamer"`` -- SkillDreamer prospective retrieval (capabilities + pseudo-skills through the
+  gateway; Kc/Kr/K, alpha/beta/gamma in `dreamer`), narrowed to sections the same way.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from raso.retrieval.dreamer import DreamerConfig
 
 if TYPE_CHECKING:
     from corpus_tools.index import Hit, SectionIndex
@@ -27,7 +34,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RETRIEVER_KINDS: tuple[str, ...] = ("bm25", "field", "dreamer")
+RETRIEVER_KINDS: tuple[str, ...] = ("bm25", "tfidf", "hybrid", "field", "dreamer")
+RetrieverKind = Literal["bm25", "tfidf", "hybrid", "field", "dreamer"]
+
+
+class RetrievalOptions(BaseModel):
+    """Which retriever RASI/RASU use and its options (only the chosen kind's options are read)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: RetrieverKind = Field("bm25", description="bm25 | tfidf | hybrid | field | dreamer")
+    top_skills: int = Field(10, ge=1, description="tfidf, field: skills whose sections are searched")
+    fusion: Literal["uniform", "mlp"] = Field(
+        "uniform", description="field: mean of the six min-max-scaled field scores, or a trained MLP over them")
+    mlp_path: Path | None = Field(None, description="field + mlp: a fusion model saved by `raso retrieval eval`")
+    field_method: str | None = Field(
+        None, description="field: any corpus_tools.retrieval.fusion method name, overriding `fusion`")
+    encoder: str = Field("minilm", description="dense encoder for hybrid/field/dreamer: minilm (int8 ONNX), "
+                         "st:<sentence-transformers model>, litellm:<embedding model>, or none (sparse only)")
+    candidates: int = Field(50, ge=1, description="hybrid: BM25 sections re-scored with the dense encoder")
+    dense_weight: float = Field(0.5, ge=0.0, le=1.0, description="hybrid: weight of the dense cosine "
+                                "(1 - weight goes to BM25), both min-max scaled over the candidates")
+    dreamer: DreamerConfig = Field(default_factory=DreamerConfig,
+                                   description="dreamer: kc, kr, k, alpha, beta, gamma, max_capabilities")
+    cache_dir: Path | None = Field(None, description="embedding cache (default: $RASO_CACHE_DIR/embeddings)")
 
 
 @runtime_checkable
@@ -43,29 +73,81 @@ class SectionSearcher(Protocol):
     ) -> list[Hit]: ...
 
 
-def build_retriever(kind: str, *, index: Any, gateway: Any = None, **options: Any) -> SectionSearcher:
-    """Return a section searcher of the given kind over `index` (a `corpus_tools.index.SectionIndex`).
+def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = None, *, index: Any,
+                    gateway: Any = None, skills: Sequence[Any] | None = None, encoder: Encoder | None = None,
+                    **legacy: Any) -> SectionSearcher:
+    """The section searcher `options` describe, over `index` (a `corpus_tools.index.SectionIndex`).
 
-    `gateway` is needed by "dreamer" (its model calls); `options` go to the retriever's constructor
-    (for "field": `skills=` records, `method=`; for "dreamer": `skills=`, Kc/Kr/K/alpha/beta/gamma).
-    """
-    kind = (kind or "").strip().lower()
-    if kind not in RETRIEVER_KINDS:
-        raise ValueError(f"unknown retriever kind {kind!r}; choose one of {', '.join(RETRIEVER_KINDS)}")
+    `options`: a `RetrievalOptions`, a dict of its fields, or just the kind ("bm25"). `gateway` is
+    needed by "dreamer" (its model calls). `skills` (records with id, name, description, body) is the
+    skill pool for tfidf/field/dreamer; by default it is rebuilt from the index. `encoder` overrides
+    `options.encoder` with a ready encoder. The old call form `build_retriever("field", index=...,
+    method=..., top_skills=...)` still works: keyword options go to the retriever's constructor."""
+    if options is None:
+        options = RetrievalOptions()
+    elif isinstance(options, str):
+        kind = options.strip().lower()
+        if kind not in RETRIEVER_KINDS:
+            raise ValueError(f"unknown retriever kind {options!r}; choose one of {', '.join(RETRIEVER_KINDS)}")
+        options = RetrievalOptions(kind=kind)  # type: ignore[arg-type]
+    elif isinstance(options, dict):
+        options = RetrievalOptions.model_validate(options)
     if index is None:
         raise ValueError("build_retriever needs a section index (corpus_tools.index.SectionIndex)")
+    kind = options.kind
     if kind == "bm25":
-        if options:
-            raise ValueError(f"the bm25 retriever takes no options, got {sorted(options)}")
+        if legacy:
+            raise ValueError(f"the bm25 retriever takes no options, got {sorted(legacy)}")
         return index
-    if kind == "field":
-        return FieldSectionRetriever.from_index(index, **options)
-    # kind == "dreamer"
-    if gateway is None:
+    if kind == "dreamer" and gateway is None:
         raise ValueError("the dreamer retriever calls the model: pass gateway=LLMGateway(...)")
-    return DreamerSectionRetriever.from_index(index, gateway=gateway, **options)
+    if legacy:  # the old form: constructor keywords
+        if skills is not None:
+            legacy["skills"] = skills
+        if encoder is not None:
+            legacy["encoder"] = encoder
+        if kind == "field":
+            return FieldSectionRetriever.from_index(index, **legacy)
+        if kind == "dreamer":
+            return DreamerSectionRetriever.from_index(index, gateway=gateway, **legacy)
+        raise ValueError(f"pass the {kind} retriever's options as RetrievalOptions, got keywords {sorted(legacy)}")
+    sparse_only = options.encoder.strip().lower() == "none"
+    if kind == "tfidf":
+        return FieldSectionRetriever.from_index(index, skills=skills, method="tfidf", top_skills=options.top_skills)
+    if encoder is None and not sparse_only and kind in ("hybrid", "field", "dreamer"):
+        encoder = encoder_from_spec(options.encoder)
+    if kind == "hybrid":
+        if encoder is None:
+            raise RuntimeError("the hybrid retriever needs a dense encoder: install the `dense` extra "
+                               "or set retrieval.encoder")
+        return HybridSectionRetriever(index, encoder, candidates=options.candidates,
+                                      dense_weight=options.dense_weight)
+    if kind == "field":
+        method = options.field_method
+        if method is None and options.fusion == "mlp":
+            method = "mlp"
+        elif method is None and sparse_only:
+            method = "tfidf-fields"
+        return FieldSectionRetriever.from_index(index, skills=skills, method=method, encoder=encoder,
+                                                cache_dir=options.cache_dir, top_skills=options.top_skills,
+                                                mlp_path=options.mlp_path)
+    return DreamerSectionRetriever.from_index(index, gateway=gateway, skills=skills, encoder=encoder,
+                                              cache_dir=options.cache_dir, use_dense=not sparse_only,
+                                              **options.dreamer.model_dump())
 
 
+def encoder_from_spec(spec: str) -> Encoder | None:
+    """'minilm' (None when the `dense` extra is missing), 'st:<model>', 'litellm:<model>' or 'none'."""
+    spec = spec.strip()
+    if spec.lower() == "none":
+        return None
+    if spec.startswith("litellm:"):
+        return litellm_encoder(spec[len("litellm:"):])
+    if spec in ("minilm", "onnx"):
+        return default_encoder()
+    from corpus_tools.retrieval.dense import make_encoder
+
+    return make_encoder(spec)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -263,3 +345,51 @@ class DreamerSectionRetriever(_SkillNarrowedSearch):
         # round-robin order is the ranking: scores fall with the merged position
         n = len(result.ranked)
         return [(sid, float(n - i)) for i, sid in enumerate(result.ranked)]
+
+
+class HybridSectionRetriever:
+    """Sparse + dense over sections: BM25 proposes the top `candidates` sections (filters applied
+    there), the dense encoder re-scores them by cosine to the query, and the two scores, each
+    min-max scaled over the candidates, are mixed (`dense_weight` for the cosine). Section vectors
+    are kept per section number, so a section is encoded once per process."""
+
+    def __init__(self, index: SectionIndex, encoder: Encoder, *, candidates: int = 50, dense_weight: float = 0.5,
+                 max_cached: int = 200_000) -> None:
+        self.index = index
+        self.encoder = encoder
+        self.candidates = candidates
+        self.dense_weight = dense_weight
+        self.max_cached = max_cached
+        self._vectors: dict[int, np.ndarray] = {}
+
+    def _section_vectors(self, docs: Sequence[int]) -> np.ndarray:
+        from corpus_tools.index import index_text
+
+        missing = [d for d in docs if d not in self._vectors]
+        if missing:
+            if len(self._vectors) + len(missing) > self.max_cached:
+                self._vectors.clear()
+            texts = [index_text(self.index.section(d)) for d in missing]
+            for d, v in zip(missing, np.asarray(self.encoder.encode(texts), dtype=np.float32)):
+                self._vectors[d] = v
+        return np.stack([self._vectors[d] for d in docs])
+
+    def search(self, query: str, k: int = 5, exclude_repos: Sequence[str] = (),
+               exclude_skills: Sequence[str] = ()) -> list[Hit]:
+        from corpus_tools.index import Hit
+
+        docs, sparse = self.index.top_k(query, max(k, self.candidates), exclude_repos, exclude_skills)
+        if len(docs) == 0:
+            return []
+        doc_list = [int(d) for d in docs]
+        query_vector = np.asarray(self.encoder.encode([query]), dtype=np.float32)[0]
+        dense = self._section_vectors(doc_list) @ query_vector
+        fused = (1.0 - self.dense_weight) * _minmax(np.asarray(sparse, np.float64)) + \
+            self.dense_weight * _minmax(dense.astype(np.float64))
+        order = np.lexsort((docs, -fused))[:k]
+        return [Hit(self.index.section(doc_list[i]), float(fused[i])) for i in order]
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    span = values.max() - values.min()
+    return (values - values.min()) / span if span > 0 else np.ones_like(values)
