@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
 from raso.llm.errors import makes_model_unusable
-from raso.prompts import render
+from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
 Mode = Literal["none", "full", "select", "progressive"]
@@ -151,11 +151,18 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 class ExecutionAgent:
-    """Runs tasks for harnesses; satisfies `raso.harness.RolloutRunner`. Thread-safe (no per-run state on self)."""
+    """Runs tasks for harnesses; satisfies `raso.harness.RolloutRunner`. Thread-safe (no per-run state on self).
 
-    def __init__(self, gateway: Any, config: AgentConfig | None = None) -> None:
+    `prompts` is the template library of the agent's prompts (None = the package defaults;
+    `PromptLibrary.for_harness(harness)` lets the harness's `prompts/` folder replace any of them).
+    """
+
+    def __init__(
+        self, gateway: Any, config: AgentConfig | None = None, *, prompts: PromptLibrary | None = None
+    ) -> None:
         self.gateway = gateway
         self.config = config or AgentConfig()
+        self.prompts = prompts or DEFAULT_PROMPTS
 
     # ------------------------------------------------------------------ public
     def run(self, harness: Harness, task: Task, skills: Sequence[Skill] | None = None) -> Rollout:
@@ -291,12 +298,14 @@ class ExecutionAgent:
     # ------------------------------------------------------------------ prompts and history
     def system_prompt(self, harness: Harness, in_prompt: Sequence[Skill], catalog: Sequence[Skill], max_steps: int) -> str:
         if in_prompt:
-            skill_section = render("agent_skills_full.md", skills="\n\n".join(quote_skill(s) for s in in_prompt))
+            skill_section = self.prompts.render("agent_skills_full.md",
+                                                skills="\n\n".join(quote_skill(s) for s in in_prompt))
         elif catalog:
-            skill_section = render("agent_skills_catalog.md", catalog=skill_catalog(catalog), max_loads=self.config.max_loads)
+            skill_section = self.prompts.render("agent_skills_catalog.md", catalog=skill_catalog(catalog),
+                                                max_loads=self.config.max_loads)
         else:
             skill_section = ""
-        return render(
+        return self.prompts.render(
             "agent_system.md",
             task_description=harness.task_description,
             harness_description=harness.harness_description,
@@ -339,7 +348,7 @@ class ExecutionAgent:
             messages.append({"role": "assistant", "content": turn.reply})
             messages.append({"role": "user", "content": turn.observation})
         if self.config.turn_reminder:  # only on the newest message, so it is never repeated in the history
-            reminder = reminder or render("agent_reminder.md").strip()
+            reminder = reminder or self.prompts.render("agent_reminder.md").strip()
             messages[-1] = {"role": "user", "content": f"{messages[-1]['content']}\n\n{reminder}"}
         return messages
 
@@ -379,13 +388,13 @@ class ExecutionAgent:
         from raso.llm.gateway import response_format_for, supports_schema_mode
         from raso.llm.structured import parse_structured, with_instructions
 
-        prompt = render(
+        prompt = self.prompts.render(
             "agent_select.md",
             task_description=harness.task_description,
             task=cut_middle(task.instruction or observation, self.config.max_observation_chars),
             candidates=skill_catalog(skills),
         )
-        messages = with_instructions([{"role": "user", "content": prompt}], SkillChoice)
+        messages = with_instructions([{"role": "user", "content": prompt}], SkillChoice, prompts=self.prompts)
         _, role_cfg = self.gateway.config.resolve_role(self.config.role)
         params: dict[str, Any] = {"max_tokens": 64}
         if self.config.temperature is not None:

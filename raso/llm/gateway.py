@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from raso.prompts import PromptLibrary
+
 from . import local, scripted  # noqa: F401  (importing registers the `local/` and `scripted/` providers)
 from ._litellm import litellm
 from .cache import ResponseCache, cache_key
@@ -159,15 +161,17 @@ class LLMGateway:
         *,
         stage: str = "default",
         cache_key_extra: str | None = None,
+        prompts: PromptLibrary | None = None,
         **params: Any,
     ) -> T:
         """A validated `schema` instance. Invalid output gets one repair attempt that shows the model the
-        validation error; then StructuredOutputError carrying the raw text."""
+        validation error; then StructuredOutputError carrying the raw text. `prompts` supplies the schema
+        instruction and repair templates (None = the package defaults)."""
         role_name, role_cfg = self._resolve(role)
         call_params = self._call_params(role_cfg, params)
         if supports_schema_mode(role_cfg.model):
             call_params["response_format"] = response_format_for(role_cfg.model, schema)
-        prompt = with_instructions(messages, schema)
+        prompt = with_instructions(messages, schema, prompts=prompts)
         first = self._complete(role_name, role_cfg, stage, prompt, call_params, cache_key_extra)
         try:
             return parse_structured(first.text, schema)
@@ -176,7 +180,7 @@ class LLMGateway:
         repair = [
             *prompt,
             {"role": "assistant", "content": first.text},
-            {"role": "user", "content": repair_prompt(schema, error)},
+            {"role": "user", "content": repair_prompt(schema, error, prompts=prompts)},
         ]
         second = self._complete(role_name, role_cfg, stage, repair, call_params, cache_key_extra)
         try:

@@ -4,39 +4,37 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
-from pathlib import Path
-from string import Template
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
+
 T = TypeVar("T", bound=BaseModel)
 
-_PROMPTS = Path(__file__).with_name("prompts")
+INSTRUCTIONS_TEMPLATE = "structured_instructions.md"
+REPAIR_TEMPLATE = "structured_repair.md"
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-@cache
-def _template(name: str) -> Template:
-    return Template((_PROMPTS / name).read_text(encoding="utf-8"))
 
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
-def schema_instructions(model: type[BaseModel]) -> str:
-    return _template("structured_instructions.md").substitute(schema=json.dumps(schema_of(model), indent=1))
+def schema_instructions(model: type[BaseModel], *, prompts: PromptLibrary | None = None) -> str:
+    return (prompts or DEFAULT_PROMPTS).render(INSTRUCTIONS_TEMPLATE, schema=json.dumps(schema_of(model), indent=1))
 
 
-def repair_prompt(model: type[BaseModel], error: str) -> str:
-    return _template("structured_repair.md").substitute(schema=json.dumps(schema_of(model), indent=1), error=error)
+def repair_prompt(model: type[BaseModel], error: str, *, prompts: PromptLibrary | None = None) -> str:
+    return (prompts or DEFAULT_PROMPTS).render(REPAIR_TEMPLATE, schema=json.dumps(schema_of(model), indent=1),
+                                               error=error)
 
 
-def with_instructions(messages: list[dict[str, Any]], model: type[BaseModel]) -> list[dict[str, Any]]:
-    """Append the schema instructions to the last user message (or add one)."""
-    instructions = schema_instructions(model)
+def with_instructions(
+    messages: list[dict[str, Any]], model: type[BaseModel], *, prompts: PromptLibrary | None = None
+) -> list[dict[str, Any]]:
+    """Append the schema instructions to the last user message (or add one). `prompts` None = the defaults."""
+    instructions = schema_instructions(model, prompts=prompts)
     out = [dict(m) for m in messages]
     for msg in reversed(out):
         if msg.get("role") == "user" and isinstance(msg.get("content"), str):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from raso.llm import LLMGateway, StructuredOutputError
+from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
 from . import roles
 from .render import PromptLimits, render_section
@@ -65,20 +65,21 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-@cache
-def _instruction_words() -> str:
-    return _words(roles.template("adaptation").template.replace("$", " "))
+def _instruction_words(prompts: PromptLibrary) -> str:
+    # The slot markers' names become words too; harmless, as a lesson is judged by containment.
+    return _words(prompts.template(roles.ADAPTATION_TEMPLATE))
 
 
-def empty_lesson_reason(lesson: str, requirement: str) -> str | None:
+def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary | None = None) -> str | None:
     """Why `lesson` adds nothing to the skill, or None. Small models often echo their input instead of
-    adapting the sections: the requirement itself, or a phrase of the prompt's instructions."""
+    adapting the sections: the requirement itself, or a phrase of the prompt's instructions (of the
+    adaptation template in `prompts`, None = the package default)."""
     words = _words(lesson)
     if not words:
         return "it has no words"
     if words == _words(requirement):
         return "it only restates the requirement"
-    if len(words) >= 12 and words in _instruction_words():
+    if len(words) >= 12 and words in _instruction_words(prompts or DEFAULT_PROMPTS):
         return "it copies the prompt's instructions"
     return None
 
@@ -91,14 +92,15 @@ def adapt_lesson(
     harness_description: str,
     sections: Sequence[RetrievedSection],
     limits: PromptLimits,
+    prompts: PromptLibrary | None = None,
 ) -> Lesson:
     """One adaptation call. The lesson's requirement and sources come from the inputs, never from the
     model's reply, so text in a section cannot retarget the lesson or forge its provenance."""
     out = roles.adapt(gw, roles.AdaptationInput(
         requirement=requirement, task_description=task_description, harness_description=harness_description,
         sections=list(sections),
-    ), limits)
-    reason = empty_lesson_reason(out.lesson, requirement)
+    ), limits, prompts=prompts)
+    reason = empty_lesson_reason(out.lesson, requirement, prompts=prompts)
     if reason is not None:
         raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])
@@ -117,12 +119,14 @@ def gather_lessons(
     exclude_repos: Sequence[str] = (),
     exclude_skills: Sequence[str] = (),
     workers: int = 1,
+    prompts: PromptLibrary | None = None,
 ) -> tuple[list[Lesson], list[list[RetrievedSection]], list[str]]:
     """Retrieve and adapt each (requirement, query) pair.
 
     Returns (lessons, retrieved sections per item, errors). An item whose query finds nothing gets no
     lesson; an item whose adaptation reply is junk (StructuredOutputError) is skipped and reported in
     errors, so one bad reply does not sink a whole initialization or update. Order follows `items`.
+    `prompts` is the template library of the adaptation calls (None = the package defaults).
     """
     retrieved = [
         retrieve(retriever, query, k, exclude_repos=exclude_repos, exclude_skills=exclude_skills)
@@ -138,7 +142,8 @@ def gather_lessons(
             return raw_lesson(requirement, sections, limits)
         try:
             return adapt_lesson(gw, requirement=requirement, task_description=task_description,
-                                harness_description=harness_description, sections=sections, limits=limits)
+                                harness_description=harness_description, sections=sections, limits=limits,
+                                prompts=prompts)
         except (StructuredOutputError, EmptyLessonError) as exc:
             return f"adaptation for requirement {index + 1} ({requirement[:80]!r}) skipped: {exc}"
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from raso.llm import LLMGateway, StructuredOutputError
+from raso.prompts import PromptLibrary
 
 from . import roles
 from .adaptation import gather_lessons
@@ -47,10 +48,13 @@ def initialize_skill(
     exclude_skills: Sequence[str] = (),
     limits: PromptLimits | None = None,
     workers: int = 1,
+    prompts: PromptLibrary | None = None,
 ) -> InitResult:
     """Write the initial skill s0. `retriever=None` is RFSI; `adapt=False` is RASI without adaptation.
 
     `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
+    `prompts` is the template library of every call (None = the package defaults; a harness's library lets
+    its `prompts/` folder replace any template).
     Raises StructuredOutputError when query-init or skill-init return junk (a junk lesson is only skipped
     and noted in `errors`) and LLMError when the model cannot be reached.
     """
@@ -62,7 +66,7 @@ def initialize_skill(
     plan = roles.query_init(gw, roles.QueryInitInput(
         task_description=task_description, harness_description=harness_description,
         num_requirements=num_requirements,
-    ), limits)
+    ), limits, prompts=prompts)
     requirements = _dedupe(plan.requirements, num_requirements)
 
     mode: InitMode = "rfsi"
@@ -72,14 +76,14 @@ def initialize_skill(
         lessons, retrieved, errors = gather_lessons(
             gw, items=[(r.requirement, r.query) for r in requirements], task_description=task_description,
             harness_description=harness_description, retriever=retriever, k=k, adapt=adapt, limits=limits,
-            exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers,
+            exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers, prompts=prompts,
         )
 
     try:
         draft = roles.skill_init(gw, roles.SkillInitInput(
             task_description=task_description, harness_description=harness_description,
             requirements=requirements, lessons=lessons,
-        ), limits)
+        ), limits, prompts=prompts)
     except StructuredOutputError as exc:
         # The requirements and lessons already cost model calls and are sound on their own: keep them as the
         # skill rather than lose the whole init to one unusable draft (small models can run out of tokens

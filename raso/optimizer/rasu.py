@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway, StructuredOutputError
+from raso.prompts import PromptLibrary
 from raso.skill import Skill
 
 from . import roles
@@ -71,6 +72,7 @@ def propose_update(
     limits: PromptLimits | None = None,
     workers: int = 1,
     failures_only: bool = True,
+    prompts: PromptLibrary | None = None,
 ) -> UpdateProposal:
     """Propose s_{t+1} from the rollouts of s_t. `retriever=None` is RFSU; `adapt=False` pastes raw sections.
 
@@ -79,6 +81,8 @@ def propose_update(
     (both noted in `errors`); junk from the skill-update call raises StructuredOutputError. When no failure
     mode is found, the proposal is `unchanged` and its candidate is s_t (no update call is made).
     `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
+    `prompts` is the template library of every call (None = the package defaults; a harness's library lets
+    its `prompts/` folder replace any template).
     """
     if not rollouts:
         raise ValueError("propose_update needs at least one rollout")
@@ -95,7 +99,7 @@ def propose_update(
             out = roles.gradient_query(gw, roles.GradientInput(
                 task_description=task_description, harness_description=harness_description,
                 skill=skill, rollouts=chunk,
-            ), limits)
+            ), limits, prompts=prompts)
             chunk_gradients.append(out.gradients)
         except StructuredOutputError as exc:
             chunk_gradients.append([])
@@ -106,7 +110,7 @@ def propose_update(
         return UpdateProposal(mode=mode, candidate=skill, chunk_gradients=chunk_gradients, unchanged=True,
                               errors=errors)
     try:
-        merged = roles.merge(gw, roles.MergeInput(gradients=pooled), limits).gradients
+        merged = roles.merge(gw, roles.MergeInput(gradients=pooled), limits, prompts=prompts).gradients
     except StructuredOutputError as exc:
         merged = []
         errors.append(f"merge failed, using the chunk outputs: {exc}")
@@ -118,14 +122,14 @@ def propose_update(
         lessons, retrieved, lesson_errors = gather_lessons(
             gw, items=items, task_description=task_description, harness_description=harness_description,
             retriever=retriever, k=k, adapt=adapt, limits=limits, exclude_repos=exclude_repos,
-            exclude_skills=exclude_skills, workers=workers,
+            exclude_skills=exclude_skills, workers=workers, prompts=prompts,
         )
         errors.extend(lesson_errors)
 
     draft = roles.skill_update(gw, roles.SkillUpdateInput(
         task_description=task_description, harness_description=harness_description, skill=skill,
         gradients=gradients, lessons=lessons,
-    ), limits)
+    ), limits, prompts=prompts)
     candidate = draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
                                keep_name=True, metadata=skill.metadata)
     return UpdateProposal(mode=mode, candidate=candidate, gradients=gradients, chunk_gradients=chunk_gradients,

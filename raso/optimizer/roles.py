@@ -1,7 +1,10 @@
-"""The RASO agent roles. Each role is one function: a pydantic input, a `.md` prompt template in
-`prompts/`, one structured gateway call (role "optimizer", its own stage name), a pydantic output.
+"""The RASO agent roles. Each role is one function: a pydantic input, a `.md` prompt template
+(`prompts/optimizer_*.md`, read through `raso.prompts`), one structured gateway call (role "optimizer", its
+own stage name), a pydantic output.
 
 `*_messages(inp, limits)` builds the exact messages a role sends, so tests and run logs can inspect them.
+Every role takes `prompts`, the PromptLibrary to read templates from (None = the package defaults; a
+harness's library lets its `prompts/` folder replace any of them).
 
 Every template starts with the shared context (task description, harness description, then the current skill
 where there is one) and states its instruction after it: calls of different roles then share a long prompt
@@ -11,14 +14,13 @@ prefix, which the embedded model's KV-state cache and hosted providers' prompt c
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
-from string import Template
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
+from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
 from .render import (
@@ -35,7 +37,15 @@ from .render import (
 from .types import Gradient, Lesson, Requirement, RetrievedSection
 
 OPTIMIZER_ROLE = "optimizer"
-PROMPTS_DIR = Path(__file__).with_name("prompts")
+SYSTEM_TEMPLATE = "optimizer_system.md"
+QUERY_INIT_TEMPLATE = "optimizer_query_init.md"
+ADAPTATION_TEMPLATE = "optimizer_adaptation.md"
+SKILL_INIT_TEMPLATE = "optimizer_skill_init.md"
+GRADIENT_TEMPLATE = "optimizer_gradient_query.md"
+MERGE_TEMPLATE = "optimizer_merge.md"
+SKILL_UPDATE_TEMPLATE = "optimizer_skill_update.md"
+
+Messages = list[dict[str, Any]]
 
 MAX_LESSON_CHARS = 1000
 
@@ -47,15 +57,11 @@ STAGE_MERGE = "rasu.merge"
 STAGE_UPDATE = "rasu.update"
 
 
-@cache
-def template(name: str) -> Template:
-    return Template((PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8"))
-
-
-def _messages(name: str, **values: str) -> list[dict[str, Any]]:
+def _messages(prompts: PromptLibrary | None, name: str, **values: str) -> Messages:
+    prompts = prompts or DEFAULT_PROMPTS
     return [
-        {"role": "system", "content": template("system").template.strip()},
-        {"role": "user", "content": template(name).substitute(**values).strip()},
+        {"role": "system", "content": prompts.render(SYSTEM_TEMPLATE).strip()},
+        {"role": "user", "content": prompts.render(name, **values).strip()},
     ]
 
 
@@ -89,19 +95,22 @@ def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
     )
 
 
-def query_init_messages(inp: QueryInitInput, limits: PromptLimits) -> list[dict[str, Any]]:
+def query_init_messages(inp: QueryInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None) -> Messages:
     return _messages(
-        "query_init",
+        prompts, QUERY_INIT_TEMPLATE,
         task_description=render_description(inp.task_description, limits),
         harness_description=render_description(inp.harness_description, limits),
         num_requirements=str(inp.num_requirements),
     )
 
 
-def query_init(gw: LLMGateway, inp: QueryInitInput, limits: PromptLimits) -> QueryInitOutput:
+def query_init(
+    gw: LLMGateway, inp: QueryInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> QueryInitOutput:
     """(T, H) -> M requirement/query pairs."""
-    return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits), query_init_schema(inp.num_requirements),
-                         stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens))
+    return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits, prompts=prompts),
+                         query_init_schema(inp.num_requirements),
+                         prompts=prompts, stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens))
 
 
 # ---------------------------------------------------------------------------------------------- adaptation
@@ -119,9 +128,11 @@ class AdaptationOutput(BaseModel):
     lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS)
 
 
-def adaptation_messages(inp: AdaptationInput, limits: PromptLimits) -> list[dict[str, Any]]:
+def adaptation_messages(
+    inp: AdaptationInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> Messages:
     return _messages(
-        "adaptation",
+        prompts, ADAPTATION_TEMPLATE,
         requirement=" ".join(inp.requirement.split()),
         task_description=render_description(inp.task_description, limits),
         harness_description=render_description(inp.harness_description, limits),
@@ -129,10 +140,12 @@ def adaptation_messages(inp: AdaptationInput, limits: PromptLimits) -> list[dict
     )
 
 
-def adapt(gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits) -> AdaptationOutput:
+def adapt(
+    gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> AdaptationOutput:
     """Cross-Harness Adaptation: (c, T, H, K sections) -> one lesson."""
-    return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits), AdaptationOutput,
-                         stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens))
+    return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits, prompts=prompts), AdaptationOutput,
+                         prompts=prompts, stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens))
 
 
 # ---------------------------------------------------------------------------------------------- skill drafts
@@ -153,9 +166,9 @@ class SkillInitInput(_Input):
     lessons: list[Lesson] = Field(default_factory=list)
 
 
-def skill_init_messages(inp: SkillInitInput, limits: PromptLimits) -> list[dict[str, Any]]:
+def skill_init_messages(inp: SkillInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None) -> Messages:
     return _messages(
-        "skill_init",
+        prompts, SKILL_INIT_TEMPLATE,
         task_description=render_description(inp.task_description, limits),
         harness_description=render_description(inp.harness_description, limits),
         requirements=numbered(r.requirement for r in inp.requirements),
@@ -163,10 +176,12 @@ def skill_init_messages(inp: SkillInitInput, limits: PromptLimits) -> list[dict[
     )
 
 
-def skill_init(gw: LLMGateway, inp: SkillInitInput, limits: PromptLimits) -> SkillDraft:
+def skill_init(
+    gw: LLMGateway, inp: SkillInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> SkillDraft:
     """(T, H, requirements, lessons) -> s0. Without lessons (RFSI) the lessons block is simply absent."""
-    return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits), SkillDraft,
-                         stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens))
+    return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits, prompts=prompts), SkillDraft,
+                         prompts=prompts, stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens))
 
 
 # ---------------------------------------------------------------------------------------------- gradient-and-query
@@ -181,9 +196,9 @@ class GradientSet(BaseModel):
     gradients: list[Gradient] = Field(default_factory=list)
 
 
-def gradient_messages(inp: GradientInput, limits: PromptLimits) -> list[dict[str, Any]]:
+def gradient_messages(inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None) -> Messages:
     return _messages(
-        "gradient_query",
+        prompts, GRADIENT_TEMPLATE,
         task_description=render_description(inp.task_description, limits),
         harness_description=render_description(inp.harness_description, limits),
         skill=render_skill(inp.skill, limits),
@@ -192,10 +207,12 @@ def gradient_messages(inp: GradientInput, limits: PromptLimits) -> list[dict[str
     )
 
 
-def gradient_query(gw: LLMGateway, inp: GradientInput, limits: PromptLimits) -> GradientSet:
+def gradient_query(
+    gw: LLMGateway, inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> GradientSet:
     """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
-    out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits), GradientSet,
-                        stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens))
+    out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), GradientSet,
+                        prompts=prompts, stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens))
     return GradientSet(gradients=out.gradients[: limits.max_items])
 
 
@@ -206,14 +223,16 @@ class MergeInput(BaseModel):
     gradients: list[Gradient] = Field(min_length=1)
 
 
-def merge_messages(inp: MergeInput, limits: PromptLimits) -> list[dict[str, Any]]:
-    return _messages("merge", items=render_items(inp.gradients), max_items=str(limits.max_items))
+def merge_messages(inp: MergeInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None) -> Messages:
+    return _messages(prompts, MERGE_TEMPLATE, items=render_items(inp.gradients), max_items=str(limits.max_items))
 
 
-def merge(gw: LLMGateway, inp: MergeInput, limits: PromptLimits) -> GradientSet:
+def merge(
+    gw: LLMGateway, inp: MergeInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> GradientSet:
     """All chunk outputs -> one consolidated set (same failure mode merged, redundant queries dropped)."""
-    out = gw.structured(OPTIMIZER_ROLE, merge_messages(inp, limits), GradientSet,
-                        stage=STAGE_MERGE, **_tokens(limits.plan_tokens))
+    out = gw.structured(OPTIMIZER_ROLE, merge_messages(inp, limits, prompts=prompts), GradientSet,
+                        prompts=prompts, stage=STAGE_MERGE, **_tokens(limits.plan_tokens))
     return GradientSet(gradients=out.gradients[: limits.max_items])
 
 
@@ -224,9 +243,11 @@ class SkillUpdateInput(_Input):
     lessons: list[Lesson] = Field(default_factory=list)
 
 
-def skill_update_messages(inp: SkillUpdateInput, limits: PromptLimits) -> list[dict[str, Any]]:
+def skill_update_messages(
+    inp: SkillUpdateInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> Messages:
     return _messages(
-        "skill_update",
+        prompts, SKILL_UPDATE_TEMPLATE,
         task_description=render_description(inp.task_description, limits),
         harness_description=render_description(inp.harness_description, limits),
         skill=render_skill(inp.skill, limits),
@@ -235,7 +256,9 @@ def skill_update_messages(inp: SkillUpdateInput, limits: PromptLimits) -> list[d
     )
 
 
-def skill_update(gw: LLMGateway, inp: SkillUpdateInput, limits: PromptLimits) -> SkillDraft:
+def skill_update(
+    gw: LLMGateway, inp: SkillUpdateInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+) -> SkillDraft:
     """(s_t, gradients, lessons) -> s_{t+1}. Without lessons (RFSU) the lessons block is simply absent."""
-    return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits), SkillDraft,
-                         stage=STAGE_UPDATE, **_tokens(limits.skill_tokens))
+    return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits, prompts=prompts), SkillDraft,
+                         prompts=prompts, stage=STAGE_UPDATE, **_tokens(limits.skill_tokens))

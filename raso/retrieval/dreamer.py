@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from raso.prompts import render
+from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
 log = logging.getLogger(__name__)
 
@@ -136,26 +136,31 @@ def round_robin(lists: Sequence[Sequence[str]], k: int) -> list[str]:
 
 
 class SkillDreamer:
-    """Prospective retrieval over a skill pool (see the module doc)."""
+    """Prospective retrieval over a skill pool (see the module doc). `prompts` is the template library of its
+    two calls (None = the package defaults)."""
 
-    def __init__(self, gateway: Any, scorer: SkillScorer, config: DreamerConfig | None = None) -> None:
+    def __init__(self, gateway: Any, scorer: SkillScorer, config: DreamerConfig | None = None, *,
+                 prompts: PromptLibrary | None = None) -> None:
         self.gateway = gateway
         self.scorer = scorer
         self.config = config or DreamerConfig()
+        self.prompts = prompts or DEFAULT_PROMPTS
 
     # ---- model calls
     def infer_capabilities(self, query: str) -> CapabilityInference:
-        prompt = render("dreamer_capabilities.md", query=query, max_capabilities=self.config.max_capabilities)
+        prompt = self.prompts.render("dreamer_capabilities.md", query=query,
+                                     max_capabilities=self.config.max_capabilities)
         result = self.gateway.structured(self.config.role, [{"role": "user", "content": prompt}],
                                          CapabilityInference, stage="dreamer.capabilities",
-                                         max_tokens=self.config.max_tokens)
+                                         max_tokens=self.config.max_tokens, prompts=self.prompts)
         result.capabilities = result.capabilities[: self.config.max_capabilities]
         return result
 
     def imagine_skill(self, query: str, capability: str) -> PseudoSkill:
-        prompt = render("dreamer_pseudo_skill.md", query=query, capability=capability)
+        prompt = self.prompts.render("dreamer_pseudo_skill.md", query=query, capability=capability)
         return self.gateway.structured(self.config.role, [{"role": "user", "content": prompt}], PseudoSkill,
-                                       stage="dreamer.pseudo_skill", max_tokens=self.config.max_tokens)
+                                       stage="dreamer.pseudo_skill", max_tokens=self.config.max_tokens,
+                                       prompts=self.prompts)
 
     # ---- retrieval
     def retrieve(self, query: str, *, exclude: Sequence[str] = (), k: int | None = None) -> DreamResult:
