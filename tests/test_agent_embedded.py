@@ -8,7 +8,7 @@ from raso.agent import AgentConfig, ExecutionAgent
 from raso.harness import Task
 from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig
 from raso.skill import Skill
-from tests.toy_counting import CountingHarness
+from raso.testing import CountingHarness
 
 
 @pytest.mark.embedded

@@ -9,7 +9,7 @@ import pytest
 from raso.agent import AgentConfig, ExecutionAgent, cut_middle, quote_skill
 from raso.harness import Task
 from raso.skill import Skill
-from tests.toy_counting import CountingHarness, count_script, scripted_gateway
+from raso.testing import CountingHarness, count_script, scripted_gateway
 
 
 def task(target: int, **meta: object) -> Task:

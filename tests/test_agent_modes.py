@@ -7,7 +7,7 @@ from typing import Any
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.harness import Task
 from raso.skill import Skill
-from tests.toy_counting import CountingHarness, count_script, scripted_gateway
+from raso.testing import CountingHarness, count_script, scripted_gateway
 
 SKILLS = [
     Skill(name="letters", description="Spelling words letter by letter.", body="BODY-LETTERS: spell slowly."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harnesses.alfworld import AlfworldHarness
 from harnesses.alfworld.expert import walkthrough
 from raso.agent import AgentConfig, ExecutionAgent
-from tests.toy_counting import scripted_gateway
+from raso.testing import scripted_gateway
 
 
 def test_scripted_walkthrough_wins_through_the_agent_loop():

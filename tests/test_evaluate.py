@@ -11,7 +11,7 @@ import pytest
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.agent.evaluate import EvalResult, evaluate, load_trajectories, trajectory_filename
 from raso.harness import Rollout, Task
-from tests.toy_counting import CountingHarness, count_script, scripted_gateway
+from raso.testing import CountingHarness, count_script, scripted_gateway
 
 
 class SleepyAgent:

@@ -23,9 +23,9 @@ from raso.harness import (
     json_safe,
 )
 from raso.skill import Skill
-from tests.toy_counting import CountingHarness
+from raso.testing import CountingHarness
 
-TOY = "tests.toy_counting:CountingHarness"
+TOY = "raso.testing.toy:CountingHarness"
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
             ]
         return real(**kwargs)
 
-    monkeypatch.setattr(harness_mod.importlib.metadata, "entry_points", fake)
+    monkeypatch.setattr(harness_mod.registry.importlib.metadata, "entry_points", fake)
 
 
 def test_descriptions_come_from_the_resource_files() -> None:
@@ -74,7 +74,7 @@ def test_rollout_guard_turns_an_agent_crash_into_reward_zero() -> None:
     task = CountingHarness().tasks("test")[0]
     skill = Skill(name="s", description="d", body="b")
     rollout = CountingHarness().rollout(task, [skill], CrashingAgent())
-    assert rollout.reward == 0.0 and rollout.task_id == task.id and rollout.harness == "toy-counting"
+    assert rollout.reward == 0.0 and rollout.task_id == task.id and rollout.harness == "toy"
     assert rollout.error.startswith("KeyError: 'agent bug'") and "Traceback" in rollout.error
     assert rollout.skill_names == ["s"]
 
@@ -126,9 +126,9 @@ def test_unknown_harness_name_gives_a_clear_error(toy_registered: None) -> None:
     with pytest.raises(ValueError):  # HarnessNotFoundError is a ValueError, as before
         get_harness("nope")
     with pytest.raises(HarnessNotFoundError, match="has no attribute 'Missing'"):
-        get_harness("tests.toy_counting:Missing")
+        get_harness("raso.testing.toy:Missing")
     with pytest.raises(TypeError, match="not a raso.harness.Harness subclass"):
-        get_harness("tests.toy_counting:CountingEnv")
+        get_harness("raso.testing.toy:CountingEnv")
 
 
 def test_harness_with_missing_dependency_names_the_cause(toy_registered: None) -> None:

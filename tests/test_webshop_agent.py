@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
-from tests.toy_counting import scripted_gateway
+from raso.testing import scripted_gateway
 
 
 def test_scripted_shopper_gets_full_reward_through_the_agent_loop():

@@ -1,4 +1,4 @@
-"""A toy harness for the agent, protocol and evaluation tests: a counting game.
+"""A toy harness for tests (RASO's own and users'): a counting game, registered as harness `toy`.
 
 The agent must say the numbers 1..target, one per action (`Action: 3`). Saying `stop` ends the game with
 reward 0; a wrong number is answered with a hint and costs a step. Reaching the target ends it with reward 1.
@@ -13,10 +13,12 @@ from typing import Any
 
 from raso.harness import Harness, Task, TextEnv
 
-RESOURCES = Path(__file__).resolve().parent / "toy_counting_resources"
+RESOURCES = Path(__file__).resolve().parent / "toy_resources"
 
 
 class CountingEnv(TextEnv):
+    """One counting game: the next number advances it, `stop` ends it with reward 0."""
+
     def __init__(self, task: Task) -> None:
         self.task = task
         self.target = int(task.metadata["target"])
@@ -43,7 +45,9 @@ class CountingEnv(TextEnv):
 
 
 class CountingHarness(Harness):
-    name = "toy-counting"
+    """`n_tasks` counting games (targets 2, 3, 4, 2, ...): the first half is train, the rest val, all of them test."""
+
+    name = "toy"
     resource_dir = RESOURCES
     max_steps = 6
 
@@ -74,11 +78,19 @@ def count_script(messages: list[dict[str, Any]]) -> str:
     return f"Thought: the next number is {current + 1}.\nAction: {current + 1}"
 
 
-def scripted_gateway(script: Any, **config: Any) -> tuple[Any, Any]:
-    """A real gateway whose agent role is a ScriptedModel; no retries, so a scripted error surfaces at once."""
-    from raso.llm import GatewayConfig, LLMGateway, RetryConfig
+def scripted_gateway(script: Any, **gateway_options: Any) -> tuple[Any, Any]:
+    """A real gateway (built by raso.api.make_gateway) whose agent and optimizer roles are one ScriptedModel;
+    no retries, so a scripted error surfaces at once.
+
+    `script` is a list of replies or a function of the messages (see ScriptedModel); `gateway_options` go to
+    make_gateway (cache_dir, ledger, max_concurrency, retry). Returns (gateway, model); `model.calls` holds
+    every prompt the gateway sent.
+    """
+    from raso.api import make_gateway
+    from raso.engine.config import OptimizeConfig
+    from raso.llm import RetryConfig
     from raso.llm.scripted import ScriptedModel
 
     model = ScriptedModel(script)
-    cfg = GatewayConfig.for_models(target=model.model, retry=RetryConfig(max_attempts=1), **config)
-    return LLMGateway(cfg), model
+    gateway_options.setdefault("retry", RetryConfig(max_attempts=1))
+    return make_gateway(OptimizeConfig(model=model.model), **gateway_options), model
