@@ -14,9 +14,9 @@ from raso.agent.evaluate import load_trajectories
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
 from tests.test_harness_protocol import toy_registered  # noqa: F401  (fixture)
-from tests.toy_counting import count_script
+from raso.testing import count_script
 
-TOY = "tests.toy_counting:CountingHarness"
+TOY = "raso.testing.toy:CountingHarness"
 
 
 def parse(*argv: str) -> argparse.Namespace:
