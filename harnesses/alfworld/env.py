@@ -88,18 +88,39 @@ def _clean(feedback: str) -> str:
     return (feedback or "").strip()
 
 
+OBSERVATION_MODES = ("skillopt", "react")
+
+
+def react_observation(text: str, *, first: bool) -> str:
+    """ReAct's ALFWorld observation: the first one loses its banner paragraph ("-= Welcome to TextWorld, ALFRED! =-")
+    and its paragraphs are joined by single newlines; a later one loses a leading "You arrive at loc N. "."""
+    if first:
+        return "\n".join(text.split("\n\n")[1:])
+    if text.startswith("You arrive at loc "):
+        return text[text.find(". ") + 2:]
+    return text
+
+
 class AlfworldEnv(TextEnv):
     """Text observations, the admissible commands listed after each one, reward 1 when the goal is reached.
 
     The episode terminates when the game is won (or lost); it is truncated after `max_steps` actions.
     Unknown or impossible commands are passed to the game, which answers "Nothing happens." (as in ALFWorld).
+
+    `observation="skillopt"` (default): the game's text as it is, plus the admissible commands when
+    `show_admissible`. `observation="react"`: ReAct's ALFWorld setup (`react_observation`, no admissible commands,
+    and a `think: ...` action is answered "OK." without reaching the game; it still uses a step).
     """
 
-    def __init__(self, gamefile: str, max_steps: int = 50, show_admissible: bool = True):
+    def __init__(self, gamefile: str, max_steps: int = 50, show_admissible: bool = True, *,
+                 observation: str = "skillopt"):
         super().__init__()
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.gamefile = gamefile
         self.max_steps = max_steps
-        self.show_admissible = show_admissible
+        self.observation_mode = observation
+        self.show_admissible = show_admissible and observation == "skillopt"
         self._game = None
         self._state = None
         self.steps = 0
@@ -113,6 +134,8 @@ class AlfworldEnv(TextEnv):
         self.steps = 0
         self.done = False
         text = _clean(self._state.feedback)
+        if self.observation_mode == "react":
+            text = react_observation(text, first=True)
         return self._observation(text), self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -122,12 +145,20 @@ class AlfworldEnv(TextEnv):
             raise RuntimeError("the episode is over; call reset() to play again")
         command = normalize_command(action)
         self.steps += 1
-        self._state, _, game_over = self._game.step(command)
+        thinking = self.observation_mode == "react" and command.startswith("think:")
+        game_over = False
+        if not thinking:
+            self._state, _, game_over = self._game.step(command)
         won = bool(self._state.get("won"))
         terminated = won or bool(game_over)
         truncated = not terminated and self.steps >= self.max_steps
         self.done = terminated or truncated
-        text = _clean(self._state.feedback)
+        if thinking:
+            text = "OK."
+        elif self.observation_mode == "react":
+            text = react_observation(_clean(self._state.feedback), first=False)
+        else:
+            text = _clean(self._state.feedback)
         if truncated:
             text += f"\n\nThe step budget ({self.max_steps} actions) is spent; the task was not completed."
         info = self._info()

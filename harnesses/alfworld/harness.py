@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from raso.harness import Harness, Task, TextEnv
 
-from harnesses.alfworld.env import AlfworldEnv
+from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
 from harnesses.alfworld.games import GameRecord, discover_games
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -19,16 +19,21 @@ class AlfworldHarness(Harness):
     `data_dir`: a folder laid out like `$ALFWORLD_DATA` (json_2.1.1/...), optionally with a split manifest
     (`skillopt_path_split/`); default: the six demo games shipped with raso (3 train / 1 val / 2 test).
     `max_steps`: actions per game (50, as in ALFWorld evaluations). `show_admissible`: list the admissible
-    commands after every observation.
+    commands after every observation. `observation`: "skillopt" (default: the game's text, with the admissible
+    commands) or "react" (ReAct's setup: banner stripped, no admissible commands, `think: ...` answered "OK.").
     """
 
     name: ClassVar[str] = "alfworld"
     resource_dir: ClassVar[Path] = RESOURCE_DIR
 
-    def __init__(self, data_dir: str | Path | None = None, *, max_steps: int = 50, show_admissible: bool = True):
+    def __init__(self, data_dir: str | Path | None = None, *, max_steps: int = 50, show_admissible: bool = True,
+                 observation: str = "skillopt"):
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.max_steps = max_steps
         self.show_admissible = show_admissible
+        self.observation = observation
         self._records: dict[str, list[GameRecord]] | None = None
         self._by_id: dict[str, GameRecord] = {}
 
@@ -57,4 +62,11 @@ class AlfworldHarness(Harness):
         raise ValueError(f"task {task.id!r} is not an ALFWorld game of this harness")
 
     def make_env(self, task: Task) -> TextEnv:
-        return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible)
+        return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible,
+                           observation=self.observation)
+
+    def _resource(self, filename: str) -> str:
+        """The ReAct mode has its own observation and action descriptions (`<name>_react.md`)."""
+        if self.observation == "react" and filename in ("harness_description.md", "action_format.md"):
+            filename = filename.replace(".md", "_react.md")
+        return super()._resource(filename)
