@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.runs",
     "raso.cli.eval",
     "raso.cli.harnesses",
+    "raso.cli.harness",
     "raso.cli.corpus",
     "raso.cli.retrieval",
     "raso.cli.models",
