@@ -97,6 +97,56 @@ def plot(scale: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def write_short_bench(args: argparse.Namespace) -> int:
+    """The short-query benchmark as stored in the repository (experiments/data/)."""
+    dataset = build_reference_benchmark(args.corpus, style="short")
+    queries = sample_queries(dataset.split("test"), args.limit) + sample_queries(dataset.split("dev"), args.train_limit)
+    for q in queries:
+        q.source = ""  # the query id already names the reference file
+    meta = {**dataset.meta, "sampled": f"sample_queries(test, {args.limit}) + sample_queries(dev, {args.train_limit})"}
+    stored = RetrievalDataset(name=dataset.name, description=dataset.description, queries=queries, pool=dataset.pool,
+                              pool_corpus="../shared/corpus", meta=meta)
+    path = stored.save(args.write_short_bench, inline_pool=False)
+    log(f"wrote {path}: {len(queries)} queries over a {len(dataset.pool)}-skill pool (by reference)")
+    return 0
+
+
+SECTION_KINDS = {"bm25": "RASO bm25 (sections)", "tfidf": "RASO tfidf (skills -> sections)",
+                 "field": "RASO field, uniform (skills -> sections)", "hybrid": "RASO hybrid (BM25 + MiniLM sections)"}
+
+
+def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str, dict[str, float]]:
+    """RASO's section retrievers over a section index of the pool's SKILL.md files, rated as skill
+    rankings: the skills of the top `depth` sections in order of first appearance."""
+    from corpus_tools.index import SectionIndex
+    from corpus_tools.ingest import SkillRecord
+    from corpus_tools.retrieval.metrics import mean_metrics
+    from corpus_tools.sections import split_sections
+    from raso.retrieval.retrievers import RetrievalOptions, build_retriever
+
+    records = [SkillRecord(id=s.id, name=s.name, description=s.description, body=s.body, text=s.body, metadata={},
+                           repo=s.repo, path="SKILL.md", commit="", license="") for s in pool]
+    t = time.perf_counter()
+    index = SectionIndex.build(s for r in records for s in split_sections(r, include_references=False))
+    log(f"section index over the pool: {len(index)} sections ({time.perf_counter() - t:.0f}s)")
+    rows: dict[str, dict[str, float]] = {}
+    for kind in SECTION_KINDS:
+        if kind in ("field", "hybrid") and encoder is None:
+            continue
+        retriever = build_retriever(RetrievalOptions(kind=kind, top_skills=10, candidates=20), index=index,
+                                    skills=pool if kind != "bm25" else None, encoder=encoder)
+        rankings, times = [], []
+        for q in queries:
+            t = time.perf_counter()
+            hits = retriever.search(q.text, k=depth, exclude_skills=q.exclude)
+            times.append(time.perf_counter() - t)
+            rankings.append(list(dict.fromkeys(h.section.skill_id for h in hits)))
+        rows[SECTION_KINDS[kind]] = {**mean_metrics(rankings, [q.gold for q in queries]),
+                                     "ms/query": 1000 * float(np.median(times))}
+        log(f"{kind}: R@5 {100 * rows[SECTION_KINDS[kind]]['R@5']:.1f}")
+    return rows
+
+
 def main() -> int:
     default_corpus = Path(os.environ.get("RASO_SHARED_DIR", REPO.parent / "shared")) / "corpus"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,13 +165,26 @@ def main() -> int:
     parser.add_argument("--pool-sizes", default="1000,2000,3000,4771")
     parser.add_argument("--dreamer-model", default=None, help="litellm model for SkillDreamer rows")
     parser.add_argument("--dreamer-limit", type=int, default=20)
+    parser.add_argument("--style", choices=["long", "short"], default="long",
+                        help="queries built from --corpus: long (title + opening paragraph) or short (3-8 heading "
+                             "keywords); ignored with --bench")
+    parser.add_argument("--write-short-bench", default=None, metavar="PATH",
+                        help="write the short-query benchmark (fixed samples of --limit test and --train-limit dev "
+                             "queries, pool by reference) to PATH and exit")
+    parser.add_argument("--section-retrievers", action="store_true",
+                        help="also rate RASO's section retrievers (bm25, tfidf, field, hybrid) by the skills of "
+                             "their top sections")
+    parser.add_argument("--section-limit", type=int, default=300,
+                        help="test queries for the section retriever rows (hybrid encodes its candidates)")
     args = parser.parse_args()
+    if args.write_short_bench:
+        return write_short_bench(args)
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     dataset = (RetrievalDataset.load(args.bench, corpus_dir=args.corpus) if args.bench
-               else build_reference_benchmark(args.corpus))
+               else build_reference_benchmark(args.corpus, style=args.style))
     log(f"benchmark: {len(dataset.queries)} queries, pool {len(dataset.pool)} ({time.perf_counter() - start:.0f}s)")
     test_q = sample_queries(dataset.split("test"), args.limit)
     dev_q = sample_queries(dataset.split("dev"), args.train_limit)
@@ -161,8 +224,13 @@ def main() -> int:
         full_bench = RetrievalDataset(name=dataset.name, queries=test_q, pool=dataset.pool)
         full_rows = run_eval(full_bench, SPARSE_METHODS, split="test", latency_sample=args.latency_sample,
                              log=log)["rows"]
+    section_rows = None
+    if args.section_retrievers:
+        t = time.perf_counter()
+        section_rows = section_retriever_rows(pool, sample_queries(test_q, args.section_limit), encoder)
+        timings["section retrievers"] = time.perf_counter() - t
     vectors = np.asarray(cache.embed(encoder, [q.text for q in test_q])) if encoder is not None else None
-    sizes = [int(s) for s in args.pool_sizes.split(",")]
+    sizes = [int(s) for s in args.pool_sizes.split(",") if s.strip().isdigit()]
     scale_methods = [m for m in SCALING_METHODS if m in result["rows"]]
     scale = scaling(pool, retriever, test_q, vectors, [s for s in sizes if s <= len(pool)], scale_methods)
     if len(pool) < len(dataset.pool):
@@ -181,10 +249,12 @@ def main() -> int:
                 f"{100 * scale[size][m]:.2f}" if m in scale[size] else "" for m in cols) + " |"
         return text
 
+    query_rule = ("3 to 8 keywords from a reference file's headings" if dataset.meta.get("style") == "short"
+                  else "a reference file's title + opening paragraph")
     md = [
-        "# Skill retrieval on the reference-file benchmark",
+        f"# Skill retrieval on the reference-file benchmark ({dataset.name})",
         "",
-        f"Queries: a fixed sample of {len(test_q)} test queries (a reference file's title + opening paragraph; "
+        f"Queries: a fixed sample of {len(test_q)} test queries ({query_rule}; "
         f"gold = its parent skill). Pool: {len(pool)} SKILL.md documents"
         + (f" (every gold skill of the sampled test and dev queries plus a fixed random sample of the other "
            f"{len(dataset.pool)} corpus skills)" if len(pool) < len(dataset.pool) else "")
@@ -195,6 +265,10 @@ def main() -> int:
         format_table({LABELS.get(m, m): v for m, v in result["rows"].items()}),
         "",
     ]
+    if section_rows:
+        md += [f"## RASO's section retrievers ({min(len(test_q), args.section_limit)} of the test queries; a ranking "
+               "is the skills of the top 50 sections, first appearance first; ms/query = median, one query at a "
+               "time)", "", format_table(section_rows), ""]
     if full_rows:
         md += [f"## Sparse methods on the full {len(dataset.pool)}-skill pool (same queries)", "",
                format_table({LABELS.get(m, m): v for m, v in full_rows.items()}), ""]
@@ -202,6 +276,7 @@ def main() -> int:
            "## Timings (s)", "", *(f"- {k}: {v:.1f}" for k, v in timings.items()), ""]
     (out_dir / "results.md").write_text("\n".join(md), encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps({**result, "full_pool_sparse": full_rows, "scaling": scale,
+                                                      "section_retrievers": section_rows,
                                                       "timings": timings}, indent=1, default=float), encoding="utf-8")
     print("\n".join(md))
     return 0

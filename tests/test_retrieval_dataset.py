@@ -14,6 +14,7 @@ from corpus_tools.retrieval.dataset import (
     RetrievalQuery,
     build_reference_benchmark,
     query_from_reference,
+    short_query_from_reference,
     subsample_pool,
 )
 
@@ -120,3 +121,23 @@ def test_real_corpus_benchmark(shared_corpus):
     assert 0.4 < ds.meta["dev_queries"] / len(ds.queries) < 0.6
     dev_gold = {q.gold[0] for q in ds.split("dev")}
     assert not dev_gold & {q.gold[0] for q in ds.split("test")}
+
+
+def test_short_query_is_heading_keywords_outside_code() -> None:
+    text = ("---\nname: x\n---\n# Pivot Tables\n\nSome prose about pivots.\n\n## Grouping by quarter\n"
+            "```\n# not a heading\n```\n## Calculated fields and the API\n### Pivot grouping again\n")
+    assert short_query_from_reference(text, "x.md") == "pivot tables grouping quarter calculated fields api again"
+    assert short_query_from_reference("no headings at all", "advanced-formula_tips.md") == "advanced formula tips"
+    many = "# " + " ".join(f"word{i}" for i in range(20))
+    assert len(short_query_from_reference(many, "m.md").split()) == 8
+
+
+def test_stored_short_query_benchmark_is_reproducible_by_rule(shared_corpus: Path) -> None:
+    stored = RetrievalDataset.load(Path(__file__).resolve().parent.parent / "experiments" / "data"
+                                   / "reference_short_queries.jsonl", corpus_dir=shared_corpus)
+    assert stored.meta["style"] == "short" and len(stored.pool) > 4000
+    assert {q.split for q in stored.queries} == {"dev", "test"}
+    assert all(3 <= len(q.text.split()) <= 8 for q in stored.queries)
+    rebuilt = {q.id: q for q in build_reference_benchmark(shared_corpus, style="short", pool=stored.pool).queries}
+    for q in stored.queries:
+        assert rebuilt[q.id].text == q.text and rebuilt[q.id].gold == q.gold and rebuilt[q.id].split == q.split

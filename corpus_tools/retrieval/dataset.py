@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,15 +192,10 @@ def _clip(text: str, limit: int) -> str:
     return cut[: space if space > limit // 2 else limit].rstrip() + " …"
 
 
-def query_from_reference(text: str, file_name: str, *, max_paragraph_chars: int = DEFAULT_MAX_PARAGRAPH_CHARS) -> str:
-    """Title plus opening paragraph of a markdown reference file.
-
-    Title: the first heading (else the file name, hyphens and underscores as spaces). Opening
-    paragraph: the first block of prose after it — headings, code fences, tables and HTML are passed
-    over; a list counts as prose when nothing else comes first. Markup is stripped."""
+def _lines_outside_code(text: str) -> Iterator[str | None]:
+    """The lines of a markdown file after its front matter (right-stripped), fenced code left out:
+    None stands where a code fence opens."""
     text = _FRONT_MATTER.sub("", text.replace("\r\n", "\n"), count=1)
-    title = ""
-    paragraph: list[str] = []
     fence: str | None = None
     for raw in text.split("\n"):
         line = raw.rstrip()
@@ -211,6 +206,21 @@ def query_from_reference(text: str, file_name: str, *, max_paragraph_chars: int 
             continue
         if fence_match:
             fence = fence_match.group(1)
+            yield None
+            continue
+        yield line
+
+
+def query_from_reference(text: str, file_name: str, *, max_paragraph_chars: int = DEFAULT_MAX_PARAGRAPH_CHARS) -> str:
+    """Title plus opening paragraph of a markdown reference file.
+
+    Title: the first heading (else the file name, hyphens and underscores as spaces). Opening
+    paragraph: the first block of prose after it — headings, code fences, tables and HTML are passed
+    over; a list counts as prose when nothing else comes first. Markup is stripped."""
+    title = ""
+    paragraph: list[str] = []
+    for line in _lines_outside_code(text):
+        if line is None:  # a code block starts
             if paragraph:
                 break
             continue
@@ -237,6 +247,33 @@ def query_from_reference(text: str, file_name: str, *, max_paragraph_chars: int 
     return f"{title}\n{body}".strip() if body else title
 
 
+DEFAULT_MAX_KEYWORDS = 8
+MIN_KEYWORDS = 3
+QUERY_STYLES = ("long", "short")
+
+
+def short_query_from_reference(text: str, file_name: str, *, max_keywords: int = DEFAULT_MAX_KEYWORDS) -> str:
+    """A requirement-style keyword query for a reference file, written by rule from its headings:
+    the words of its title, then of its other headings in order (code fences skipped), lower-cased,
+    stop words dropped, each word once, at most `max_keywords` -- the 3 to 8 keywords the RASI/RASU
+    query prompt asks the optimizer for. The title falls back to the file name."""
+    from corpus_tools.retrieval.fields import tokenize
+
+    headings: list[str] = []
+    for line in _lines_outside_code(text):
+        heading = _HEADING.match(line) if line is not None else None
+        if heading:
+            headings.append(_plain(heading.group(2)))
+    if not headings:
+        headings.append(re.sub(r"[-_]+", " ", Path(file_name).stem))
+    words: list[str] = []
+    for heading in headings:
+        for word in tokenize(heading):
+            if word not in words and not word.isdigit():
+                words.append(word)
+    return " ".join(words[:max_keywords])
+
+
 def _split_of(skill_id: str, dev_fraction: float) -> str:
     digest = hashlib.sha256(f"{SPLIT_SALT}:{skill_id}".encode("utf-8")).hexdigest()
     return "dev" if int(digest[:12], 16) < dev_fraction * 16**12 else "test"
@@ -258,16 +295,21 @@ def build_reference_benchmark(
     max_paragraph_chars: int = DEFAULT_MAX_PARAGRAPH_CHARS,
     min_query_chars: int = DEFAULT_MIN_QUERY_CHARS,
     pool: Sequence[PoolSkill] | None = None,
+    style: str = "long",
 ) -> RetrievalDataset:
     """Build the reference-file benchmark from a corpus folder with MANIFEST.jsonl (see module doc).
 
-    Queries shorter than `min_query_chars` (a bare title) are dropped, as are those whose parent
-    skill is not in the pool. `pool` defaults to `load_pool(corpus_dir)`."""
+    `style` "long": query = title + opening paragraph; queries shorter than `min_query_chars` (a bare
+    title) are dropped. "short": query = 3 to 8 keywords from the file's headings
+    (`short_query_from_reference`); fewer than 3 keywords is dropped. Queries whose parent skill is
+    not in the pool are dropped. `pool` defaults to `load_pool(corpus_dir)`."""
     corpus_dir = Path(corpus_dir)
     if not (corpus_dir / "MANIFEST.jsonl").is_file():
         raise FileNotFoundError(f"{corpus_dir} has no MANIFEST.jsonl")
     if not 0.0 < dev_fraction < 1.0:
         raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
+    if style not in QUERY_STYLES:
+        raise ValueError(f"style must be one of {QUERY_STYLES}, got {style!r}")
     rows = _read_manifest(corpus_dir)
     pool = list(pool) if pool is not None else load_pool(corpus_dir)
     pool_ids = {s.id for s in pool}
@@ -293,22 +335,28 @@ def build_reference_benchmark(
         except OSError:
             dropped["unreadable"] += 1
             continue
-        text = query_from_reference(raw, row["id"], max_paragraph_chars=max_paragraph_chars)
-        if len(text) < min_query_chars:
+        if style == "short":
+            text = short_query_from_reference(raw, row["id"])
+            too_short = len(text.split()) < MIN_KEYWORDS
+        else:
+            text = query_from_reference(raw, row["id"], max_paragraph_chars=max_paragraph_chars)
+            too_short = len(text) < min_query_chars
+        if too_short:
             dropped["short"] += 1
             continue
         exclude = sorted(t for t in twins.get(gold, ()) if t in pool_ids and t != gold)
         queries.append(RetrievalQuery(id=row["id"], text=text, gold=[gold], exclude=exclude,
                                       split=_split_of(gold, dev_fraction), source=row["id"]))
     meta = {"split_rule": f"dev iff sha256('{SPLIT_SALT}:' + gold skill id) < {dev_fraction} of the range",
-            "dev_fraction": dev_fraction, "max_paragraph_chars": max_paragraph_chars,
+            "style": style, "dev_fraction": dev_fraction, "max_paragraph_chars": max_paragraph_chars,
             "min_query_chars": min_query_chars, "dropped": dropped,
             "dev_queries": sum(q.split == "dev" for q in queries),
             "test_queries": sum(q.split == "test" for q in queries)}
     dataset = RetrievalDataset(
-        name="reference-files",
-        description="query = a reference file's title + opening paragraph; gold = its parent skill; "
-                    "pool = SKILL.md documents only",
+        name="reference-files" if style == "long" else "reference-headings-short",
+        description=("query = a reference file's title + opening paragraph" if style == "long" else
+                     "query = 3 to 8 keywords from a reference file's headings (title first)")
+        + "; gold = its parent skill; pool = SKILL.md documents only",
         queries=queries, pool=pool, pool_corpus=str(corpus_dir), meta=meta)
     dataset.validate()
     return dataset
