@@ -1,1 +1,47 @@
-"""raso."""
+"""RASO: retrieval-augmented skill optimization. Write and improve agent skills (SKILL.md) for a harness, with a
+public skill corpus as prior knowledge.
+
+    import raso
+    result = raso.optimize("spreadsheet")                       # embedded model, quick defaults
+    result = raso.optimize("webshop", model="openai/gpt-4o-mini", epochs=2, run_dir="runs/x")
+    init = raso.init_skill("alfworld")                          # zero rollouts (RASI)
+    scores = raso.evaluate("alfworld", "SKILL.md", split="test")
+
+The names below load on first use, so `import raso` (and the CLI's --help) stays fast.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "optimize": "raso.api",
+    "resume": "raso.api",
+    "init_skill": "raso.api",
+    "evaluate": "raso.api",
+    "Skill": "raso.skill",
+    "Harness": "raso.harness",
+    "Task": "raso.harness",
+    "Rollout": "raso.harness",
+    "TextEnv": "raso.harness",
+    "OptimizeConfig": "raso.engine.config",
+    "ConfigError": "raso.engine.config",
+    "RunError": "raso.engine.errors",
+    "OptimizeResult": "raso.engine.engine",
+    "TestScore": "raso.engine.state",
+    "InitResult": "raso.optimizer.types",
+    "UpdateProposal": "raso.optimizer.types",
+    "EvalResult": "raso.agent.evaluate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'raso' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = sorted(_LAZY)

@@ -81,7 +81,7 @@ def test_eval_reports_when_every_rollout_fails(tmp_path: Path, capsys: pytest.Ca
     [
         (("--harness", "nope-harness"), "unknown harness 'nope-harness'"),
         (("--harness", TOY, "--split", "dev"), "no split 'dev'"),
-        (("--harness", TOY, "--mode", "select"), "--mode select needs at least one skill"),
+        (("--harness", TOY, "--mode", "select"), "--agent-mode select needs at least one skill"),
         (("--harness", TOY, "--skill", "/no/such/SKILL.md"), "no such file"),
         (("--harness", TOY, "--harness-arg", "oops"), "expected KEY=VALUE"),
     ],

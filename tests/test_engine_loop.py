@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raso.engine import Hooks, OptimizeConfig, RunDir, run_optimization
+from raso.api import optimize, resume
+from raso.engine import OptimizeConfig, RunDir
 from raso.engine.run_dir import read_jsonl
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
@@ -22,11 +23,10 @@ def _run(tmp_path: Path, optimizer_replies: list, *, harness: ToyHarness | None 
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(optimizer_replies, name="toy-optimizer")
     values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run")
+                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False)
     values.update(overrides)
     config = OptimizeConfig(**values)
-    hooks = Hooks(harness=harness or ToyHarness(), initialize=toy_initialize, propose=propose)
-    result = run_optimization(config, hooks)
+    result = optimize(harness or ToyHarness(), config, initializer=toy_initialize, proposer=propose)
     return result, RunDir(config.run_dir), agent, optimizer
 
 
@@ -185,10 +185,10 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=2\nx", "LEVEL=1\ny"], name="toy-optimizer")
     config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, budget_rollouts=30, run_dir=tmp_path / "run")
+                            update="rfsu", epochs=1, minibatch=2, budget_rollouts=30, run_dir=tmp_path / "run",
+                            test=False)
     with progress:
-        run_optimization(config, Hooks(harness=ToyHarness(), initialize=toy_initialize, propose=toy_propose,
-                                        sinks=[progress]))
+        optimize(ToyHarness(), config, initializer=toy_initialize, proposer=toy_propose, sinks=[progress])
     shown = console.file.getvalue()
     for expected in ("iteration", "3", "rollouts used", "22/30", "best val score", "0.500", "cost so far",
                      "$0.0000", "candidate v1: 0.500 vs 0.250 -> accepted", "candidate v3: 0.250 vs 0.500 -> rejected"):
@@ -196,27 +196,25 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
 
 
 def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fix(tmp_path: Path) -> None:
-    from raso.engine import RunError, resume
+    from raso.engine import ModelUnusableError
     from test_engine_support import named_scripted_model
 
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
     config = OptimizeConfig(harness="toy", model="scripted/engine-agent-registered-later",
                             optimizer_model=optimizer.model, init="rfsi", update="rfsu", epochs=1, minibatch=2,
-                            run_dir=tmp_path / "run")
-    hooks = Hooks(harness=ToyHarness(), initialize=toy_initialize, propose=toy_propose)
-    with pytest.raises(RunError, match="every rollout of s0_val failed because the model is unusable"):
-        run_optimization(config, hooks)
+                            run_dir=tmp_path / "run", test=False)
+    steps = dict(harness=ToyHarness(), initializer=toy_initialize, proposer=toy_propose)
+    with pytest.raises(ModelUnusableError, match="every rollout of s0_val failed because the model is unusable"):
+        optimize(config=config, **steps)
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
     assert state["phase"] == "s0_val" and state["rollouts_used"] == 0  # nothing counted, s0 kept
 
     named_scripted_model("engine-agent-registered-later", toy_agent_reply)  # "the fix"
-    result = resume(tmp_path / "run", hooks)
+    result = resume(tmp_path / "run", **steps)
     assert result.finished and result.initial_val == 0.25 and result.best_val == 0.75
 
 
 def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_path: Path) -> None:
-    from raso.engine import resume
-
     def picky_initialize(gw, **kwargs):
         result = toy_initialize(gw, **kwargs)
         if "junk" in result.skill.body:
@@ -226,11 +224,11 @@ def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_pa
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(["junk", "LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
     config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, run_dir=tmp_path / "run")
-    hooks = Hooks(harness=ToyHarness(), initialize=picky_initialize, propose=toy_propose)
+                            update="rfsu", epochs=1, minibatch=2, run_dir=tmp_path / "run", test=False)
+    steps = dict(harness=ToyHarness(), initializer=picky_initialize, proposer=toy_propose)
     with pytest.raises(ValueError, match="junk"):
-        run_optimization(config, hooks)
+        optimize(config=config, **steps)
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
     assert state["phase"] == "init" and state["failed_attempts"] == {"init": 1}
-    result = resume(tmp_path / "run", hooks)  # the cached "junk" reply is not replayed: a fresh call
+    result = resume(tmp_path / "run", **steps)  # the cached "junk" reply is not replayed: a fresh call
     assert result.finished and result.initial_val == 0.25 and len(optimizer.calls) == 5

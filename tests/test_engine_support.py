@@ -173,20 +173,20 @@ def subprocess_config(run_dir: Path) -> Any:
 
     return OptimizeConfig(harness="test_engine_support:ToyHarness", model="scripted/engine-kill-agent",
                           optimizer_model="scripted/engine-kill-optimizer", init="rfsi", update="rfsu",
-                          epochs=2, minibatch=2, workers=2, seed=7, run_dir=run_dir)
+                          epochs=2, minibatch=2, workers=2, seed=7, run_dir=run_dir, test=False)
 
 
 def main(argv: list[str]) -> int:
-    from raso.engine import Hooks, resume, run_optimization
+    import raso.api as api
 
     command, run_dir = argv[0], Path(argv[1])
     named_scripted_model("engine-kill-agent", KillSwitch("agent", toy_agent_reply))
     named_scripted_model("engine-kill-optimizer", KillSwitch("optimizer", deterministic_optimizer_reply))
-    hooks = Hooks(initialize=toy_initialize, propose=toy_propose)
+    steps = {"initializer": toy_initialize, "proposer": toy_propose}
     if command == "run":
-        result = run_optimization(subprocess_config(run_dir), hooks)
+        result = api.optimize(config=subprocess_config(run_dir), **steps)
     else:
-        result = resume(run_dir, hooks)
+        result = api.resume(run_dir, **steps)
     print(result.model_dump_json())
     return 0
 

@@ -18,9 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raso.agent import MODES, AgentConfig, ExecutionAgent
-from raso.harness import get_harness
+from raso.cli.options import add_config_options, config_overrides
+from raso.engine.config import ConfigError
 from raso.skill import Skill, SkillParseError
+
+_EVAL_FIELDS = ("harness", "harness_options", "model", "api_base", "agent_mode", "agent_max_steps",
+                "agent_max_tokens", "workers")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,47 +33,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the execution agent with a skill (or none) on every task of a harness split, in parallel, "
         "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
     )
-    parser.add_argument("--harness", required=True, help="registered harness name or 'package.module:Class'")
-    parser.add_argument("--harness-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="keyword argument for the harness constructor (repeatable; VALUE parsed as JSON if it can be)")
+    parser.set_defaults(func=run_eval, config_fields=add_config_options(parser, _EVAL_FIELDS))
     parser.add_argument("--skill", action="append", default=[], metavar="FILE|none",
                         help="a SKILL.md file (repeatable), or 'none' for the no-skill baseline")
     parser.add_argument("--skills-dir", type=Path, default=None,
                         help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
-                        "the candidate pool for --mode select/progressive")
+                        "the candidate pool for --agent-mode select/progressive")
     parser.add_argument("--split", default="test", help="train | val | test (default: test)")
-    parser.add_argument("--model", default=None, help="the target model M (litellm string; default: the embedded local model)")
-    parser.add_argument("--api-base", default=None, help="OpenAI-compatible server URL for --model (vLLM, llama.cpp, ...)")
-    parser.add_argument("--mode", choices=MODES, default=None,
-                        help="skill incorporation mode (default: full with skills, none without)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
-    parser.add_argument("--workers", type=int, default=2, help="rollouts run in parallel (default 2)")
-    parser.add_argument("--max-steps", type=int, default=None, help="environment actions per task (default: the harness's)")
-    parser.add_argument("--max-tokens", type=int, default=None, help="reply length per model turn (default 512)")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--context-chars", type=int, default=None,
                         help="character budget of the conversation sent each turn (default 20000, for an 8k-token context)")
     parser.add_argument("--max-concurrency", type=int, default=4, help="concurrent model calls (default 4)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="opt-in on-disk response cache")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/eval/<harness>-<split>-<mode>-<time>)")
-    parser.set_defaults(func=run_eval)
 
 
 class UsageError(Exception):
     """A bad command line; the message is printed and the exit status is 2."""
-
-
-def _harness_kwargs(pairs: list[str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--harness-arg {pair!r}: expected KEY=VALUE")
-        try:
-            kwargs[key.strip()] = json.loads(value)
-        except ValueError:
-            kwargs[key.strip()] = value
-    return kwargs
 
 
 def _skill_files(skills_dir: Path) -> list[Path]:
@@ -111,9 +91,9 @@ def resolve_mode(mode: str | None, skills: list[Skill]) -> str:
     if mode is None:
         return "full" if skills else "none"
     if mode == "none" and skills:
-        raise UsageError("--mode none runs without a skill; drop --skill/--skills-dir (or use --skill none)")
+        raise UsageError("--agent-mode none runs without a skill; drop --skill/--skills-dir (or use --skill none)")
     if mode != "none" and not skills:
-        raise UsageError(f"--mode {mode} needs at least one skill (--skill FILE or --skills-dir DIR)")
+        raise UsageError(f"--agent-mode {mode} needs at least one skill (--skill FILE or --skills-dir DIR)")
     return mode
 
 
@@ -129,56 +109,39 @@ def _default_out(harness: str, split: str, mode: str) -> Path:
 def run_eval(args: argparse.Namespace) -> int:
     try:
         return _run_eval(args)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         print(f"raso eval: {exc}", file=sys.stderr)
         return 2
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from raso.agent.evaluate import evaluate
-    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway
+    import raso.api as api
+    from raso.engine.errors import RunError
 
     skills = load_skills(args.skill, args.skills_dir)
-    mode = resolve_mode(args.mode, skills)
-    try:
-        harness = get_harness(args.harness, **_harness_kwargs(args.harness_arg))
-    except (ValueError, ImportError, TypeError) as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        tasks = harness.tasks(args.split)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.limit is not None:
-        if args.limit < 1:
-            raise UsageError("--limit must be at least 1")
-        tasks = tasks[: args.limit]
-    if not tasks:
-        raise UsageError(f"harness {harness.name!r} has no tasks in split {args.split!r}")
-
-    model = args.model or DEFAULT_LOCAL_MODEL
-    gateway = LLMGateway(GatewayConfig.for_models(target=model, api_base=args.api_base, cache_dir=args.cache_dir,
-                                                  max_concurrency=max(1, args.max_concurrency)))
-    agent_kwargs: dict[str, Any] = {"mode": mode, "max_steps": args.max_steps}
-    for key, value in (("max_tokens", args.max_tokens), ("temperature", args.temperature),
-                       ("context_chars", args.context_chars)):
-        if value is not None:
-            agent_kwargs[key] = value
-    agent_cfg = AgentConfig(**agent_kwargs)
-    agent = ExecutionAgent(gateway, agent_cfg)
-
+    overrides = config_overrides(args, args.config_fields)
+    overrides["agent_mode"] = resolve_mode(overrides.get("agent_mode"), skills)
+    config = api.resolve_config(overrides=overrides, quick_defaults=False)
+    harness = api.load_harness(config.harness, config.harness_options)
+    tasks = api.eval_tasks(harness, args.split, args.limit)
+    gateway = api.make_gateway(config, cache_dir=args.cache_dir, max_concurrency=max(1, args.max_concurrency))
+    agent_options = {key: value for key, value in (("temperature", args.temperature),
+                                                   ("context_chars", args.context_chars)) if value is not None}
+    mode = config.agent_mode
     out = args.out or _default_out(harness.name, args.split, mode)
     out.mkdir(parents=True, exist_ok=True)
     for skill in skills:
         skill.save(out / "skills" / f"{_safe_name(skill.name)}.md")
-    config = {
-        "harness": harness.name, "harness_target": args.harness, "harness_args": args.harness_arg,
-        "split": args.split, "tasks": [t.id for t in tasks], "model": model, "api_base": args.api_base,
-        "mode": mode, "skills": [s.name for s in skills], "workers": args.workers,
-        "agent": agent_cfg.model_dump(), "started_at": datetime.now(timezone.utc).isoformat(),
+    run_config = {
+        "harness": harness.name, "harness_target": config.harness, "harness_options": config.harness_options,
+        "split": args.split, "tasks": [t.id for t in tasks], "model": config.model, "api_base": config.api_base,
+        "mode": mode, "skills": [s.name for s in skills], "workers": config.workers,
+        "agent": {"max_steps": config.agent_max_steps, "max_tokens": config.agent_max_tokens, **agent_options},
+        "started_at": datetime.now(timezone.utc).isoformat(),
     }
-    (out / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    (out / "config.json").write_text(json.dumps(run_config, indent=1), encoding="utf-8")
 
-    print(f"raso eval: {len(tasks)} task(s) of {harness.name}/{args.split}, model {model}, mode {mode}, "
+    print(f"raso eval: {len(tasks)} task(s) of {harness.name}/{args.split}, model {config.model}, mode {mode}, "
           f"skills {[s.name for s in skills] or 'none'} -> {out}", file=sys.stderr)
     done = [0]
     started = time.perf_counter()
@@ -189,9 +152,12 @@ def _run_eval(args: argparse.Namespace) -> int:
         print(f"  [{done[0]}/{len(tasks)}] {rollout.task_id}: {status} ({rollout.env_steps} steps, "
               f"{rollout.wall_time_s:.1f} s)", file=sys.stderr)
 
-    result = evaluate(harness, agent, tasks, skills, max_workers=max(1, args.workers),
-                      trajectories_dir=out / "trajectories", on_rollout=progress)
-    summary = {**result.summary(), "model": model, "mode": mode, "split": args.split,
+    try:
+        result = api.evaluate(harness, skills, split=args.split, config=config, limit=args.limit, out_dir=out,
+                              agent_options=agent_options, on_rollout=progress, gateway=gateway)
+    except RunError as exc:
+        raise UsageError(str(exc)) from None
+    summary = {**result.summary(), "model": config.model, "mode": mode, "split": args.split,
                "ledger_totals": gateway.ledger.totals(), "elapsed_s": time.perf_counter() - started}
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     gateway.ledger.save(out / "ledger.json")

@@ -38,8 +38,9 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def list_models(args: argparse.Namespace) -> int:
-    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig
-    from raso.llm import local
+    from raso.api import gateway_config
+    from raso.engine.config import OptimizeConfig
+    from raso.llm import DEFAULT_LOCAL_MODEL, local
 
     llama_ok = importlib.util.find_spec("llama_cpp") is not None
     print("Embedded models (offline, in-process via llama-cpp-python):")
@@ -56,12 +57,8 @@ def list_models(args: argparse.Namespace) -> int:
         print(f"  {local.PROVIDER}/{spec.name}  {spec.description}; {spec.size / 1e6:.0f} MB; {state}")
     if not llama_ok:
         print(f"  llama-cpp-python is not installed: {local.INSTALL_HINT}")
-    cfg = GatewayConfig.for_models(
-        target=args.model or DEFAULT_LOCAL_MODEL,
-        optimizer=args.optimizer_model,
-        api_base=args.api_base,
-        optimizer_api_base=args.optimizer_api_base if args.optimizer_model else None,
-    )
+    cfg = gateway_config(OptimizeConfig(model=args.model or DEFAULT_LOCAL_MODEL, optimizer_model=args.optimizer_model,
+                                        api_base=args.api_base, optimizer_api_base=args.optimizer_api_base))
     print("Roles (a role that is not configured falls back to `optimizer`, then `agent`):")
     for name, role in cfg.roles.items():
         where = f" at {role.api_base}" if role.api_base else ""
@@ -71,11 +68,12 @@ def list_models(args: argparse.Namespace) -> int:
 
 
 def check_model(args: argparse.Namespace) -> int:
-    from raso.llm import GatewayConfig, LLMError, LLMGateway, RetryConfig
+    from raso.api import make_gateway
+    from raso.engine.config import OptimizeConfig
+    from raso.llm import LLMError, RetryConfig
 
-    cfg = GatewayConfig.for_models(target=args.model, api_base=args.api_base,
-                                   retry=RetryConfig(max_attempts=3, initial_wait_s=1.0, max_wait_s=10.0))
-    gateway = LLMGateway(cfg)
+    gateway = make_gateway(OptimizeConfig(model=args.model, api_base=args.api_base),
+                           retry=RetryConfig(max_attempts=3, initial_wait_s=1.0, max_wait_s=10.0))
     try:
         reply = gateway.complete("agent", [{"role": "user", "content": args.prompt}], stage="models.check",
                                  max_tokens=args.max_tokens, temperature=0.0)

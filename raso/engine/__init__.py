@@ -1,17 +1,19 @@
 """The optimization engine: configuration, the loop with its validation gate, budgets, run directory,
-checkpoints and resume, progress events and the final report (CONTRACTS §9, DESIGN.md §1 and §3)."""
+checkpoints and resume, progress events and the final report (docs/design.md §1 and §3)."""
 
 from importlib import import_module
 from typing import Any
 
 from .config import ConfigError, OptimizeConfig, build_config, load_resolved, read_config_file
+from .errors import ModelUnusableError, RunError
 
 # The loop, report and events pull in litellm and matplotlib (seconds to import): loaded on first use
 # (PEP 562) so `raso --help` and config validation stay fast.
 _LAZY = {
-    "Engine": ".engine", "Hooks": ".engine", "OptimizeResult": ".engine", "RunError": ".engine",
-    "resume": ".engine", "run_optimization": ".engine", "Event": ".events", "RichProgress": ".events",
-    "write_report": ".report", "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state",
+    "Engine": ".engine", "OptimizeResult": ".engine", "start_run": ".engine", "continue_run": ".engine",
+    "load_state": ".engine", "Event": ".events", "RichProgress": ".events", "write_report": ".report",
+    "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state", "TestScore": ".state",
+    "RunComponents": ".protocols", "Initializer": ".protocols", "Proposer": ".protocols",
 }
 
 
@@ -26,17 +28,22 @@ __all__ = [
     "ConfigError",
     "Engine",
     "Event",
-    "Hooks",
+    "Initializer",
+    "ModelUnusableError",
     "OptimizeConfig",
     "OptimizeResult",
+    "Proposer",
     "RichProgress",
+    "RunComponents",
     "RunDir",
     "RunError",
     "RunState",
+    "TestScore",
     "build_config",
+    "continue_run",
     "load_resolved",
+    "load_state",
     "read_config_file",
-    "resume",
-    "run_optimization",
+    "start_run",
     "write_report",
 ]

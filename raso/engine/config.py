@@ -45,7 +45,7 @@ class ConfigError(ValueError):
 
 
 class OptimizeConfig(BaseModel):
-    """Everything that determines an optimization run (DESIGN.md §1, CONTRACTS §9)."""
+    """Everything that determines an optimization run (docs/design.md §1 and §4)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -61,11 +61,12 @@ class OptimizeConfig(BaseModel):
                                  "(vLLM, llama.cpp server, ...)")
     optimizer_api_base: str | None = Field(default=None, description="server URL for the optimizer model; defaults "
                                            "to --api-base when no optimizer model is given")
-    agent_mode: AgentMode = Field(default="full", description="how the agent incorporates the skill")
+    agent_mode: AgentMode = Field(default="full", description="how the agent incorporates the skill",
+                                 json_schema_extra=cli("--agent-mode", "--mode"))
     agent_max_steps: int | None = Field(default=None, ge=1, description="environment actions per rollout; "
                                         "None = the harness's", json_schema_extra=cli("--max-steps"))
     agent_max_tokens: int | None = Field(default=None, ge=16, description="reply tokens per agent turn; "
-                                         "None = the harness's", json_schema_extra=cli("--max-reply-tokens"))
+                                         "None = the harness's", json_schema_extra=cli("--max-reply-tokens", "--max-tokens"))
 
     # algorithm
     init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")

@@ -1,4 +1,4 @@
-"""The optimization loop (DESIGN.md §1): s0 by RASI/RFSI (or a file), then RASU/RFSU iterations behind a
+"""The optimization loop (docs/design.md §1 and §4): s0 by RASI/RFSI (or a file), then RASU/RFSU iterations behind a
 validation gate, within rollout and USD budgets, checkpointed after every unit of work so `resume` continues.
 
 Units of work, each followed by an atomic checkpoint: the initial skill; s0's val evaluation; per iteration the
@@ -9,50 +9,26 @@ score of s_t is kept in the state and reused, never re-rolled.
 from __future__ import annotations
 
 import random
-import re
 import statistics
 import time
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from raso.harness import Harness, Rollout, RolloutRunner, Task, get_harness
-from raso.llm import GatewayConfig, LLMGateway
+from raso.harness import Harness, Rollout, Task
+from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
 from .budget import Budget
-from .config import OptimizeConfig, load_resolved
-from .events import Emitter, Event, EventLog, EventSink, Snapshot, make_event
-from .replay import PersistentLedger, UnitGateway
-from .run_dir import RunDir, atomic_write_json, atomic_write_text, default_run_dir, read_jsonl
-from .state import CandidateRecord, CurvePoint, PendingIteration, RunState
-
-_MODEL_UNUSABLE = re.compile(r"^(LLMAuthError|LLMUnavailableError|LLMError)\b")
-
-InitializeFn = Callable[..., Any]  # raso.optimizer.rasi.initialize_skill's signature
-ProposeFn = Callable[..., Any]  # raso.optimizer.rasu.propose_update's signature
-AgentFactory = Callable[[LLMGateway, OptimizeConfig], RolloutRunner]
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or continue (bad run directory, missing checkpoint, ...)."""
-
-
-@dataclass
-class Hooks:
-    """Replaceable parts (tests, experiments). None = the product's own: the registered harness, RASI/RFSI,
-    RASU/RFSU, the execution agent and the configured retriever over the configured (or starter) index."""
-
-    harness: Harness | None = None
-    initialize: InitializeFn | None = None
-    propose: ProposeFn | None = None
-    agent_factory: AgentFactory | None = None
-    retriever: Any = None
-    sinks: list[EventSink] = field(default_factory=list)
+from .config import OptimizeConfig
+from .errors import ModelUnusableError, RunError
+from .events import Emitter, Event, EventLog, Snapshot, make_event
+from .protocols import RunComponents
+from .replay import UnitGateway
+from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
+from .state import CandidateRecord, CurvePoint, PendingIteration, RunState, TestScore
 
 
 class OptimizeResult(BaseModel):
@@ -76,6 +52,17 @@ class OptimizeResult(BaseModel):
     wall_time_s: float
     finished: bool
     candidates: list[CandidateRecord] = Field(default_factory=list)
+    test: list[TestScore] = Field(default_factory=list, description="s0 and the best skill on the test split "
+                                  "(reported only; never used for selection)")
+    test_rollouts: int = 0
+
+    @property
+    def initial_test(self) -> float | None:
+        return next((t.mean_reward for t in self.test if t.version == 0), None)
+
+    @property
+    def best_test(self) -> float | None:
+        return next((t.mean_reward for t in self.test if t.version == self.best_version), None)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -85,80 +72,25 @@ class OptimizeResult(BaseModel):
         return cls.model_validate(data)
 
 
-def _to_dict(obj: Any) -> Any:
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
-    return obj
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _default_agent(gateway: LLMGateway, config: OptimizeConfig) -> RolloutRunner:
-    from raso.agent import AgentConfig, ExecutionAgent
-
-    return ExecutionAgent(gateway, AgentConfig(role="agent", mode=config.agent_mode, max_steps=config.agent_max_steps,
-                                               max_tokens=config.agent_max_tokens))
-
-
-def _default_initialize(*args: Any, **kwargs: Any) -> Any:
-    from raso.optimizer.rasi import initialize_skill
-
-    return initialize_skill(*args, **kwargs)
-
-
-def _default_propose(*args: Any, **kwargs: Any) -> Any:
-    from raso.optimizer.rasu import propose_update
-
-    return propose_update(*args, **kwargs)
-
-
-def build_gateway(config: OptimizeConfig, run_dir: RunDir) -> LLMGateway:
-    """The run's gateway: response cache and per-call ledger inside the run directory."""
-    gw_config = GatewayConfig.for_models(
-        target=config.model, optimizer=config.optimizer_model, api_base=config.api_base,
-        optimizer_api_base=config.optimizer_api_base or (config.api_base if config.optimizer_model is None else None),
-        cache_dir=run_dir.cache, max_concurrency=config.workers,
-    )
-    return LLMGateway(gw_config, ledger=PersistentLedger(run_dir.ledger_calls))
-
-
-def build_retriever_for(config: OptimizeConfig, gateway: LLMGateway) -> Any:
-    """The configured retriever over the configured index, or the packaged starter corpus's index."""
-    from raso.retrieval.retrievers import build_retriever
-
-    if config.index is not None:
-        from corpus_tools.index import SectionIndex
-
-        index = SectionIndex.load(config.index)
-    else:
-        from corpus_tools.starter import starter_index
-
-        index = starter_index()
-    return build_retriever(config.retrieval, index=index, gateway=gateway)
 
 
 class Engine:
     """Runs (or continues) one optimization in one run directory."""
 
-    def __init__(self, config: OptimizeConfig, run_dir: RunDir, state: RunState, hooks: Hooks | None = None) -> None:
+    def __init__(self, config: OptimizeConfig, run_dir: RunDir, state: RunState, components: RunComponents) -> None:
         self.config = config
         self.run_dir = run_dir
         self.state = state
-        self.hooks = hooks or Hooks()
+        self.parts = components
         self.budget = Budget(rollouts=config.budget_rollouts, usd=config.budget_usd)
-        self.gateway = build_gateway(config, run_dir)
-        try:
-            self.harness = self.hooks.harness or get_harness(config.harness, **config.harness_options)
-        except (ValueError, TypeError, ImportError, AttributeError) as exc:
-            raise RunError(f"cannot load harness {config.harness!r}: {exc}") from exc
-        self._retriever: Any = self.hooks.retriever
+        self.gateway = components.gateway
+        self.harness = components.harness
+        self._retriever: Any = None
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
-        self.emit = Emitter([EventLog(run_dir), *self.hooks.sinks])
+        self.emit = Emitter([EventLog(run_dir), *components.sinks])
         self.train_tasks = self._limited("train", config.train_limit)
         self.val_tasks = self._limited("val", config.val_limit)
         self._tasks_by_id = {t.id: t for t in self.train_tasks}
@@ -188,7 +120,7 @@ class Engine:
     def retriever(self) -> Any:
         if self._retriever is None:
             try:
-                self._retriever = build_retriever_for(self.config, self.gateway)
+                self._retriever = self.parts.retriever_factory()
             except (OSError, ValueError, ImportError, NotImplementedError) as exc:
                 raise RunError(f"cannot build the {self.config.retrieval!r} retriever "
                                f"({'index ' + str(self.config.index) if self.config.index else 'starter corpus'}): "
@@ -215,8 +147,9 @@ class Engine:
         self._event("checkpoint")
 
     def _stop(self, reason: str) -> None:
+        """End the optimization; the test evaluation (if configured) still follows."""
         self.state.stop_reason = reason
-        self.state.phase = "done"
+        self.state.phase = "test" if self.config.test else "done"
         self.state.pending = None
         self._event("stopped", reason=reason)
 
@@ -224,8 +157,7 @@ class Engine:
         """Roll out `tasks` with `skill` in parallel; a crashing rollout scores 0 (raso.agent.evaluate guarantees it)."""
         from raso.agent.evaluate import evaluate
 
-        agent_factory = self.hooks.agent_factory or _default_agent
-        agent = agent_factory(UnitGateway(self.gateway, batch), self.config)
+        agent = self.parts.agent_factory(UnitGateway(self.gateway, batch))
         self._event("batch_started", batch=batch, size=len(tasks))
         result = evaluate(
             self.harness, agent, list(tasks), skills=[skill], max_workers=self.config.workers,
@@ -245,13 +177,10 @@ class Engine:
     def _refuse_if_model_unusable(batch: str, rollouts: list[Rollout]) -> None:
         """Every rollout of a batch failed because the model could not be used (no API key, server down, the
         `local` extra missing): scoring them 0 would silently ruin the run, so stop before the batch counts."""
-        errors = [(r.error or "").strip() for r in rollouts]
-        if not rollouts or not all(errors):
-            return
-        if all(_MODEL_UNUSABLE.match(e) for e in errors):
-            first = errors[0].splitlines()[0]
-            raise RunError(f"every rollout of {batch} failed because the model is unusable ({first}); nothing "
-                           "was counted: fix the cause and `raso resume` the run")
+        if rollouts and all(r.model_unusable for r in rollouts):
+            first = (rollouts[0].error or "").strip().splitlines()[0]
+            raise ModelUnusableError(f"every rollout of {batch} failed because the model is unusable ({first}); "
+                                     "nothing was counted: fix the cause and `raso resume` the run")
 
     def _load_rollouts(self, batch: str) -> list[Rollout]:
         return [Rollout.model_validate(r) for r in read_jsonl(self.run_dir.rollouts_path(batch))]
@@ -268,12 +197,10 @@ class Engine:
         else:
             self.state.val_rollouts += n
 
-    def _record_lessons(self, lessons: Sequence[Any], *, stage: str, iteration: int, version: int) -> None:
+    def _record_lessons(self, lessons: Sequence[Lesson], *, stage: str, iteration: int, version: int) -> None:
         for lesson in lessons:
-            row = {"stage": stage, "iteration": iteration, "skill_version": version}
-            data = _to_dict(lesson)
-            row.update(data if isinstance(data, dict) else {"text": str(data)})
-            self.state.lessons.append(row)
+            self.state.lessons.append({"stage": stage, "iteration": iteration, "skill_version": version,
+                                       **lesson.to_dict()})
 
     def _batches(self, epoch: int) -> list[list[str]]:
         """Epoch `epoch`'s minibatches: train shuffled by (seed, epoch) — the same on every resume."""
@@ -297,6 +224,8 @@ class Engine:
                 self._evaluate_s0()
             while self.state.phase == "iterate":
                 self._iterate_once()
+            if self.state.phase == "test":
+                self._evaluate_test()
             if self.state.finished_at is None:
                 self.state.finished_at = _now()
                 self.checkpoint()
@@ -321,15 +250,14 @@ class Engine:
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init})
         else:
             retriever = self.retriever() if cfg.init_kind == "rasi" else None
-            initialize = self.hooks.initialize or _default_initialize
-            result = initialize(
+            result = self.parts.initializer(
                 UnitGateway(self.gateway, self._unit("init")), task_description=self.harness.task_description,
                 harness_description=self.harness.harness_description, retriever=retriever, k=cfg.k,
                 num_requirements=cfg.num_requirements, adapt=cfg.adapt,
             )
             skill = result.skill
-            atomic_write_json(self.run_dir.proposals / "init.json", _to_dict(result))
-            self._record_lessons(getattr(result, "lessons", []), stage="init", iteration=0, version=0)
+            atomic_write_json(self.run_dir.proposals / "init.json", result.to_dict())
+            self._record_lessons(result.lessons, stage="init", iteration=0, version=0)
         skill.save(self.run_dir.skill_path(0))
         skill.save(self.run_dir.best_skill)
         self.state.current_version = 0
@@ -354,6 +282,36 @@ class Engine:
         self.state.current_val = statistics.fmean(r.reward for r in rollouts)
         self._add_curve("s0")
         self.state.phase = "iterate"
+        self.checkpoint()
+
+    def _evaluate_test(self) -> None:
+        """s0 and the best skill on the test split: reported, never used for selection, counted apart from the
+        optimization budget. Each version is its own checkpointed unit, so a resume does not repeat it."""
+        s = self.state
+        try:
+            tasks = self._limited("test", self.config.test_limit)
+        except ValueError:
+            tasks = []
+        versions = [0] if s.current_version in (None, 0) else [0, s.current_version]
+        if not tasks:
+            s.test_note = f"harness {self.harness.name!r} has no test tasks"
+        for version in versions:
+            if not tasks or any(t.version == version for t in s.test):
+                continue
+            if not self.run_dir.skill_path(version).exists():
+                s.test_note = f"skill v{version} was never written; nothing to test"
+                break
+            if self.budget.usd_exhausted(self.cost):
+                s.test_note = "test evaluation cut short: USD budget reached"
+                break
+            rollouts = self._evaluate(f"test_v{version:03d}", self._skill(version), tasks)
+            mean = statistics.fmean(r.reward for r in rollouts)
+            s.test_rollouts += len(rollouts)
+            s.test.append(TestScore(version=version, label="s0" if version == 0 else "best", mean_reward=mean,
+                                    tasks=len(tasks), rollouts=len(rollouts)))
+            self._event("test_done", version=version, mean_reward=mean, tasks=len(tasks))
+            self.checkpoint()
+        s.phase = "done"
         self.checkpoint()
 
     def _next_pending(self) -> PendingIteration | None:
@@ -418,9 +376,8 @@ class Engine:
         current = self._skill(s.current_version or 0)
         rollouts = self._load_rollouts(f"{tag}_train")
         retriever = self.retriever() if cfg.update == "rasu" else None
-        propose = self.hooks.propose or _default_propose
         try:
-            proposal = propose(
+            proposal = self.parts.proposer(
                 UnitGateway(self.gateway, f"{tag}/propose"), task_description=self.harness.task_description,
                 harness_description=self.harness.harness_description, skill=current, rollouts=rollouts,
                 retriever=retriever, k=cfg.k, chunk_size=cfg.chunk_size, adapt=cfg.adapt,
@@ -434,11 +391,10 @@ class Engine:
         version = s.next_version
         s.next_version += 1
         proposal.candidate.save(self.run_dir.skill_path(version))
-        atomic_write_json(self.run_dir.proposals / f"{tag}.json", _to_dict(proposal))
-        self._record_lessons(getattr(proposal, "lessons", []), stage="update", iteration=p.iteration,
-                             version=version)
+        atomic_write_json(self.run_dir.proposals / f"{tag}.json", proposal.to_dict())
+        self._record_lessons(proposal.lessons, stage="update", iteration=p.iteration, version=version)
         p.candidate_version = version
-        self._event("proposal_done", version=version, gradients=len(getattr(proposal, "gradients", []) or []))
+        self._event("proposal_done", version=version, gradients=len(proposal.gradients))
 
     def _decide(self, p: PendingIteration, tag: str) -> None:
         s = self.state
@@ -495,7 +451,8 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=float(totals.get("cost_usd", 0.0)),
         prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
-        finished=state.phase == "done", candidates=list(state.candidates),
+        finished=state.phase == "done", candidates=list(state.candidates), test=list(state.test),
+        test_rollouts=state.test_rollouts,
     )
 
 
@@ -504,20 +461,14 @@ def _write_descriptions(run_dir: RunDir, harness: Harness) -> None:
     atomic_write_text(run_dir.root / "harness_description.md", harness.harness_description.strip() + "\n")
 
 
-def run_optimization(config: OptimizeConfig, hooks: Hooks | None = None) -> OptimizeResult:
-    """Start a new run in `config.run_dir` (created; must not already hold a run) and run it to the end."""
-    root = Path(config.run_dir) if config.run_dir is not None else default_run_dir(config.harness)
-    run_dir = RunDir(root)
-    if run_dir.exists():
-        raise RunError(f"{root} already holds a run (checkpoint.json); continue it with `raso resume {root}` "
-                       "or choose another --run-dir")
+def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents) -> OptimizeResult:
+    """Start a new run in `run_dir` (created here; the caller checked it holds no run) and run it to the end."""
     run_dir.create()
-    config = config.model_copy(update={"run_dir": root.resolve()})
     run_dir.write_config(config.to_json_dict())
     state = RunState(started_at=_now())
-    engine = Engine(config, run_dir, state, hooks)
+    engine = Engine(config, run_dir, state, components)
     _write_descriptions(run_dir, engine.harness)
-    engine._event("run_started", run_dir=str(root))
+    engine._event("run_started", run_dir=str(run_dir.root))
     engine.checkpoint()
     return engine.run()
 
@@ -531,18 +482,14 @@ def load_state(run_dir: RunDir) -> RunState:
         raise RunError(f"{run_dir.checkpoint} is unreadable: {exc}") from None
 
 
-def resume(run_dir: str | Path, hooks: Hooks | None = None) -> OptimizeResult:
-    """Continue the run in `run_dir` from its last checkpoint (a finished run only gets its report rewritten)."""
-    rd = RunDir(run_dir)
-    state = load_state(rd)
-    config = load_resolved(rd.config_json)
+def continue_run(config: OptimizeConfig, run_dir: RunDir, state: RunState, components: RunComponents) -> OptimizeResult:
+    """Continue the run in `run_dir` from its checkpointed `state` (a finished run only gets its report rewritten)."""
     if state.phase != "done":
         state.resumes += 1
-    engine = Engine(config, rd, state, hooks)
+    engine = Engine(config, run_dir, state, components)
     if state.phase != "done":
         engine._event("resumed", resumes=state.resumes)
     return engine.run()
 
 
-__all__ = ["Engine", "Hooks", "OptimizeResult", "RunError", "build_gateway", "resume", "run_optimization",
-           "Event"]
+__all__ = ["Engine", "Event", "OptimizeResult", "RunError", "continue_run", "load_state", "result_of", "start_run"]

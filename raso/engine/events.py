@@ -131,6 +131,9 @@ class RichProgress:
             self._messages.append(f"candidate v{d.get('version')}: {fmt(cand)} vs {fmt(cur)} -> {verdict}")
         elif event.kind == "stopped" and d.get("reason"):
             self._messages.append(str(d["reason"]))
+        elif event.kind == "test_done":
+            self._messages.append(f"test: v{d.get('version')} scores {float(d.get('mean_reward', 0.0)):.3f} "
+                                  f"on {d.get('tasks')} task(s)")
         if self._live is not None:
             self._live.update(self._render())
 

@@ -63,6 +63,25 @@ def _lesson_sources(lesson: dict[str, Any]) -> str:
     return "; ".join(refs) if refs else "(no corpus sources)"
 
 
+def _test_section(state: RunState, config: Any) -> list[str]:
+    """The test-split scores of s0 and the best skill (reported only; never used for selection)."""
+    lines = ["## Test split", ""]
+    if not config.test:
+        return lines + ["Not evaluated (`test` is off for this run).", ""]
+    if not state.test:
+        note = state.test_note or ("pending: the run has not reached its end" if state.phase != "done" else
+                                   "not evaluated")
+        return lines + [note, ""]
+    lines += ["| skill | version | test mean reward | tasks |", "|---|---|---|---|"]
+    for score in state.test:
+        lines.append(f"| {score.label} | v{score.version:03d} | {_fmt(score.mean_reward)} | {score.tasks} |")
+    limit = f"the first {config.test_limit} test tasks" if config.test_limit else "every test task"
+    lines += ["", f"Scored on {limit} after the optimization ended ({state.test_rollouts} rollouts, counted apart "
+              "from the budget); never used for selection." + (f" Note: {state.test_note}" if state.test_note else ""),
+              ""]
+    return lines
+
+
 def build_report(run_dir: RunDir) -> str:
     state = RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
     config = load_resolved(run_dir.config_json)
@@ -108,6 +127,7 @@ def build_report(run_dir: RunDir) -> str:
         f"{'the first ' + str(config.val_limit) + ' ' if config.val_limit else 'all '}val tasks; rollouts count "
         "train minibatch rollouts plus every val evaluation (s0 included).",
         "",
+        *_test_section(state, config),
         "## Score per iteration",
         "",
         "| iter | epoch | minibatch | train mean | candidate | cand. val | current val | decision | rollouts | cost |",

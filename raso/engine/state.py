@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 STATE_VERSION = 1
 
-Phase = Literal["init", "s0_val", "iterate", "done"]
+Phase = Literal["init", "s0_val", "iterate", "test", "done"]
 Step = Literal["start", "rolled_out", "proposed"]
 
 
@@ -42,6 +42,16 @@ class CurvePoint(BaseModel):
     cost_usd: float
     best_val: float
     label: str
+
+
+class TestScore(BaseModel):
+    """A skill's mean reward on the test split, measured once at the end of a run (never used for selection)."""
+
+    version: int
+    label: str  # "s0" or "best"
+    mean_reward: float
+    tasks: int
+    rollouts: int
 
 
 class PendingIteration(BaseModel):
@@ -79,3 +89,6 @@ class RunState(BaseModel):
     finished_at: str | None = None
     resumes: int = 0
     failed_attempts: dict[str, int] = Field(default_factory=dict, description="unit -> attempts that raised")
+    test: list[TestScore] = Field(default_factory=list)
+    test_rollouts: int = 0  # counted apart from the optimization budget
+    test_note: str | None = None  # why the test evaluation was skipped or cut short

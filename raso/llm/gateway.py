@@ -282,6 +282,18 @@ class LLMGateway:
                                  "completion_tokens": completion_tokens, "cost_usd": cost})
         return completion
 
+    def preflight(self) -> None:
+        """Check, before any work, that every configured role's model can be used: the embedded model's extra
+        is installed and its weights assemble; a hosted model's API key is set. Raises LLMError saying what to
+        do. A reachable server is not probed here (the first call's retries handle a slow start)."""
+        for role, role_cfg in self.config.roles.items():
+            model = role_cfg.model
+            provider = provider_of(model)
+            if provider == local.PROVIDER:
+                local.ensure_ready(model)
+            elif provider != scripted.PROVIDER:
+                self._check_credentials(model, role, role_cfg)
+
     def _check_credentials(self, model: str, role: str, role_cfg: RoleConfig) -> None:
         """Fail before any request when litellm knows the provider's key env var is unset."""
         if role_cfg.api_base or (role_cfg.api_key_env and os.environ.get(role_cfg.api_key_env)):

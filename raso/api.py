@@ -1,0 +1,383 @@
+"""The front door and the only wiring: a configuration becomes the collaborators of a run (gateway, harness,
+retriever over the configured index, execution agent, initializer, proposer, run directory) here and nowhere
+else. The engine receives them; the CLI and the experiment runner are thin callers of these functions.
+
+    import raso
+    result = raso.optimize("webshop", model="openai/gpt-4o-mini", epochs=2, run_dir="runs/x")
+    print(result.best_val, result.best_test, result.best_skill_path)
+
+A harness is given by name (registered entry point or 'package.module:Class') or as an instance; options as
+an OptimizeConfig, a config file (TOML/YAML/JSON), keyword overrides, or a mix (overrides win). Every error
+that can be known before work starts (unknown harness, missing extra, bad option, unusable model, a run
+directory that already holds a run) is raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from raso.engine.config import ConfigError, OptimizeConfig, build_config, load_resolved
+from raso.engine.errors import RunError
+from raso.harness import Harness, Rollout, Task
+from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness
+from raso.skill import Skill
+
+if TYPE_CHECKING:
+    from raso.agent import ExecutionAgent
+    from raso.agent.evaluate import EvalResult
+    from raso.engine.engine import OptimizeResult
+    from raso.engine.events import EventSink
+    from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
+    from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
+    from raso.optimizer.types import InitResult
+    from raso.retrieval.retrievers import SectionSearcher
+
+# ---------------------------------------------------------------------------------------------- configuration
+def harness_target(harness: Harness) -> str:
+    """How a run directory names a harness instance: its registered name when that name loads this very class,
+    else 'module:Class' (what `resume` needs to build it again)."""
+    cls = type(harness)
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    registered = available_harnesses().get(getattr(harness, "name", ""))
+    return harness.name if registered == target else target
+
+
+def resolve_config(
+    harness: "str | Harness | None" = None,
+    config: OptimizeConfig | None = None,
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    quick_defaults: bool = True,
+) -> OptimizeConfig:
+    """One OptimizeConfig from a harness, a config object or file, and keyword overrides (overrides win; with
+    `quick_defaults`, the embedded model's quick schedule fills what none of them set). Raises ConfigError
+    naming each bad option."""
+    values: dict[str, Any] = dict(overrides or {})
+    if isinstance(harness, Harness):
+        values.setdefault("harness", harness_target(harness))
+    elif harness is not None:
+        values.setdefault("harness", harness)
+    if config is not None:
+        if config_file is not None:
+            raise ConfigError("give either a config object or a config file, not both")
+        merged = {**config.model_dump(exclude_unset=True), **values}
+        try:
+            return OptimizeConfig.model_validate(merged)
+        except Exception as exc:
+            raise ConfigError(f"invalid configuration: {exc}") from None
+    return build_config(config_file, values, quick_local_defaults=quick_defaults)
+
+
+def load_harness(spec: "str | Harness", options: Mapping[str, Any] | None = None) -> Harness:
+    """A harness instance from a name or 'module:Class' (with constructor options), or the instance itself.
+    Raises ConfigError with the reason (unknown name, missing optional extra or data, bad options)."""
+    if isinstance(spec, Harness):
+        return spec
+    try:
+        return get_harness(spec, **dict(options or {}))
+    except (HarnessNotFoundError, HarnessLoadError) as exc:
+        raise ConfigError(f"cannot load harness {spec!r}: {exc}") from None
+    except (TypeError, ValueError, OSError, ImportError) as exc:
+        raise ConfigError(f"cannot load harness {spec!r} with options {dict(options or {})}: "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ collaborators
+def gateway_config(config: OptimizeConfig, **options: Any) -> "GatewayConfig":
+    """The gateway's roles for a config: `agent` = the target model, `optimizer` = the optimizer model (default:
+    the target). The optimizer reuses the target's api_base only when it is the target model."""
+    from raso.llm import GatewayConfig
+
+    return GatewayConfig.for_models(
+        target=config.model, optimizer=config.optimizer_model, api_base=config.api_base,
+        optimizer_api_base=config.optimizer_api_base or (config.api_base if config.optimizer_model is None else None),
+        **options,
+    )
+
+
+def make_gateway(
+    config: OptimizeConfig,
+    *,
+    cache_dir: str | Path | None = None,
+    ledger: "UsageLedger | None" = None,
+    max_concurrency: int | None = None,
+    retry: "RetryConfig | None" = None,
+) -> "LLMGateway":
+    """The gateway every model call of a run, an init, an eval or a CLI check goes through."""
+    from raso.llm import LLMGateway
+
+    options: dict[str, Any] = {"cache_dir": cache_dir, "max_concurrency": max_concurrency or config.workers}
+    if retry is not None:
+        options["retry"] = retry
+    return LLMGateway(gateway_config(config, **options), ledger=ledger)
+
+
+def make_retriever(config: OptimizeConfig, gateway: "LLMGateway") -> "SectionSearcher":
+    """The configured retriever over the configured index, or over the packaged starter corpus's index."""
+    from raso.retrieval.retrievers import build_retriever
+
+    if config.index is not None:
+        from corpus_tools.index import SectionIndex
+
+        index = SectionIndex.load(config.index)
+    else:
+        from corpus_tools.starter import starter_index
+
+        index = starter_index()
+    return build_retriever(config.retrieval, index=index, gateway=gateway)
+
+
+def prompt_library(harness: Harness) -> Any:
+    """The prompt templates for this harness: its own `prompts/` folder first, then the package defaults."""
+    from raso.prompts import PromptLibrary
+
+    return PromptLibrary.for_harness(harness)
+
+
+def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness, *,
+               agent_options: Mapping[str, Any] | None = None) -> "ExecutionAgent":
+    """The execution agent for the config's mode and limits (`agent_options`: other AgentConfig fields)."""
+    from raso.agent import AgentConfig, ExecutionAgent
+
+    options = {"role": "agent", "mode": config.agent_mode, "max_steps": config.agent_max_steps,
+               "max_tokens": config.agent_max_tokens, **dict(agent_options or {})}
+    return ExecutionAgent(gateway, AgentConfig(**options), prompts=prompt_library(harness))
+
+
+def default_initializer(harness: Harness) -> "Initializer":
+    from raso.optimizer.rasi import initialize_skill
+
+    return functools.partial(initialize_skill, prompts=prompt_library(harness))
+
+
+def default_proposer(harness: Harness) -> "Proposer":
+    from raso.optimizer.rasu import propose_update
+
+    return functools.partial(propose_update, prompts=prompt_library(harness))
+
+
+def build_components(
+    config: OptimizeConfig,
+    harness: Harness,
+    gateway: "LLMGateway",
+    *,
+    initializer: "Initializer | None" = None,
+    proposer: "Proposer | None" = None,
+    agent_factory: "AgentFactory | None" = None,
+    retriever: "SectionSearcher | None" = None,
+    sinks: Iterable["EventSink"] = (),
+) -> "RunComponents":
+    """A run's collaborators; any part given replaces the product's own (tests, experiments, baselines)."""
+    from raso.engine.protocols import RunComponents
+
+    def build_agent(unit_gateway: "LLMGateway") -> Any:
+        return make_agent(config, unit_gateway, harness)
+
+    def build_retriever() -> "SectionSearcher":
+        return retriever if retriever is not None else make_retriever(config, gateway)
+
+    return RunComponents(
+        harness=harness, gateway=gateway, agent_factory=agent_factory or build_agent,
+        initializer=initializer or default_initializer(harness), proposer=proposer or default_proposer(harness),
+        retriever_factory=build_retriever, sinks=list(sinks),
+    )
+
+
+def check_splits(harness: Harness, config: OptimizeConfig) -> None:
+    """An optimization needs train tasks to learn from and val tasks for the gate; say so before starting."""
+    for split in ("train", "val"):
+        try:
+            tasks = harness.tasks(split)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not tasks:
+            raise ConfigError(f"harness {harness.name!r} has no {split} tasks; an optimization needs train tasks "
+                              "and val tasks for the validation gate")
+
+
+def _preflight(gateway: "LLMGateway") -> None:
+    from raso.llm import LLMError
+
+    try:
+        gateway.preflight()
+    except LLMError as exc:
+        raise RunError(f"the model cannot be used: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ public API
+def optimize(
+    harness: "str | Harness | None" = None,
+    config: OptimizeConfig | None = None,
+    *,
+    config_file: str | Path | None = None,
+    sinks: Iterable["EventSink"] = (),
+    initializer: "Initializer | None" = None,
+    proposer: "Proposer | None" = None,
+    agent_factory: "AgentFactory | None" = None,
+    retriever: "SectionSearcher | None" = None,
+    **overrides: Any,
+) -> "OptimizeResult":
+    """Optimize a skill for `harness`: s0 by RASI/RFSI (or a file), RASU/RFSU updates behind the validation gate,
+    then s0 and the best skill scored on test. Writes a run directory (`raso.resume` continues it).
+
+    `overrides` are OptimizeConfig fields (model=..., epochs=..., run_dir=...). Raises ConfigError / RunError
+    before writing anything when the run cannot start."""
+    from raso.engine.engine import start_run
+    from raso.engine.replay import PersistentLedger
+    from raso.engine.run_dir import RunDir, default_run_dir
+
+    cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
+    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
+    check_splits(harness_obj, cfg)
+    root = Path(cfg.run_dir) if cfg.run_dir is not None else default_run_dir(harness_obj.name)
+    run_dir = RunDir(root)
+    if run_dir.exists() or (root.exists() and any(root.iterdir())):
+        raise RunError(f"{root} is not empty; continue a run there with `raso resume {root}` or choose another "
+                       "run directory")
+    if cfg.init_kind == "file":
+        try:
+            Skill.load(cfg.init)
+        except Exception as exc:
+            raise ConfigError(f"init skill {cfg.init}: {exc}") from None
+    cfg = cfg.model_copy(update={"run_dir": root.resolve()})
+    _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
+    gateway = make_gateway(cfg, cache_dir=run_dir.cache, ledger=PersistentLedger(run_dir.ledger_calls))
+    components = build_components(cfg, harness_obj, gateway, initializer=initializer, proposer=proposer,
+                                  agent_factory=agent_factory, retriever=retriever, sinks=sinks)
+    return start_run(cfg, run_dir, components)
+
+
+def resume(
+    run_dir: str | Path,
+    *,
+    harness: Harness | None = None,
+    sinks: Iterable["EventSink"] = (),
+    initializer: "Initializer | None" = None,
+    proposer: "Proposer | None" = None,
+    agent_factory: "AgentFactory | None" = None,
+    retriever: "SectionSearcher | None" = None,
+) -> "OptimizeResult":
+    """Continue the run in `run_dir` from its last checkpoint with the configuration it recorded. Model calls
+    that finished before the interruption replay from the run's cache. Pass `harness` when the run was started
+    with an instance that its recorded name cannot rebuild."""
+    from raso.engine.engine import continue_run, load_state
+    from raso.engine.replay import PersistentLedger
+    from raso.engine.run_dir import RunDir
+
+    rd = RunDir(run_dir)
+    state = load_state(rd)
+    cfg = load_resolved(rd.config_json)
+    harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
+    gateway = make_gateway(cfg, cache_dir=rd.cache, ledger=PersistentLedger(rd.ledger_calls))
+    if state.phase != "done":
+        _preflight(gateway)
+    components = build_components(cfg, harness_obj, gateway, initializer=initializer, proposer=proposer,
+                                  agent_factory=agent_factory, retriever=retriever, sinks=sinks)
+    return continue_run(cfg, rd, state, components)
+
+
+def init_skill(
+    harness: "str | Harness | None" = None,
+    config: OptimizeConfig | None = None,
+    *,
+    config_file: str | Path | None = None,
+    retrieval: bool | None = None,
+    gateway: "LLMGateway | None" = None,
+    **overrides: Any,
+) -> "InitResult":
+    """Cold start with zero rollouts: RASI (retrieval-augmented) or, with `retrieval=False` or init='rfsi', RFSI.
+    The result holds the skill, the requirements, the lessons with their corpus provenance, and any errors."""
+    cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
+    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
+    use_retrieval = retrieval if retrieval is not None else cfg.init_kind != "rfsi"
+    gw = gateway or make_gateway(cfg)
+    _preflight(gw)
+    retriever = make_retriever(cfg, gw) if use_retrieval else None
+    return default_initializer(harness_obj)(
+        gw, task_description=harness_obj.task_description, harness_description=harness_obj.harness_description,
+        retriever=retriever, k=cfg.k, num_requirements=cfg.num_requirements, adapt=cfg.adapt,
+    )
+
+
+def evaluate(
+    harness: "str | Harness | None" = None,
+    skills: "Skill | str | Path | Sequence[Skill | str | Path] | None" = None,
+    *,
+    split: str = "test",
+    config: OptimizeConfig | None = None,
+    limit: int | None = None,
+    out_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    agent_options: Mapping[str, Any] | None = None,
+    on_rollout: Callable[[Rollout], Any] | None = None,
+    gateway: "LLMGateway | None" = None,
+    **overrides: Any,
+) -> "EvalResult":
+    """Score skills (a Skill, a SKILL.md path, a list of them, or None for the no-skill baseline) on a split:
+    one rollout per task through the execution agent, in parallel (`workers`). With `out_dir`, each trajectory
+    is written there as JSON. `agent_mode` (an override) chooses how several skills are incorporated."""
+    from raso.agent.evaluate import evaluate as run_rollouts
+
+    skill_list = _as_skills(skills)
+    if "agent_mode" not in overrides and (config is None or "agent_mode" not in config.model_fields_set):
+        overrides["agent_mode"] = "full" if skill_list else "none"
+    cfg = resolve_config(harness, config, overrides=overrides, quick_defaults=False)
+    if cfg.agent_mode == "none" and skill_list:
+        raise ConfigError("agent_mode 'none' runs without a skill; give no skills (or another mode)")
+    if cfg.agent_mode != "none" and not skill_list:
+        raise ConfigError(f"agent_mode {cfg.agent_mode!r} needs at least one skill")
+    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
+    tasks = eval_tasks(harness_obj, split, limit)
+    gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
+    _preflight(gw)
+    agent = make_agent(cfg, gw, harness_obj, agent_options=agent_options)
+    return run_rollouts(harness_obj, agent, tasks, skill_list, max_workers=cfg.workers,
+                        trajectories_dir=Path(out_dir) / "trajectories" if out_dir is not None else None,
+                        on_rollout=on_rollout)
+
+
+def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[Task]:
+    """The tasks of `split` (the first `limit`); ConfigError for an unknown or empty split."""
+    try:
+        tasks = list(harness.tasks(split))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError("limit must be at least 1")
+        tasks = tasks[:limit]
+    if not tasks:
+        raise ConfigError(f"harness {harness.name!r} has no tasks in split {split!r}")
+    return tasks
+
+
+def _as_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None") -> list[Skill]:
+    if skills is None:
+        return []
+    items = [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
+    out: list[Skill] = []
+    for item in items:
+        if isinstance(item, Skill):
+            out.append(item)
+            continue
+        try:
+            out.append(Skill.load(item))
+        except Exception as exc:
+            raise ConfigError(f"cannot use skill {item}: {exc}") from None
+    names = [s.name for s in out]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated and len(out) > 1:
+        raise ConfigError(f"skill names must be unique (selection and LOAD_SKILL use them); repeated: "
+                          f"{', '.join(repeated)}")
+    return out
+
+
+__all__ = [
+    "build_components", "check_splits", "default_initializer", "default_proposer", "eval_tasks", "evaluate",
+    "gateway_config", "harness_target", "init_skill", "load_harness", "make_agent", "make_gateway", "make_retriever", "optimize",
+    "prompt_library", "resolve_config", "resume",
+]
