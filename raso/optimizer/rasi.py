@@ -48,6 +48,7 @@ def initialize_skill(
     exclude_skills: Sequence[str] = (),
     limits: PromptLimits | None = None,
     workers: int = 1,
+    requirements: Sequence[Requirement] | None = None,
     prompts: PromptLibrary | None = None,
 ) -> InitResult:
     """Write the initial skill s0. `retriever=None` is RFSI; `adapt=False` is RASI without adaptation.
@@ -57,17 +58,22 @@ def initialize_skill(
     its `prompts/` folder replace any template).
     Raises StructuredOutputError when query-init or skill-init return junk (a junk lesson is only skipped
     and noted in `errors`) and LLMError when the model cannot be reached.
+
+    `requirements` given: query-init is skipped and these pairs are used (an experiment's RFSI and RASI share
+    one decomposition, so they differ only in the lessons).
     """
     if num_requirements < 1:
         raise ValueError("num_requirements must be at least 1")
     if k < 1:
         raise ValueError("k must be at least 1")
     limits = limits or limits_for(gw)
-    plan = roles.query_init(gw, roles.QueryInitInput(
-        task_description=task_description, harness_description=harness_description,
-        num_requirements=num_requirements,
-    ), limits, prompts=prompts)
-    requirements = _dedupe(plan.requirements, num_requirements)
+    if requirements is None:
+        plan = roles.query_init(gw, roles.QueryInitInput(
+            task_description=task_description, harness_description=harness_description,
+            num_requirements=num_requirements,
+        ), limits, prompts=prompts)
+        requirements = plan.requirements
+    requirements = _dedupe(requirements, num_requirements)
 
     mode: InitMode = "rfsi"
     lessons, retrieved, errors = [], [], []
