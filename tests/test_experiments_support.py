@@ -1,0 +1,88 @@
+"""Support for the experiment tests (no tests here): scripted models that play the toy counting harness and
+answer every optimizer prompt (RASO roles, TextGrad, GEPA), and the overrides that point a table's config at them.
+
+The scripted agent counts correctly only when the skill it was given contains the marker COUNT-UP; otherwise it
+stops at once (reward 0). The scripted optimizer puts the marker into a skill only when its prompt shows evidence
+for it: a corpus lesson (RASI), or a failure report / critique / reflection on failed rollouts (every update
+method). So no skill scores 0, RFSI's s0 scores 0, RASI's s0 scores 1, and an update from RFSI can only score 1 by
+really going through its method's proposal step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from raso.llm.scripted import ScriptedModel
+from raso.testing import count_script
+
+MARKER = "COUNT-UP"
+FAILURE = "The agent stops instead of counting up."
+TOY_HARNESS = {"name": "raso.testing.toy:CountingHarness", "options": {"n_tasks": 6}}
+FIXED_SKILL = {"name": "counting", "description": "Count to the target, one number per action.",
+               "body": f"# Steps\n{MARKER}: say 1, then 2, and so on, one number per action."}
+PLAIN_SKILL = {"name": "counting", "description": "Count to the target.",
+               "body": "# Steps\n1. Read the task.\n2. Answer."}
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+def agent_reply(messages: list[dict[str, Any]]) -> str:
+    if MARKER in _text(messages):
+        return count_script(messages)
+    return "Thought: I am not sure what to do.\nAction: stop"
+
+
+def _skill_markdown(fixed: bool) -> str:
+    skill = FIXED_SKILL if fixed else PLAIN_SKILL
+    return f"---\nname: {skill['name']}\ndescription: {skill['description']}\n---\n\n{skill['body']}\n"
+
+
+def optimizer_reply(messages: list[dict[str, Any]]) -> str:
+    text = _text(messages)
+    system = str(messages[0].get("content") or "") if messages and messages[0].get("role") == "system" else ""
+    failed = FAILURE in text or "reward 0 (failed)" in text or "Add an instruction to the skill" in text
+    # TextGrad (textgrad package): TGD update, loss critique, backward gradients
+    if "<IMPROVED_VARIABLE>" in system or "Send the improved variable" in text:
+        return f"<IMPROVED_VARIABLE>{_skill_markdown(fixed=failed)}</IMPROVED_VARIABLE>"
+    if "You evaluate one trajectory" in system:
+        return f"The rollout failed: {FAILURE} A skill should say {MARKER}." if failed else "The rollout solved it."
+    if "give feedback" in text.lower() and "<ROLE>" in text:
+        return f"Add an instruction to the skill: {MARKER} (count up one number per action)."
+    # GEPA's reflective proposer (gepa package)
+    if "Provide the new instructions within ``` blocks" in text:
+        return f"```\n{_skill_markdown(fixed=failed)}```"
+    # RASO's structured roles, told apart by the JSON schema the gateway appends
+    if '"requirements": {' in text:
+        return json.dumps({"requirements": [
+            {"requirement": "Say the numbers in order, one per action.", "query": "count numbers in order"},
+            {"requirement": "Never stop before the target.", "query": "stop early target"}]})
+    if '"lesson": {' in text:
+        return json.dumps({"lesson": f"{MARKER}: answer each turn with the next number."})
+    if '"gradients": {' in text:
+        return json.dumps({"gradients": [{"failure_mode": FAILURE, "evidence": "count-0", "query": "count up"}]})
+    if '"body": {' in text:
+        return json.dumps(FIXED_SKILL if (MARKER in text or FAILURE in text) else PLAIN_SKILL)
+    raise AssertionError(f"unrecognised optimizer prompt: {text[:300]!r}")
+
+
+def scripted_models() -> tuple[ScriptedModel, ScriptedModel]:
+    return ScriptedModel(agent_reply, name="exp-agent"), ScriptedModel(optimizer_reply, name="exp-optimizer")
+
+
+def overrides(tmp_path: Any, agent: ScriptedModel, optimizer: ScriptedModel, **extra: Any) -> dict[str, Any]:
+    """Point any table's config at the toy harness and the scripted models, small and in one process."""
+    values: dict[str, Any] = {
+        "harnesses": [TOY_HARNESS], "model": agent.model, "optimizer_model": optimizer.model,
+        "results_dir": str(tmp_path / "results"), "backend": "threading", "jobs": 2, "test_limit": None,
+    }
+    values.update(extra)
+    return values
+
+
+def calls_matching(model: ScriptedModel, pattern: str) -> int:
+    regex = re.compile(pattern)
+    return sum(1 for call in model.calls if regex.search(_text(call)))
