@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.corpus",
     "raso.cli.retrieval",
     "raso.cli.models",
+    "raso.cli.experiment",
 )
 
 

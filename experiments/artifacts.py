@@ -1,0 +1,158 @@
+"""What cells of one experiment share, built once and kept under <results>/<experiment>/shared/:
+
+* the section index (a seeded subsample of it for the corpus-fraction sweep);
+* the requirement decomposition per (harness, seed): RFSI and RASI use the same pairs, so RFSI differs from RASI
+  only in the lessons (the paper's control);
+* each initial skill s0 per (harness, seed, initialization, retrieval options): every update method of a row starts
+  from the same s0 file.
+
+Each artifact is written atomically with its own ledger of model calls (its cost is reported in the init stage of
+every cell that uses it) and reused when present, so an interrupted experiment never pays for it twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+from raso.engine.config import OptimizeConfig
+from raso.engine.replay import PersistentLedger, UnitGateway
+from raso.engine.run_dir import atomic_write_json
+from raso.harness import Harness
+from raso.llm import LLMGateway, UsageLedger
+from raso.optimizer.types import Requirement
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(path: Path) -> threading.Lock:
+    """One lock per artifact path, so parallel cells in one process build an artifact once."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(str(path.resolve()), threading.Lock())
+
+
+def ledgered_gateway(cfg: OptimizeConfig, *, cache_dir: Path | None, ledger_path: Path) -> LLMGateway:
+    """raso's gateway for the cell's models with its own call ledger (and a response cache for replay on resume)."""
+    from raso.api import make_gateway
+
+    return make_gateway(cfg, cache_dir=cache_dir, ledger=PersistentLedger(ledger_path))
+
+
+def empty_usage() -> dict[str, Any]:
+    return UsageLedger().totals()
+
+
+def ledger_totals(path: Path) -> dict[str, Any]:
+    """Tokens, cost and calls of a ledger.calls.jsonl (zeros when absent)."""
+    if not Path(path).exists():
+        return empty_usage()
+    return PersistentLedger(Path(path)).totals()
+
+
+def options_key(options: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+class SharedArtifacts:
+    """The shared artifacts of one experiment under `root` (= <results>/<experiment>/shared)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------ corpus
+    def index_path(self, cfg: OptimizeConfig, fraction: float | None, seed: int) -> Path | None:
+        """The index directory a cell retrieves from: the configured (or starter) one, or its seeded
+        `fraction` subsample (by whole skills), built once."""
+        if fraction is None or fraction >= 1.0:
+            return Path(cfg.index) if cfg.index is not None else None
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"corpus_fraction must be in (0, 1], got {fraction}")
+        target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}"
+        with _lock(target):
+            if (target / "meta.json").exists():  # save() renames a complete directory into place
+                return target
+            from corpus_tools.index import SectionIndex
+
+            if cfg.index is not None:
+                base = SectionIndex.load(cfg.index)
+            else:
+                from corpus_tools.starter import starter_index
+
+                base = starter_index()
+            skills = sorted(base.skills)
+            keep = set(random.Random(f"corpus:{seed}:{fraction}").sample(skills, max(1, round(fraction * len(skills)))))
+            sub = SectionIndex.build(s for s in base.iter_sections() if s.skill_id in keep)
+            sub.save(target)
+            atomic_write_json(target.parent / f"{target.name}.json",
+                              {"fraction": fraction, "seed": seed, "skills": len(keep), "of_skills": len(skills),
+                               "sections": len(sub)})
+        return target
+
+    @staticmethod
+    def _gateway(cfg: OptimizeConfig, folder: Path) -> LLMGateway:
+        """The gateway an artifact is made with: its calls cached and ledgered in the artifact's folder."""
+        folder.mkdir(parents=True, exist_ok=True)
+        return ledgered_gateway(cfg, cache_dir=folder / "cache", ledger_path=folder / "ledger.calls.jsonl")
+
+    # ------------------------------------------------------------------ decomposition
+    def decomposition(self, harness: Harness, harness_key: str, cfg: OptimizeConfig, seed: int) -> Path:
+        """requirements.json for (harness, seed): one query-init call, shared by RFSI and RASI."""
+        from raso.api import prompt_library
+        from raso.optimizer import roles
+        from raso.optimizer.render import limits_for
+
+        folder = self.root / harness_key / f"seed{seed}" / f"decomposition-m{cfg.num_requirements}"
+        path = folder / "requirements.json"
+        with _lock(path):
+            if path.exists():
+                return path
+            gw = self._gateway(cfg, folder)
+            unit = UnitGateway(gw, f"seed{seed}/decomposition")
+            plan = roles.query_init(unit, roles.QueryInitInput(
+                task_description=harness.task_description, harness_description=harness.harness_description,
+                num_requirements=cfg.num_requirements), limits_for(unit), prompts=prompt_library(harness))
+            atomic_write_json(path, {"requirements": [r.to_dict() for r in plan.requirements],
+                                     "usage": gw.ledger.totals()})
+        return path
+
+    # ------------------------------------------------------------------ s0
+    def initial_skill(self, harness: Harness, harness_key: str, cfg: OptimizeConfig, *, init: str, seed: int) -> Path:
+        """The s0 SKILL.md for `init` (rfsi, rasi or rasi_raw) from the shared decomposition; built once."""
+        from raso.api import default_initializer, make_retriever
+
+        decomposition = self.decomposition(harness, harness_key, cfg, seed)
+        retrieval = {} if init == "rfsi" else {"k": cfg.k, "retrieval": cfg.retrieval, "index": str(cfg.index)}
+        folder = self.root / harness_key / f"seed{seed}" / f"{init}-{options_key({**retrieval, 'm': cfg.num_requirements})}"
+        path = folder / "SKILL.md"
+        with _lock(path):
+            if path.exists():
+                return path
+            requirements = [Requirement.from_dict(r)
+                            for r in json.loads(decomposition.read_text(encoding="utf-8"))["requirements"]]
+            gw = self._gateway(cfg, folder)
+            result = default_initializer(harness)(
+                UnitGateway(gw, f"seed{seed}/{init}"), task_description=harness.task_description,
+                harness_description=harness.harness_description,
+                retriever=None if init == "rfsi" else make_retriever(cfg, gw), k=cfg.k,
+                num_requirements=cfg.num_requirements, adapt=init != "rasi_raw", requirements=requirements,
+            )
+            atomic_write_json(folder / "init.json", {**result.to_dict(), "retrieval": retrieval,
+                                                     "decomposition": str(decomposition)})
+            result.skill.save(path)  # last: its presence marks the artifact complete
+        return path
+
+    def init_usage(self, s0_path: Path) -> dict[str, Any]:
+        """Model usage of making s0: its decomposition's share plus its own calls."""
+        folder = Path(s0_path).parent
+        own = ledger_totals(folder / "ledger.calls.jsonl")
+        decomposition = Path(json.loads((folder / "init.json").read_text(encoding="utf-8"))["decomposition"])
+        shared = ledger_totals(decomposition.parent / "ledger.calls.jsonl")
+        return {key: own.get(key, 0) + shared.get(key, 0) for key in own}
+
+
+__all__ = ["SharedArtifacts", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key"]

@@ -1,0 +1,258 @@
+"""Running one cell: make (or reuse) its s0, run its update method within the shared rollout budget, score the
+result on test, and write result.json — last, so its presence means the cell is finished.
+
+An interrupted cell resumes: the engine run (RFSU, RASU, TextGrad) continues from its checkpoint, GEPA from its
+saved state, the test evaluation replays its cached model replies.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from raso.engine.config import OptimizeConfig
+from raso.engine.replay import UnitGateway
+from raso.engine.run_dir import atomic_write_json
+from raso.api import load_harness
+from raso.harness import Harness
+from raso.skill import Skill
+
+from .accounting import engine_budget, reported_rollouts
+from .artifacts import SharedArtifacts, empty_usage, ledger_totals, ledgered_gateway
+from .config import Cell, ExperimentConfig
+
+RESULT_FILE = "result.json"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def git_commit() -> dict[str, Any]:
+    """The commit the code ran at, and whether the tracked files differed from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=20).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "raso", "experiments", "harnesses",
+                         "corpus_tools"))
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit or None, "dirty": dirty}
+
+
+def cell_optimize_config(config: ExperimentConfig, cell: Cell, **extra: Any) -> OptimizeConfig:
+    """The OptimizeConfig of a cell: the experiment's shared options, the setting's overrides, the cell's own keys."""
+    setting = {k: v for k, v in cell.setting.items() if k != "corpus_fraction"}
+    values: dict[str, Any] = {
+        **config.optimize, **setting, "harness": cell.harness.name, "harness_options": cell.harness.options,
+        "model": config.model, "optimizer_model": config.optimizer_model, "api_base": config.api_base,
+        "optimizer_api_base": config.optimizer_api_base, "seed": cell.seed, **extra,
+    }
+    if "test" in OptimizeConfig.model_fields:
+        values["test"] = False  # the runner scores every method on test itself, the same way
+    return OptimizeConfig.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+def cell_dir(config: ExperimentConfig, cell: Cell) -> Path:
+    return config.results_root / "cells" / cell.key
+
+
+def load_result(config: ExperimentConfig, cell: Cell) -> dict[str, Any] | None:
+    import json
+
+    path = cell_dir(config, cell) / RESULT_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _limited(tasks: list[Any], limit: int | None) -> list[Any]:
+    return tasks[:limit] if limit is not None else tasks
+
+
+class CellRunner:
+    """Runs one cell of `config` (a pure function of config and cell: safe in a worker process)."""
+
+    def __init__(self, config: ExperimentConfig, cell: Cell) -> None:
+        self.config = config
+        self.cell = cell
+        self.dir = cell_dir(config, cell)
+        self.shared = SharedArtifacts(config.results_root / "shared")
+        self.harness: Harness = load_harness(cell.harness.name, cell.harness.options)
+        fraction = cell.setting.get("corpus_fraction")
+        base = cell_optimize_config(config, cell)
+        index = self.shared.index_path(base, float(fraction) if fraction is not None else None, cell.seed)
+        self.cfg = cell_optimize_config(config, cell, index=index)
+        self.n_train = len(_limited(self.harness.tasks("train"), self.cfg.train_limit))
+        self.n_val = len(_limited(self.harness.tasks("val"), self.cfg.val_limit))
+
+    # ------------------------------------------------------------------ pieces
+    def initial_skill(self) -> tuple[Skill | None, dict[str, Any]]:
+        """s0 and the usage of making it (the init stage)."""
+        method = self.cell.method
+        if method.init == "none":
+            return None, empty_usage()
+        if method.init == "skillrouter":
+            return self._routed_skill(), empty_usage()
+        path = self.shared.initial_skill(self.harness, self.cell.harness.key, self.cfg, init=method.init,
+                                         seed=self.cell.seed)
+        skill = Skill.load(path)
+        skill.save(self.dir / "s0.md")
+        return skill, self.shared.init_usage(path)
+
+    def _routed_skill(self) -> Skill:
+        """SkillRouter row: the one whole corpus skill that best matches the task description, used as-is."""
+        from corpus_tools.index import SectionIndex
+        from corpus_tools.starter import starter_index
+
+        from raso.retrieval.retrievers import skills_from_index
+        from raso.retrieval.skillrouter import SkillRouter
+
+        index = SectionIndex.load(self.cfg.index) if self.cfg.index is not None else starter_index()
+        skill = SkillRouter(skills_from_index(index)).route(self.harness.task_description)
+        skill.save(self.dir / "s0.md")
+        return skill
+
+    def update_budget(self) -> int:
+        """The engine budget (it counts s0's val evaluation) equal for every update method of the experiment."""
+        cfg, conv = self.cfg, self.config.rollout_convention
+        if self.config.budget_rollouts is not None:
+            return self.config.budget_rollouts + (self.n_val if conv == "candidates" else 0)
+        if cfg.budget_rollouts is not None:
+            return cfg.budget_rollouts
+        return engine_budget(self.n_train, self.n_val, epochs=cfg.epochs, minibatch=cfg.minibatch, convention=conv)
+
+    def run_update(self, s0: Skill) -> dict[str, Any]:
+        """RFSU / RASU / TextGrad through raso's engine (raso.api), GEPA through its package."""
+        import shutil
+
+        import raso.api
+        from raso.engine.run_dir import RunDir
+        from raso.engine.state import RunState
+
+        update = self.cell.method.update
+        if update == "gepa":
+            return self._run_gepa(s0)
+        proposer = None
+        if update == "textgrad":
+            from .baselines.textgrad_baseline import textgrad_propose
+
+            proposer = textgrad_propose
+        run_dir = self.dir / "run"
+        if (run_dir / "checkpoint.json").exists():
+            result = raso.api.resume(run_dir, harness=self.harness, proposer=proposer)
+        else:
+            if run_dir.exists():  # killed before its first checkpoint: nothing in it is worth keeping
+                shutil.rmtree(run_dir)
+            cfg = self.cfg.model_copy(update={
+                "init": str((self.dir / "s0.md").resolve()),
+                "update": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
+                "budget_rollouts": self.update_budget(), "run_dir": run_dir})
+            result = raso.api.optimize(self.harness, config=cfg, proposer=proposer)
+        state = RunState.model_validate_json((run_dir / "checkpoint.json").read_text(encoding="utf-8"))
+        return {
+            "skill": Skill.load(RunDir(run_dir).best_skill), "val_best": result.best_val,
+            "val_initial": result.initial_val, "rollouts_used": result.rollouts_used,
+            "train_rollouts": result.train_rollouts, "val_rollouts": result.val_rollouts,
+            "iterations": result.iterations, "accepted": result.accepted, "stop_reason": result.stop_reason,
+            "usage": ledger_totals(run_dir / "ledger.calls.jsonl"),
+            "s0_evaluated": any(p.label == "s0" for p in state.curve),
+            "curve": [{"rollouts": p.rollouts_used, "cost_usd": p.cost_usd, "val": p.best_val} for p in state.curve],
+        }
+
+    def _run_gepa(self, s0: Skill) -> dict[str, Any]:
+        from raso.api import make_agent
+
+        from .baselines.gepa_baseline import run_gepa
+
+        run_dir = self.dir / "gepa"
+        gw = ledgered_gateway(self.cfg, cache_dir=None, ledger_path=run_dir / "ledger.calls.jsonl")
+        outcome = run_gepa(
+            self.harness, make_agent(self.cfg, gw, self.harness), gw, seed_skill=s0,
+            train=_limited(self.harness.tasks("train"), self.cfg.train_limit),
+            val=_limited(self.harness.tasks("val"), self.cfg.val_limit), budget_rollouts=self.update_budget(),
+            run_dir=run_dir, seed=self.cell.seed, reflection_minibatch=self.config.gepa_minibatch,
+            workers=self.cfg.workers)
+        best_so_far, curve = float("-inf"), []
+        for rollouts, score in zip(outcome.discovery_eval_counts, outcome.val_scores):
+            best_so_far = max(best_so_far, score)
+            curve.append({"rollouts": rollouts, "cost_usd": None, "val": best_so_far})
+        return {
+            "skill": Skill.parse(outcome.best_skill), "val_best": outcome.best_val, "val_initial": outcome.initial_val,
+            "rollouts_used": outcome.rollouts_used, "train_rollouts": None, "val_rollouts": None,
+            "iterations": None, "accepted": outcome.candidates - 1, "stop_reason": "GEPA budget",
+            "usage": ledger_totals(run_dir / "ledger.calls.jsonl"), "s0_evaluated": True, "curve": curve,
+            "gepa": outcome.model_dump(exclude={"best_skill"}),
+        }
+
+    def evaluate_test(self, skill: Skill | None) -> dict[str, Any]:
+        """The same test evaluation for every method (raso.evaluate), its model calls replayed on resume."""
+        import raso.api
+
+        gw = ledgered_gateway(self.cfg, cache_dir=self.dir / "test_cache", ledger_path=self.dir / "test.calls.jsonl")
+        result = raso.api.evaluate(
+            self.harness, skill, split="test", config=self.cfg, limit=self.config.test_limit,
+            gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test",
+            agent_mode="none" if skill is None else self.cfg.agent_mode)
+        return {"mean": result.mean_reward, "success_rate": result.success_rate,
+                "per_task": [{"task_id": r.task_id, "reward": r.reward, "error": bool(r.error)}
+                             for r in result.rollouts],
+                "usage": ledger_totals(self.dir / "test.calls.jsonl")}
+
+    # ------------------------------------------------------------------ the cell
+    def run(self) -> dict[str, Any]:
+        done = load_result(self.config, self.cell)
+        if done is not None:
+            return done
+        self.dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        s0, init_usage = self.initial_skill()
+        update: dict[str, Any] = {}
+        final = s0
+        if self.cell.method.update is not None:
+            assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi_raw
+            update = self.run_update(s0)
+            final = update.pop("skill")
+            final.save(self.dir / "best.md")
+        test = self.evaluate_test(final)
+        conv = self.config.rollout_convention
+        used = update.get("rollouts_used", 0)
+        result = {
+            "experiment": self.config.name, "table": self.config.table, "cell": self.cell.key,
+            "method": self.cell.method.name, "label": self.cell.method.label, "harness": self.cell.harness.key,
+            "seed": self.cell.seed, "setting": self.cell.setting, "setting_label": self.cell.setting_label,
+            "setting_index": self.cell.setting_index,
+            "test_mean": test["mean"], "test_success_rate": test["success_rate"], "test_per_task": test["per_task"],
+            "val_best": update.get("val_best"), "val_initial": update.get("val_initial"),
+            "rollouts_used": used, "rollout_convention": conv,
+            "rollouts": reported_rollouts(used, self.n_val, s0_evaluated=update.get("s0_evaluated", False),
+                                          convention=conv) if update else 0,
+            "budget_rollouts": self.update_budget() if update else 0,
+            "n_train": self.n_train, "n_val": self.n_val, "n_test": len(test["per_task"]),
+            "usage": {"init": init_usage, "update": update.get("usage", empty_usage()),
+                      "test": test["usage"]},
+            "update": {k: v for k, v in update.items() if k not in ("usage", "curve")},
+            "curve": update.get("curve", []),
+            "wall_time_s": time.perf_counter() - started,
+            "ran_on": {"host": socket.gethostname(), "pid": os.getpid(), "thread": threading.current_thread().name},
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git": git_commit(), "config": self.config.model_dump(mode="json"),
+        }
+        if self.config.mlflow_uri:  # before result.json: a cell whose tracking failed is retried with it
+            from .tracking import log_cell
+
+            result["mlflow_run_id"] = log_cell(self.config.mlflow_uri, self.config.name, result, self.dir)
+        atomic_write_json(self.dir / RESULT_FILE, result)
+        return result
+
+
+def run_cell(config_data: dict[str, Any], cell_data: dict[str, Any]) -> dict[str, Any]:
+    """Entry point for a worker (process, thread, Ray or Dask): plain data in, plain data out."""
+    config = ExperimentConfig.model_validate(config_data)
+    cell = Cell.model_validate(cell_data)
+    return CellRunner(config, cell).run()
+
+
+__all__ = ["CellRunner", "RESULT_FILE", "cell_dir", "cell_optimize_config", "git_commit", "load_result", "run_cell"]

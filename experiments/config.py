@@ -1,0 +1,205 @@
+"""An experiment's configuration (YAML/TOML/JSON) and the cells it expands into.
+
+A cell is one (method, harness, seed, setting). A method is either an initialization alone, scored on test with
+zero rollouts (``none``, ``skillrouter``, ``rfsi``, ``rasi``, ``rasi_raw``), or ``INIT+UPDATE``: an update method
+run from the shared s0 of that initialization (``rfsi+textgrad``, ``rasi+rasu``, ...). Short names: ``textgrad``,
+``gepa``, ``rfsu``, ``rasu`` start from RFSI (the paper's update table); ``raso`` is ``rasi+rasu``.
+A setting is a dict of option overrides for one point of a sweep axis (``{k: 3}``, ``{corpus_fraction: 0.1}``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from raso.engine.config import ConfigError, OptimizeConfig, read_config_file
+
+from .accounting import Convention
+
+INIT_METHODS = ("none", "skillrouter", "rfsi", "rasi", "rasi_raw")
+S0_METHODS = ("rfsi", "rasi", "rasi_raw")  # initializations an update can start from (share one decomposition)
+UPDATE_METHODS = ("rfsu", "rasu", "rasu_raw", "textgrad", "gepa")
+ALIASES = {"textgrad": "rfsi+textgrad", "gepa": "rfsi+gepa", "rfsu": "rfsi+rfsu", "rasu": "rfsi+rasu",
+           "raso": "rasi+rasu"}
+TableKind = Literal["init", "update", "stage_ablation", "adaptation_ablation", "k_sweep", "corpus_fraction", "cost"]
+Backend = Literal["loky", "threading", "sequential", "ray", "dask"]
+
+#: Setting keys the runner itself interprets; every other key is an OptimizeConfig option.
+RUNNER_SETTING_KEYS = ("corpus_fraction",)
+
+
+class Method(BaseModel):
+    """A parsed method name: the initialization and the optional update."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    init: str
+    update: str | None = None
+
+    @classmethod
+    def parse(cls, name: str) -> "Method":
+        raw = name.strip().lower()
+        full = ALIASES.get(raw, raw)
+        init, _, update = full.partition("+")
+        if not update:
+            if init not in INIT_METHODS:
+                raise ValueError(f"unknown method {name!r}: an initialization is one of {', '.join(INIT_METHODS)}; "
+                                 f"an update is INIT+UPDATE with UPDATE one of {', '.join(UPDATE_METHODS)} "
+                                 f"(short names: {', '.join(ALIASES)})")
+            return cls(name=raw, init=init)
+        if init not in S0_METHODS or update not in UPDATE_METHODS:
+            raise ValueError(f"unknown method {name!r}: an update starts from one of {', '.join(S0_METHODS)} and is "
+                             f"one of {', '.join(UPDATE_METHODS)}")
+        return cls(name=raw, init=init, update=update)
+
+    @property
+    def label(self) -> str:
+        """The row name in the paper's tables."""
+        labels = {"none": "No skill", "skillrouter": "SkillRouter", "rfsi": "RFSI", "rasi": "RASI",
+                  "rasi_raw": "RASI (raw sections)", "rfsu": "RFSU", "rasu": "RASU", "rasu_raw": "RASU (raw sections)",
+                  "textgrad": "TextGrad", "gepa": "GEPA"}
+        if self.update is None:
+            return labels[self.init]
+        if self.name == "raso":
+            return "RASO (RASI + RASU)"
+        if self.name in ALIASES:
+            return labels[self.update]
+        return f"{labels[self.init]} + {labels[self.update]}"
+
+
+class HarnessSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        if not self.options:
+            return self.name
+        digest = hashlib.sha1(json.dumps(self.options, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.name}-{digest}"
+
+
+class ExperimentConfig(BaseModel):
+    """One table's experiment. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="results go to <results_dir>/<name>/")
+    table: TableKind
+    description: str = ""
+    harnesses: list[HarnessSpec]
+    model: str = Field(description="target model M, any litellm model string")
+    optimizer_model: str | None = Field(default=None, description="model of every optimizer role; default: model")
+    api_base: str | None = None
+    optimizer_api_base: str | None = None
+    methods: list[str]
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    settings: list[dict[str, Any]] = Field(default_factory=lambda: [{}], description="sweep axis points")
+    optimize: dict[str, Any] = Field(default_factory=dict, description="OptimizeConfig options of every cell")
+    rollout_convention: Convention = "candidates"
+    budget_rollouts: int | None = Field(default=None, ge=1, description="per update cell, under the convention; "
+                                        "None = the whole schedule's count")
+    test_limit: int | None = Field(default=None, ge=1, description="score on the first N test tasks")
+    gepa_minibatch: int = Field(default=3, ge=1, description="GEPA's reflection minibatch (its own default)")
+    jobs: int = Field(default=1, ge=1, description="cells run in parallel")
+    backend: Backend = "loky"
+    cluster: str | None = Field(default=None, description="Ray or Dask scheduler address for backend ray/dask")
+    results_dir: Path = Path("experiments/results")
+    mlflow_uri: str | None = Field(default=None, description="log cells to this MLflow tracking URI")
+
+    @field_validator("harnesses", mode="before")
+    @classmethod
+    def _harness_names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one method")
+        for name in value:
+            Method.parse(name)
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int]) -> list[int]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError("give one or more distinct seeds (3 or more for a standard error)")
+        return value
+
+    @model_validator(mode="after")
+    def _options_are_known(self) -> "ExperimentConfig":
+        known = set(OptimizeConfig.model_fields) | set(RUNNER_SETTING_KEYS)
+        for where, mapping in [("optimize", self.optimize), *(("settings", s) for s in self.settings)]:
+            unknown = sorted(set(mapping) - known)
+            if unknown:
+                raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}")
+        for forbidden in ("harness", "model", "optimizer_model", "init", "update", "seed", "run_dir"):
+            if forbidden in self.optimize:
+                raise ValueError(f"optimize: {forbidden!r} is set per cell by the runner; use the experiment's own keys")
+        return self
+
+    def parsed_methods(self) -> list[Method]:
+        return [Method.parse(m) for m in self.methods]
+
+    @property
+    def results_root(self) -> Path:
+        return Path(self.results_dir) / self.name
+
+
+class Cell(BaseModel):
+    """One unit of an experiment; `key` names its directory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: Method
+    harness: HarnessSpec
+    seed: int
+    setting: dict[str, Any] = Field(default_factory=dict)
+    setting_index: int = 0
+
+    @property
+    def setting_label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.setting.items())) or "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.harness.key}/{self.method.name.replace('+', '_')}/s{self.setting_index}_seed{self.seed}"
+
+
+def expand_cells(config: ExperimentConfig) -> list[Cell]:
+    return [Cell(method=m, harness=h, seed=seed, setting=setting, setting_index=i)
+            for h in config.harnesses for i, setting in enumerate(config.settings)
+            for m in config.parsed_methods() for seed in config.seeds]
+
+
+def load_experiment(source: str | Path | dict[str, Any], overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """An experiment from a config file (or a mapping) plus overrides (e.g. a test's scripted model and toy
+    harness). Raises ConfigError naming the source and each bad key."""
+    if isinstance(source, dict):
+        data, where = dict(source), "the given mapping"
+    else:
+        data, where = read_config_file(source), str(source)
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"invalid experiment configuration in {where}:"]
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+            lines.append(f"  - {loc}: {err.get('msg', 'invalid')}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+__all__ = ["ALIASES", "Cell", "ExperimentConfig", "HarnessSpec", "INIT_METHODS", "Method", "S0_METHODS",
+           "UPDATE_METHODS", "expand_cells", "load_experiment"]

@@ -1,0 +1,128 @@
+"""Run an experiment: expand its cells, run the unfinished ones in parallel (joblib: processes, threads, or an
+existing Ray / Dask cluster), then write its tables.
+
+    from experiments import run_experiment
+    summary = run_experiment("experiments/configs/init_table.yaml", overrides={"seeds": [0]})
+
+Finished cells (their result.json exists) are skipped; an interrupted cell resumes from its directory. Every result
+file carries the experiment's config and the git commit that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from raso.engine.run_dir import atomic_write_json
+
+from .cells import git_commit, load_result, run_cell
+from .config import Cell, ExperimentConfig, expand_cells, load_experiment
+
+
+class ExperimentSummary(BaseModel):
+    name: str
+    results_dir: str
+    cells: int
+    ran: int
+    skipped: int
+    failed: list[str]
+    tables: dict[str, str]
+    wall_time_s: float
+
+
+@contextlib.contextmanager
+def _backend(config: ExperimentConfig) -> Iterator[dict[str, Any]]:
+    """joblib Parallel arguments for the configured backend; Ray and Dask attach to `config.cluster`."""
+    import joblib
+
+    if config.backend == "sequential":
+        yield {"n_jobs": 1, "backend": "sequential"}
+    elif config.backend in ("loky", "threading"):
+        yield {"n_jobs": config.jobs, "backend": config.backend}
+    elif config.backend == "dask":
+        from dask.distributed import Client
+
+        client = Client(config.cluster) if config.cluster else Client(processes=False)
+        try:
+            with joblib.parallel_config(backend="dask"):
+                yield {"n_jobs": config.jobs}
+        finally:
+            client.close()
+    elif config.backend == "ray":
+        import ray
+        from ray.util.joblib import register_ray
+
+        register_ray()
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(address=config.cluster, include_dashboard=False, log_to_driver=False)
+        try:
+            with joblib.parallel_config(backend="ray"):
+                yield {"n_jobs": config.jobs}
+        finally:
+            if started_here:
+                ray.shutdown()
+    else:  # pragma: no cover - the config's Literal rules it out
+        raise ValueError(f"unknown backend {config.backend!r}")
+
+
+def _guarded(config_data: dict[str, Any], cell_data: dict[str, Any]) -> dict[str, Any]:
+    """A failing cell reports its error instead of stopping the others; rerunning the experiment retries it."""
+    try:
+        return {"ok": True, "result": run_cell(config_data, cell_data)}
+    except Exception as exc:  # noqa: BLE001 - reported per cell, the experiment goes on
+        import traceback
+
+        return {"ok": False, "cell": cell_data, "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=12)}
+
+
+def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
+                   overrides: dict[str, Any] | None = None) -> ExperimentSummary:
+    """Run every unfinished cell of the experiment, then write its CSV, markdown and PNG outputs."""
+    from joblib import Parallel, delayed
+
+    from .tables import write_tables
+
+    config = source if isinstance(source, ExperimentConfig) else load_experiment(source, overrides)
+    if isinstance(source, ExperimentConfig) and overrides:
+        config = load_experiment(config.model_dump(mode="json"), overrides)
+    started = time.perf_counter()
+    root = config.results_root
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / "config.json", {"config": config.model_dump(mode="json"), "git": git_commit()})
+    cells = expand_cells(config)
+    todo = [c for c in cells if load_result(config, c) is None]
+    data = config.model_dump(mode="json")
+    outcomes: list[dict[str, Any]] = []
+    if todo:
+        with _backend(config) as parallel_args:
+            outcomes = Parallel(**parallel_args)(delayed(_guarded)(data, c.model_dump(mode="json")) for c in todo)
+    failed = [o for o in outcomes if not o["ok"]]
+    if failed:
+        atomic_write_json(root / "failures.json", failed)
+    elif (root / "failures.json").exists():
+        (root / "failures.json").unlink()
+    results = [r for r in (load_result(config, c) for c in cells) if r is not None]
+    tables = write_tables(config, results)
+    summary = ExperimentSummary(
+        name=config.name, results_dir=str(root), cells=len(cells), ran=len(todo) - len(failed),
+        skipped=len(cells) - len(todo), failed=[f"{Cell.model_validate(o['cell']).key}: {o['error']}" for o in failed],
+        tables={k: str(v) for k, v in tables.items()}, wall_time_s=time.perf_counter() - started,
+    )
+    atomic_write_json(root / "summary.json", summary.model_dump(mode="json"))
+    return summary
+
+
+def read_results(results_root: Path) -> list[dict[str, Any]]:
+    """Every finished cell's result under an experiment's results directory."""
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(results_root).glob("cells/**/result.json"))]
+
+
+__all__ = ["ExperimentSummary", "read_results", "run_experiment"]

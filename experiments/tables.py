@@ -1,0 +1,236 @@
+"""An experiment's outputs from its cells' results: CSVs, a markdown table in the paper's layout, PNG plots.
+
+Scores are percentages (mean test reward x 100) as mean ± standard error over seeds; the per-task rewards of every
+cell are kept in per_task.csv so paired comparisons between methods are possible.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from raso.fileio import atomic_write_text
+
+from .config import ExperimentConfig
+
+STAGES = ("init", "update", "test")
+
+
+def mean_se(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean (None with fewer than 2 values)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None
+    return mean, se
+
+
+def fmt(mean: float | None, se: float | None, scale: float = 100.0, digits: int = 2) -> str:
+    if mean is None:
+        return "–"
+    text = f"{mean * scale:.{digits}f}"
+    return text + (f" ± {se * scale:.{digits}f}" if se is not None else "")
+
+
+def _cost(result: dict[str, Any], stage: str | None = None) -> float:
+    stages = [stage] if stage else list(STAGES)
+    return sum(float(result["usage"][s].get("cost_usd", 0.0)) for s in stages)
+
+
+def _tokens(result: dict[str, Any], stage: str) -> int:
+    usage = result["usage"][stage]
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (harness, method, setting): seeds pooled."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[(r["harness"], r["method"], r["setting_index"])].append(r)
+    rows = []
+    for (harness, method, setting_index), cells in sorted(groups.items(), key=lambda kv: kv[0]):
+        first = cells[0]
+        test, test_se = mean_se([c["test_mean"] for c in cells])
+        val, val_se = mean_se([c["val_best"] for c in cells])
+        row = {
+            "harness": harness, "method": method, "label": first["label"], "setting": first["setting_label"],
+            "setting_index": setting_index, "seeds": len(cells), "test_mean": test, "test_se": test_se,
+            "val_best_mean": val, "val_best_se": val_se,
+            "rollouts_mean": statistics.fmean(c["rollouts"] for c in cells),
+            "rollouts_used_mean": statistics.fmean(c["rollouts_used"] for c in cells),
+            "cost_usd_mean": statistics.fmean(_cost(c) for c in cells),
+            "wall_time_s_mean": statistics.fmean(c["wall_time_s"] for c in cells),
+            "commit": first["git"]["commit"],
+        }
+        for stage in STAGES:
+            row[f"{stage}_cost_usd"] = statistics.fmean(_cost(c, stage) for c in cells)
+            row[f"{stage}_tokens"] = statistics.fmean(_tokens(c, stage) for c in cells)
+        rows.append(row)
+    return rows
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _markdown(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _ordered(values: list[str], order: list[str]) -> list[str]:
+    return sorted(set(values), key=lambda v: (order.index(v) if v in order else len(order), v))
+
+
+def score_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
+    """Methods down, harnesses across (init / update / ablations); for sweeps the setting is a leading column."""
+    harnesses = _ordered([r["harness"] for r in rows], [h.key for h in config.harnesses])
+    methods = _ordered([r["method"] for r in rows], [m.name for m in config.parsed_methods()])
+    sweep = len(config.settings) > 1
+    by_key = {(r["harness"], r["method"], r["setting_index"]): r for r in rows}
+    header = (["Setting"] if sweep else []) + ["Method"] + harnesses + (["Avg."] if len(harnesses) > 1 else [])
+    body = []
+    for si in range(len(config.settings)):
+        for method in methods:
+            cells = [by_key.get((h, method, si)) for h in harnesses]
+            if not any(cells):
+                continue
+            label = next(c["label"] for c in cells if c)
+            line = ([next(c["setting"] for c in cells if c)] if sweep else []) + [label]
+            line += [fmt(c["test_mean"], c["test_se"]) if c else "–" for c in cells]
+            if len(harnesses) > 1:
+                means = [c["test_mean"] for c in cells if c and c["test_mean"] is not None]
+                line.append(f"{statistics.fmean(means) * 100:.2f}" if len(means) == len(harnesses) else "–")
+            body.append(line)
+    return _markdown(header, body)
+
+
+def cost_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
+    """Per method and harness: USD, rollouts and tokens per stage (means over seeds)."""
+    header = ["Method", "Harness", "Rollouts", "USD init", "USD update", "USD test", "USD total",
+              "Tokens init", "Tokens update", "Tokens test"]
+    body = [[r["label"] + (f" ({r['setting']})" if len(config.settings) > 1 else ""), r["harness"],
+             f"{r['rollouts_mean']:.0f}", f"{r['init_cost_usd']:.4f}", f"{r['update_cost_usd']:.4f}",
+             f"{r['test_cost_usd']:.4f}", f"{r['cost_usd_mean']:.4f}", f"{r['init_tokens']:.0f}",
+             f"{r['update_tokens']:.0f}", f"{r['test_tokens']:.0f}"] for r in rows]
+    return _markdown(header, body)
+
+
+def _plot_sweep(config: ExperimentConfig, rows: list[dict[str, Any]], axis: str, path: Path, *, log: bool) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (harness, method), group in _groups(rows, ("harness", "method")).items():
+        points = sorted((float(config.settings[r["setting_index"]].get(axis, 0)), r) for r in group)
+        xs = [x for x, _ in points]
+        ys = [(r["test_mean"] or 0) * 100 for _, r in points]
+        errs = [(r["test_se"] or 0) * 100 for _, r in points]
+        ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=f"{group[0]['label']} · {harness}")
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(axis.replace("_", " "))
+    ax.set_ylabel("test score (%)")
+    ax.set_title(config.name)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _groups(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r[k] for k in keys)].append(r)
+    return out
+
+
+def _plot_curves(config: ExperimentConfig, results: list[dict[str, Any]], path: Path) -> Path | None:
+    """Val (best so far) and final test score against rollouts and against USD, per method; one line per seed."""
+    updates = [r for r in results if r["curve"]]
+    if not updates:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colors: dict[str, Any] = {}
+    labelled: set[str] = set()
+    for r in updates:
+        key = f"{r['label']} · {r['harness']}" + (f" · {r['setting_label']}" if len(config.settings) > 1 else "")
+        color = colors.setdefault(key, f"C{len(colors) % 10}")
+        label = None if key in labelled else key
+        labelled.add(key)
+        xs = [p["rollouts"] for p in r["curve"]]
+        ys = [p["val"] * 100 for p in r["curve"]]
+        axes[0].step(xs, ys, where="post", color=color, alpha=0.7, label=label)
+        axes[0].plot([r["rollouts_used"]], [r["test_mean"] * 100], marker="*", color=color, markersize=10)
+        costed = [p for p in r["curve"] if p["cost_usd"] is not None]
+        if costed:
+            axes[1].step([p["cost_usd"] for p in costed], [p["val"] * 100 for p in costed], where="post",
+                         color=color, alpha=0.7)
+        axes[1].plot([_cost(r, "init") + _cost(r, "update")], [r["test_mean"] * 100], marker="*", color=color,
+                     markersize=10)
+    axes[0].set_xlabel("rollouts")
+    axes[1].set_xlabel("USD (init + update)")
+    for ax in axes:
+        ax.set_ylabel("score (%): lines val best so far, stars final test")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(config.name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_tables(config: ExperimentConfig, results: list[dict[str, Any]]) -> dict[str, Path]:
+    """Write <table>.csv, <table>.md, cells.csv, per_task.csv, cost.md and the table's PNGs; return their paths."""
+    root = config.results_root
+    root.mkdir(parents=True, exist_ok=True)
+    rows = aggregate(results)
+    out: dict[str, Path] = {}
+    out["csv"] = atomic_write_text(root / f"{config.table}.csv", _csv(rows))
+    cells = [{k: r[k] for k in ("cell", "harness", "method", "seed", "setting_label", "test_mean", "val_best",
+                                "rollouts", "rollouts_used", "wall_time_s")}
+             | {"cost_usd": _cost(r), "commit": r["git"]["commit"]} for r in results]
+    out["cells"] = atomic_write_text(root / "cells.csv", _csv(cells))
+    per_task = [{"cell": r["cell"], "harness": r["harness"], "method": r["method"], "seed": r["seed"],
+                 "setting": r["setting_label"], "task_id": t["task_id"], "reward": t["reward"]}
+                for r in results for t in r["test_per_task"]]
+    out["per_task"] = atomic_write_text(root / "per_task.csv", _csv(per_task))
+    commits = sorted({str(r["git"]["commit"]) for r in results})
+    seeds = sorted({r["seed"] for r in results})
+    footer = (f"\n\nTest score (%), mean ± standard error over seeds {seeds}; config `{config.name}` "
+              f"({config.table}); model `{config.model}`; commit(s) {', '.join(c[:10] for c in commits)}.\n")
+    main = cost_table(config, rows) if config.table == "cost" else score_table(config, rows)
+    out["markdown"] = atomic_write_text(root / f"{config.table}.md", f"# {config.name}\n\n{main}{footer}")
+    out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows)}\n")
+    if rows and config.table == "k_sweep":
+        out["plot"] = _plot_sweep(config, rows, "k", root / "k_sweep.png", log=False)
+    elif rows and config.table == "corpus_fraction":
+        out["plot"] = _plot_sweep(config, rows, "corpus_fraction", root / "corpus_fraction.png", log=True)
+    curves = _plot_curves(config, results, root / "curves.png")
+    if curves is not None:
+        out["curves"] = curves
+    return out
+
+
+__all__ = ["aggregate", "cost_table", "fmt", "mean_se", "score_table", "write_tables"]

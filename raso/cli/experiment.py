@@ -1,0 +1,84 @@
+"""`raso experiment run CONFIG`: run one of the paper's tables (experiments/configs/*.yaml) as resumable cells.
+
+The runner lives in the `experiments` package (it builds on raso; raso never imports it at module level).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "experiment", help="run a paper table's experiment (cells in parallel, resumable)",
+        description="Run the experiment a config describes: every (method, harness, seed, setting) cell, skipping "
+        "finished cells and resuming interrupted ones; then write the tables (CSV, markdown, PNG) under "
+        "<results_dir>/<name>/.")
+    commands = parser.add_subparsers(dest="experiment_command", metavar="ACTION")
+    run = commands.add_parser("run", help="run (or continue) an experiment from its config file")
+    run.add_argument("config", type=Path, help="experiment config (.yaml, .toml or .json), e.g. "
+                     "experiments/configs/init_table.yaml")
+    run.add_argument("--model", help="target model (any litellm model string); overrides the config's")
+    run.add_argument("--optimizer-model", help="model of every optimizer role (RASO, TextGrad, GEPA reflection)")
+    run.add_argument("--api-base", help="server URL for the target model")
+    run.add_argument("--harness", action="append", dest="harnesses", metavar="NAME",
+                     help="run only on this harness (repeatable); overrides the config's list")
+    run.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2")
+    run.add_argument("--jobs", type=int, help="cells in parallel")
+    run.add_argument("--backend", choices=("loky", "threading", "sequential", "ray", "dask"))
+    run.add_argument("--cluster", help="Ray or Dask scheduler address (with --backend ray/dask)")
+    run.add_argument("--results-dir", type=Path, help="default experiments/results")
+    run.add_argument("--test-limit", type=int, help="score on the first N test tasks")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="an optimize option for every cell, e.g. --set epochs=1 --set val_limit=4 (YAML value)")
+    run.set_defaults(func=run_command)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    import yaml
+
+    from raso.engine.config import read_config_file
+
+    values: dict[str, Any] = {
+        "model": args.model, "optimizer_model": args.optimizer_model, "api_base": args.api_base,
+        "harnesses": args.harnesses, "jobs": args.jobs, "backend": args.backend, "cluster": args.cluster,
+        "results_dir": str(args.results_dir) if args.results_dir else None, "test_limit": args.test_limit,
+    }
+    if args.seeds:
+        values["seeds"] = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if args.set:
+        optimize = dict(read_config_file(args.config).get("optimize") or {})
+        for item in args.set:
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+            optimize[key.strip()] = yaml.safe_load(raw)
+        values["optimize"] = optimize
+    return values
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from raso.engine.config import ConfigError
+
+    try:
+        from experiments.runner import run_experiment
+    except ImportError as exc:
+        print(f"raso: error: the experiments package is not importable ({exc}); run from a source checkout or "
+              "install raso[experiments]", file=sys.stderr)
+        return 2
+    try:
+        summary = run_experiment(args.config, _overrides(args))
+    except (ConfigError, ValueError) as exc:
+        print(f"raso: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary.model_dump(mode="json"), indent=1))
+    if summary.failed:
+        print(f"{len(summary.failed)} cell(s) failed (details in {summary.results_dir}/failures.json); rerun the "
+              "same command to retry them", file=sys.stderr)
+        return 1
+    return 0

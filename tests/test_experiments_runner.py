@@ -1,0 +1,178 @@
+"""Every table's config end to end on the toy harness with scripted models: cells, shared s0 and decomposition,
+equal rollout accounting, resume, tables and plots, and the `raso experiment run` command."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.config import Method, load_experiment
+from experiments.runner import read_results, run_experiment
+from raso.engine.config import ConfigError
+from test_experiments_support import MARKER, calls_matching, overrides, scripted_models
+
+CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
+SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+TWO_EPOCHS = {**SMALL, "epochs": 2}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(tmp_path: Path, config: str, **extra):
+    agent, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, **extra)
+    values.setdefault("optimize", SMALL)
+    summary = run_experiment(CONFIGS / config, values)
+    assert summary.failed == [], summary.failed
+    return summary, agent, optimizer
+
+
+def _by_method(results: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in results:
+        out.setdefault(r["method"], []).append(r)
+    return out
+
+
+def test_every_config_file_is_valid() -> None:
+    names = sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+    assert names == ["adaptation_ablation", "corpus_fraction", "cost", "init_table", "k_sweep", "stage_ablation",
+                     "update_table"]
+    for path in CONFIGS.glob("*.yaml"):
+        config = load_experiment(path)
+        assert len(config.seeds) >= 3 and config.name == path.stem
+
+
+def test_bad_configs_are_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match="unknown method 'rasx'"):
+        load_experiment(CONFIGS / "init_table.yaml", {"methods": ["rasx"]})
+    with pytest.raises(ConfigError, match="unknown option"):
+        load_experiment(CONFIGS / "init_table.yaml", {"optimize": {"epoch": 1}})
+    with pytest.raises(ConfigError, match="set per cell"):
+        load_experiment(CONFIGS / "init_table.yaml", {"optimize": {"seed": 3}})
+    assert Method.parse("gepa").init == "rfsi" and Method.parse("raso").label == "RASO (RASI + RASU)"
+
+
+def test_init_table_end_to_end(tmp_path: Path) -> None:
+    summary, agent, optimizer = _run(tmp_path, "init_table.yaml")
+    root = Path(summary.results_dir)
+    results = read_results(root)
+    assert summary.cells == len(results) == 4 * 3
+    by = _by_method(results)
+    assert [r["test_mean"] for r in by["none"]] == [0.0] * 3
+    assert [r["test_mean"] for r in by["rfsi"]] == [0.0] * 3   # no lesson: the plain skill
+    assert [r["test_mean"] for r in by["rasi"]] == [1.0] * 3   # the corpus lesson carries the marker
+    assert all(r["rollouts"] == 0 and r["n_test"] == 6 for r in results)
+    # RFSI and RASI share one requirement decomposition per seed: one query-init call each seed
+    assert calls_matching(optimizer, '"requirements": {') == 3
+    for seed in (0, 1, 2):
+        inits = {r["method"]: json.loads((Path(r["config"]["results_dir"]) / "init_table" / "shared" /
+                                          r["harness"] / f"seed{seed}").glob(f"{r['method']}-*/init.json")
+                                         .__next__().read_text()) for r in results
+                 if r["seed"] == seed and r["method"] in ("rfsi", "rasi")}
+        assert inits["rfsi"]["requirements"] == inits["rasi"]["requirements"]
+        assert inits["rfsi"]["lessons"] == [] and inits["rasi"]["lessons"]
+    # the paper's layout: methods down, the harness across, mean ± standard error in percent
+    table = (root / "init.md").read_text()
+    assert "| No skill | 0.00 ± 0.00 |" in table and "| RASI | 100.00 ± 0.00 |" in table
+    assert table.index("No skill") < table.index("SkillRouter") < table.index("RFSI") < table.index("| RASI")
+    rows = list(csv.DictReader((root / "per_task.csv").open()))
+    assert len(rows) == 12 * 6  # every cell's per-task rewards, for paired comparisons
+    # every result file carries the config and the commit
+    assert all(r["config"]["name"] == "init_table" and "commit" in r["git"] for r in results)
+
+
+def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None:
+    # 2 epochs: room for one GEPA iteration (it re-scores the mutated candidate on its minibatch before val)
+    summary, agent, optimizer = _run(tmp_path, "update_table.yaml", seeds=[0, 1, 2], optimize=TWO_EPOCHS)
+    root = Path(summary.results_dir)
+    results = read_results(root)
+    by = _by_method(results)
+    assert sorted(by) == ["gepa", "raso", "rasu", "rfsu", "textgrad"]
+    # every method from RFSI's s0 fixes the skill through its own proposal step; RASO starts from RASI (already 1)
+    for method in ("gepa", "rasu", "rfsu", "textgrad"):
+        assert [r["val_initial"] for r in by[method]] == [0.0] * 3, method
+        assert [r["test_mean"] for r in by[method]] == [1.0] * 3, method
+    # one shared s0 file per seed for the four update methods, identical text
+    for seed in (0, 1, 2):
+        s0 = {(root / "cells" / r["cell"] / "s0.md").read_text() for r in results
+              if r["seed"] == seed and r["method"] != "raso"}
+        assert len(s0) == 1 and MARKER not in next(iter(s0))
+    # identical budgets; no method spends more than it
+    budgets = {r["budget_rollouts"] for r in results}
+    assert budgets == {3 + 2 * (3 + 3)}  # s0 on val, then per epoch a minibatch of 3 and a candidate on 3 val
+    assert all(0 < r["rollouts_used"] <= r["budget_rollouts"] for r in results)
+    # the paper's convention reports minibatches + candidate val evaluations, without s0's val evaluation
+    assert all(r["rollouts"] == r["rollouts_used"] - 3 for r in results)
+    # TextGrad and GEPA calls are on the update stage's bill
+    assert all(r["usage"]["update"]["calls"] > 0 for r in by["textgrad"] + by["gepa"])
+    assert (root / "update.md").exists() and (root / "curves.png").read_bytes().startswith(PNG_MAGIC)
+
+    # resume: a finished experiment reruns nothing; a cell without its result.json finishes from its run dir
+    agent_calls, optimizer_calls = len(agent.calls), len(optimizer.calls)
+    again = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
+                                                                    optimize=TWO_EPOCHS))
+    assert (again.ran, again.skipped) == (0, 15)
+    assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)
+    cell = next(r for r in results if r["method"] == "rfsu")
+    (root / "cells" / cell["cell"] / "result.json").unlink()
+    third = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
+                                                                    optimize=TWO_EPOCHS))
+    assert (third.ran, third.skipped) == (1, 14)
+    assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)  # replayed, not re-paid
+    redone = json.loads((root / "cells" / cell["cell"] / "result.json").read_text())
+    assert redone["test_per_task"] == cell["test_per_task"] and redone["rollouts_used"] == cell["rollouts_used"]
+
+
+@pytest.mark.parametrize("config", ["stage_ablation.yaml", "adaptation_ablation.yaml", "cost.yaml"])
+def test_ablation_and_cost_tables_end_to_end(tmp_path: Path, config: str) -> None:
+    summary, _, _ = _run(tmp_path, config, seeds=[0, 1, 2])
+    root = Path(summary.results_dir)
+    results = read_results(root)
+    cfg = load_experiment(CONFIGS / config)
+    assert summary.cells == len(results) == len(cfg.methods) * 3
+    table = (root / f"{cfg.table}.md").read_text()
+    for method in cfg.parsed_methods():
+        assert method.label in table
+    if cfg.table == "cost":
+        assert "USD update" in table and "Tokens init" in table
+    else:
+        rows = {r["method"]: r for r in results}
+        assert "±" in table and set(rows) == {m.name for m in cfg.parsed_methods()}
+
+
+@pytest.mark.parametrize(("config", "axis", "png"), [("k_sweep.yaml", "k", "k_sweep.png"),
+                                                     ("corpus_fraction.yaml", "corpus_fraction", "corpus_fraction.png")])
+def test_sweeps_end_to_end(tmp_path: Path, config: str, axis: str, png: str) -> None:
+    summary, _, _ = _run(tmp_path, config, seeds=[0, 1, 2])
+    root = Path(summary.results_dir)
+    results = read_results(root)
+    cfg = load_experiment(CONFIGS / config)
+    assert {r["setting_index"] for r in results} == set(range(len(cfg.settings)))
+    assert (root / png).read_bytes().startswith(PNG_MAGIC)
+    if axis == "k":
+        used = {json.loads(next((root / "cells" / r["cell"] / "run").glob("config.resolved.json")).read_text())["k"]
+                for r in results}
+        assert used == {1, 3, 5, 10}
+    else:
+        subsamples = sorted((root / "shared" / "corpus").glob("fraction-*.json"))
+        sizes = {json.loads(p.read_text())["fraction"]: json.loads(p.read_text())["skills"] for p in subsamples}
+        assert sizes[0.01] < sizes[0.1] < sizes[0.3]
+
+
+def test_cli_runs_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raso.cli.main import main
+
+    agent, optimizer = scripted_models()
+    harness = "raso.testing.toy:CountingHarness"
+    code = main(["experiment", "run", str(CONFIGS / "init_table.yaml"), "--model", agent.model,
+                 "--optimizer-model", optimizer.model, "--harness", harness, "--seeds", "0",
+                 "--backend", "threading", "--results-dir", str(tmp_path / "out"), "--set", "num_requirements=2",
+                 "--test-limit", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = json.loads(out)
+    assert summary["cells"] == 4 and summary["failed"] == []
+    assert (tmp_path / "out" / "init_table" / "init.md").exists()
