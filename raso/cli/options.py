@@ -75,7 +75,9 @@ def add_config_options(parser: argparse.ArgumentParser, names: Iterable[str] | N
         help_text = (info.description or name) + _default_text(info)
         kind = _base_type(info.annotation)
         common: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
-        if kind is bool:
+        if meta.get("choices"):  # a structured field whose command-line form is one of a few words
+            parser.add_argument(*flags, choices=meta["choices"], **common)
+        elif kind is bool:
             parser.add_argument(flags[0], action=argparse.BooleanOptionalAction, **common)
         elif typing.get_origin(kind) is typing.Literal:
             parser.add_argument(*flags, choices=typing.get_args(kind), **common)

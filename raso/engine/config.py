@@ -14,8 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from raso.choices import AgentMode, RetrievalKind, UpdateKind
+from raso.choices import AgentMode, RetrievalKind, UpdateKind, choices_of
 from raso.llm.config import DEFAULT_LOCAL_MODEL
+from raso.retrieval.retrievers import RetrievalOptions
 
 #: Applied when the target model is the embedded one and the user set none of these fields: the README's main
 #: job (`raso optimize --harness spreadsheet`) must finish offline on a 2-core machine in about 15 minutes.
@@ -73,7 +74,10 @@ class OptimizeConfig(BaseModel):
     update: UpdateKind = Field(default="rasu", description="skill update from rollouts (rfsu = without retrieval)")
     adapt: bool = Field(default=True, description="cross-harness adaptation of retrieved sections into lessons; "
                         "off pastes the raw sections (ablation)", json_schema_extra=cli("--adapt", "--no-adapt"))
-    retrieval: RetrievalKind = Field(default="bm25", description="how corpus sections are retrieved")
+    retrieval: RetrievalOptions = Field(
+        default_factory=RetrievalOptions, description="how corpus sections are retrieved: a kind, or in a config "
+        "file a table with the kind's options (raso.retrieval.retrievers.RetrievalOptions)",
+        json_schema_extra=cli("--retrieval", choices=list(choices_of(RetrievalKind))))
     index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus")
     k: int = Field(default=5, ge=1, description="sections retrieved per query", json_schema_extra=cli("-k", "--k"))
     num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs at initialization")
@@ -108,6 +112,11 @@ class OptimizeConfig(BaseModel):
         if value.lower() in ("rasi", "rfsi"):
             return value.lower()
         return value  # a SKILL.md path; its existence is checked when a run starts (build_config)
+
+    @field_validator("retrieval", mode="before")
+    @classmethod
+    def _retrieval_kind(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value
 
     @field_validator("harness", "model")
     @classmethod

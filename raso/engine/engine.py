@@ -122,7 +122,7 @@ class Engine:
             try:
                 self._retriever = self.parts.retriever_factory()
             except (OSError, ValueError, ImportError, NotImplementedError) as exc:
-                raise RunError(f"cannot build the {self.config.retrieval!r} retriever "
+                raise RunError(f"cannot build the {self.config.retrieval.kind!r} retriever "
                                f"({'index ' + str(self.config.index) if self.config.index else 'starter corpus'}): "
                                f"{exc}") from exc
         return self._retriever

@@ -98,7 +98,7 @@ def build_report(run_dir: RunDir) -> str:
         + (f"; stopped because: {state.stop_reason}" if state.stop_reason else ""),
         f"- target model: `{config.model}`; optimizer model: `{config.resolved_optimizer_model()}`",
         f"- init: {config.init}; update: {config.update}; adaptation: {'on' if config.adapt else 'off'}; "
-        f"retrieval: {config.retrieval if config.needs_retriever else 'none'}",
+        f"retrieval: {config.retrieval.kind if config.needs_retriever else 'none'}",
         f"- schedule: {config.epochs} epoch(s), minibatch {config.minibatch}, chunk {config.chunk_size}, K {config.k}, "
         f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
         f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
