@@ -23,17 +23,18 @@ import re
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
 from raso.llm.errors import makes_model_unusable
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
-Mode = Literal["none", "full", "select", "progressive"]
-MODES: tuple[str, ...] = ("none", "full", "select", "progressive")
+Mode = AgentMode
+MODES: tuple[str, ...] = choices_of(AgentMode)
 
 # `LOAD_SKILL[name]` as the action, or alone on a line of the reply (optionally after `Action:`).
 _LOAD_ACTION = re.compile(r"^\s*LOAD_SKILL\s*\[\s*([^\]\n]*?)\s*\]\s*$", re.IGNORECASE)
