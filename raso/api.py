@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from raso.engine.engine import OptimizeResult
     from raso.engine.events import EventSink
     from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
+    from raso.engine.run_dir import RunDir
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
     from raso.optimizer.types import InitResult
     from raso.retrieval.retrievers import SectionSearcher
@@ -208,6 +209,15 @@ def _preflight(gateway: "LLMGateway") -> None:
         raise RunError(f"the model cannot be used: {exc}") from None
 
 
+def _run_components(config: OptimizeConfig, run_dir: "RunDir", harness: Harness, parts: dict[str, Any]) -> "RunComponents":
+    """A run's collaborators around the run's own gateway (its response cache and call ledger live in the run
+    directory, so a resumed run replays the calls it already paid for)."""
+    from raso.engine.replay import PersistentLedger
+
+    gateway = make_gateway(config, cache_dir=run_dir.cache, ledger=PersistentLedger(run_dir.ledger_calls))
+    return build_components(config, harness, gateway, **parts)
+
+
 # ------------------------------------------------------------------------------------------------ public API
 def optimize(
     harness: "str | Harness | None" = None,
@@ -227,7 +237,6 @@ def optimize(
     `overrides` are OptimizeConfig fields (model=..., epochs=..., run_dir=...). Raises ConfigError / RunError
     before writing anything when the run cannot start."""
     from raso.engine.engine import start_run
-    from raso.engine.replay import PersistentLedger
     from raso.engine.run_dir import RunDir, default_run_dir
 
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
@@ -245,9 +254,8 @@ def optimize(
             raise ConfigError(f"init skill {cfg.init}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})
     _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
-    gateway = make_gateway(cfg, cache_dir=run_dir.cache, ledger=PersistentLedger(run_dir.ledger_calls))
-    components = build_components(cfg, harness_obj, gateway, initializer=initializer, proposer=proposer,
-                                  agent_factory=agent_factory, retriever=retriever, sinks=sinks)
+    components = _run_components(cfg, run_dir, harness_obj, dict(
+        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks))
     return start_run(cfg, run_dir, components)
 
 
@@ -265,18 +273,16 @@ def resume(
     that finished before the interruption replay from the run's cache. Pass `harness` when the run was started
     with an instance that its recorded name cannot rebuild."""
     from raso.engine.engine import continue_run, load_state
-    from raso.engine.replay import PersistentLedger
     from raso.engine.run_dir import RunDir
 
     rd = RunDir(run_dir)
     state = load_state(rd)
     cfg = load_resolved(rd.config_json)
     harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
-    gateway = make_gateway(cfg, cache_dir=rd.cache, ledger=PersistentLedger(rd.ledger_calls))
     if state.phase != "done":
-        _preflight(gateway)
-    components = build_components(cfg, harness_obj, gateway, initializer=initializer, proposer=proposer,
-                                  agent_factory=agent_factory, retriever=retriever, sinks=sinks)
+        _preflight(make_gateway(cfg))
+    components = _run_components(cfg, rd, harness_obj, dict(
+        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks))
     return continue_run(cfg, rd, state, components)
 
 
@@ -322,7 +328,7 @@ def evaluate(
     is written there as JSON. `agent_mode` (an override) chooses how several skills are incorporated."""
     from raso.agent.evaluate import evaluate as run_rollouts
 
-    skill_list = _as_skills(skills)
+    skill_list = load_skills(skills)
     if "agent_mode" not in overrides and (config is None or "agent_mode" not in config.model_fields_set):
         overrides["agent_mode"] = "full" if skill_list else "none"
     cfg = resolve_config(harness, config, overrides=overrides, quick_defaults=False)
@@ -355,7 +361,9 @@ def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[T
     return tasks
 
 
-def _as_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None") -> list[Skill]:
+def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None") -> list[Skill]:
+    """Skill objects from skills and SKILL.md paths; ConfigError for an unreadable one or repeated names (the
+    agent's selection and LOAD_SKILL address skills by name)."""
     if skills is None:
         return []
     items = [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
@@ -378,6 +386,6 @@ def _as_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None
 
 __all__ = [
     "build_components", "check_splits", "default_initializer", "default_proposer", "eval_tasks", "evaluate",
-    "gateway_config", "harness_target", "init_skill", "load_harness", "make_agent", "make_gateway", "make_retriever", "optimize",
-    "prompt_library", "resolve_config", "resume",
+    "gateway_config", "harness_target", "init_skill", "load_harness", "load_skills", "make_agent", "make_gateway",
+    "make_retriever", "optimize", "prompt_library", "resolve_config", "resume",
 ]

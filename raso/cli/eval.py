@@ -20,7 +20,7 @@ from typing import Any
 
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import ConfigError
-from raso.skill import Skill, SkillParseError
+from raso.skill import Skill
 
 _EVAL_FIELDS = ("harness", "harness_options", "model", "api_base", "agent_mode", "agent_max_steps",
                 "agent_max_tokens", "workers")
@@ -74,17 +74,9 @@ def load_skills(skill_args: list[str], skills_dir: Path | None) -> list[Skill]:
         paths.append(path)
     if skills_dir is not None:
         paths.extend(_skill_files(skills_dir))
-    skills: list[Skill] = []
-    for path in paths:
-        try:
-            skills.append(Skill.load(path))
-        except SkillParseError as exc:
-            raise UsageError(f"cannot use skill: {exc}") from None
-    names = [s.name for s in skills]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates and len(skills) > 1:
-        raise UsageError(f"skill names must be unique (LOAD_SKILL and selection use them); repeated: {', '.join(duplicates)}")
-    return skills
+    import raso.api as api
+
+    return api.load_skills(paths)
 
 
 def resolve_mode(mode: str | None, skills: list[Skill]) -> str:
