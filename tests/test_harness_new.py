@@ -46,7 +46,11 @@ def test_new_scaffolds_a_package_that_loads_by_target_and_runs(tmp_path: Path, m
     snippet = '[project.entry-points."raso.harnesses"]\nquiz_desk = "quiz_desk:QuizDeskHarness"\n'
     assert (package / "entry_point.toml").read_text() == snippet
     out = capsys.readouterr().out
-    assert snippet in out and "Next steps" in out and "raso harness describe quiz_desk:QuizDeskHarness" in out
+    assert snippet in out and "Next steps" in out
+    # not importable from a console script until installed: the hint puts its folder on the path
+    assert f"PYTHONPATH={tmp_path.resolve()} raso harness describe quiz_desk:QuizDeskHarness" in out
+    readme = (package / "README.md").read_text()
+    assert f"PYTHONPATH={tmp_path.resolve()} raso harnesses quiz_desk:QuizDeskHarness" in readme
 
     monkeypatch.syspath_prepend(str(tmp_path))
     harness = get_harness("quiz_desk:QuizDeskHarness")

@@ -4,6 +4,7 @@ task and harness descriptions (T, H) written by the optimizer model from the har
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -64,6 +65,11 @@ def run_new(args: argparse.Namespace) -> int:
     except HarnessScaffoldError as exc:
         return _fail(str(exc))
     package = result.package_dir
+    # a console script does not look in the current folder: say how to import the package until it is installed
+    top = importlib.util.find_spec(result.module.split(".")[0])
+    on_path = top is not None and top.origin is not None and Path(top.origin).resolve().is_relative_to(
+        result.import_root.resolve())
+    env = "" if on_path else f"PYTHONPATH={result.import_root} "
     print(f"Created harness {result.name!r} in {package}/ ({len(result.files)} files).")
     print(f"\nRegister it: paste this into the pyproject.toml of the project that holds {package} "
           f"(also saved as {package / 'entry_point.toml'}), then `pip install -e .`:\n")
@@ -71,8 +77,9 @@ def run_new(args: argparse.Namespace) -> int:
     print("Next steps:")
     print(f"  1. Replace the example game in {package / 'harness.py'} and {package / 'tasks.json'} with yours.")
     print(f"  2. Test it with the scripted model: python -m pytest -q {package / 'test_harness.py'}")
-    print(f"  3. Draft T and H from your code, review, copy over the real files: raso harness describe {result.target}")
-    print(f"  4. Check it loads: raso harnesses {result.target}   (by name, `{result.name}`, once registered)")
+    print(f"  3. Draft T and H from your code, review, copy over the real files: "
+          f"{env}raso harness describe {result.target}")
+    print(f"  4. Check it loads: {env}raso harnesses {result.target}   (by name, `{result.name}`, once registered)")
     print(f"  5. Optimize a skill for it: raso optimize --harness {result.name}")
     return 0
 
@@ -95,6 +102,9 @@ def run_describe(args: argparse.Namespace) -> int:
             check_drafts_absent(out)
         except DraftsExistError as exc:
             return _fail(str(exc))
+    if config.model.startswith("local/"):
+        print(f"note: drafting with the embedded model {config.model}; a small model's drafts are rough, a "
+              "stronger --optimizer-model writes better ones", file=sys.stderr)
     try:
         drafts = draft_descriptions(make_gateway(config), harness)
     except LLMError as exc:

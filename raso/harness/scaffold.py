@@ -37,6 +37,7 @@ class ScaffoldResult(BaseModel):
     name: str
     package_dir: Path
     module: str
+    import_root: Path  # the folder that must be on sys.path for `module` to import
     class_name: str
     target: str
     entry_point: str
@@ -108,7 +109,8 @@ Register it in the `pyproject.toml` of the project that holds this package, then
 {result.entry_point.strip()}
 ```
 
-Until then it loads by target: `--harness {result.target}`.
+Until then it loads by target, with `{result.import_root}` on the Python path:
+`PYTHONPATH={result.import_root} raso harnesses {result.target}`.
 """
 
 
@@ -126,7 +128,9 @@ def scaffold_harness(name: str, parent: str | Path = ".", *, source: Path | None
     module = package_module(parent, name) if parent.exists() else name
     class_name = f"{class_prefix(name)}Harness"
     target = f"{module}:{class_name}"
-    result = ScaffoldResult(name=name, package_dir=package_dir, module=module, class_name=class_name, target=target,
+    import_root = package_dir.resolve().parents[module.count(".")] if parent.exists() else parent.resolve()
+    result = ScaffoldResult(name=name, package_dir=package_dir, module=module, import_root=import_root,
+                            class_name=class_name, target=target,
                             entry_point=entry_point_snippet(name, target), files=[])
     package_dir.mkdir(parents=True)
     try:

@@ -100,7 +100,7 @@ def _candidate_files(harness: Harness | type[Harness]) -> tuple[Path, list[Path]
 
 
 def collect_sources(harness: Harness | type[Harness], limits: DescribeLimits | None = None) -> HarnessSources:
-    """The harness's `.py` and `.md` files within `limits` (each clipped; those beyond the total are omitted by name)."""
+    """The harness's `.py` and `.md` files within `limits`: each clipped, those beyond the total omitted by name."""
     limits = limits or DescribeLimits()
     root, paths = _candidate_files(harness)
     files: list[SourceFile] = []
