@@ -86,8 +86,42 @@ def stage_query(args: argparse.Namespace) -> dict:
     warm = timed_queries(lambda q: index.top_k(q, 5), queries)
     results = {q: index.top_k(q, 5)[0].tolist() for q in queries}
     (args.work / f"ours-{args.size}.json").write_text(json.dumps(results))
-    return {"load_seconds": round(load, 3), "first_50_after_load": lat(cold), "top5": lat(warm),
-            "peak_rss_mb": round(peak_rss_mb(), 1)}
+    out = {"load_seconds": round(load, 3), "first_50_after_load": lat(cold), "top5": lat(warm),
+           "peak_rss_mb": round(peak_rss_mb(), 1)}
+    if args.baseline_module:
+        out["baseline"] = compare_with_baseline(index, queries, args)
+    return out
+
+
+def compare_with_baseline(index: SectionIndex, queries: list[str], args: argparse.Namespace) -> dict:
+    """Time another version of corpus_tools/index.py (e.g. `git show REV:corpus_tools/index.py > old.py`)
+    on the same index, alternating query by query so both see the same machine load; check results."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_index", args.baseline_module)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_index"] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    old = module.SectionIndex.load(args.work / f"index-{args.size}")
+    new_ms, old_ms, same = [], [], 0
+    for q in queries[:5]:
+        index.top_k(q, 5), old.top_k(q, 5)
+    for _ in range(3):
+        for q in queries:
+            c = time.process_time()
+            docs_new, scores_new = index.top_k(q, 5)
+            new_ms.append(time.process_time() - c)
+            c = time.process_time()
+            docs_old, scores_old = old.top_k(q, 5)
+            old_ms.append(time.process_time() - c)
+            same += docs_new.tolist() == docs_old.tolist() and np.allclose(scores_new, scores_old, rtol=1e-6)
+    new_ms, old_ms = np.asarray(new_ms) * 1000, np.asarray(old_ms) * 1000
+    return {"module": str(args.baseline_module), "cpu_median_ms": round(float(np.median(new_ms)), 3),
+            "cpu_p95_ms": round(float(np.percentile(new_ms, 95)), 3),
+            "baseline_cpu_median_ms": round(float(np.median(old_ms)), 3),
+            "baseline_cpu_p95_ms": round(float(np.percentile(old_ms, 95)), 3),
+            "median_speedup": round(float(np.median(old_ms) / np.median(new_ms)), 2),
+            "same_top5": f"{same}/{3 * len(queries)}"}
 
 
 def stage_bm25s(args: argparse.Namespace) -> dict:
@@ -129,6 +163,8 @@ ARGS: argparse.Namespace
 def run_stage(stage: str, args: argparse.Namespace, size: int) -> dict:
     cmd = [sys.executable, __file__, "--stage", stage, "--size", str(size), "--work", str(args.work),
            "--corpus", str(args.corpus), "--queries", str(args.queries)]
+    if args.baseline_module:
+        cmd += ["--baseline-module", str(args.baseline_module)]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -164,6 +200,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-index-scale"))
     parser.add_argument("--keep", action="store_true", help="keep the built indexes in --work")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--baseline-module", type=Path, default=None,
+                        help="another corpus_tools/index.py to time against on the same index (query stage)")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = ARGS = parser.parse_args()
