@@ -1,11 +1,11 @@
 """The optimization engine: configuration, the loop with its validation gate, budgets, run directory,
-checkpoints and resume, progress events and the final report (docs/design.md §1 and §3)."""
+checkpoints and resume, progress events and the final report (docs/design.md §1 and §4)."""
 
 from importlib import import_module
 from typing import Any
 
 from .config import ConfigError, OptimizeConfig, build_config, load_resolved, read_config_file
-from .errors import ModelUnusableError, RunError
+from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 
 # The loop, report and events pull in litellm and matplotlib (seconds to import): loaded on first use
 # (PEP 562) so `raso --help` and config validation stay fast.
@@ -28,10 +28,12 @@ __all__ = [
     "ConfigError",
     "Engine",
     "Event",
+    "InfrastructureError",
     "Initializer",
     "ModelUnusableError",
     "OptimizeConfig",
     "OptimizeResult",
+    "OptimizerUnavailableError",
     "Proposer",
     "RichProgress",
     "RunComponents",
