@@ -1,0 +1,60 @@
+"""Cells on a Dask cluster (scheduler + 2 workers on loopback, started and stopped here) give the same results as
+a local run; an experiment can log its cells to MLflow (a local file store)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments.runner import read_results, run_experiment
+from test_experiments_support import overrides, scripted_models
+
+CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
+SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+
+
+def _scores(root: Path) -> dict[str, tuple]:
+    return {r["cell"]: (r["test_mean"], tuple(t["reward"] for t in r["test_per_task"]), r["rollouts_used"])
+            for r in read_results(root)}
+
+
+@pytest.mark.timeout(300)
+def test_dask_cluster_gives_the_same_results_as_local(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    agent, optimizer = scripted_models()
+    local = run_experiment(CONFIGS / "stage_ablation.yaml",
+                           overrides(tmp_path / "local", agent, optimizer, seeds=[0, 1], optimize=SMALL))
+    # in-process workers (threads) on loopback: the scripted models live in this process
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert len(cluster.workers) == 2
+        remote = run_experiment(CONFIGS / "stage_ablation.yaml", overrides(
+            tmp_path / "dask", agent, optimizer, seeds=[0, 1], optimize=SMALL, backend="dask",
+            cluster=cluster.scheduler_address, jobs=2))
+    assert local.failed == remote.failed == []
+    assert remote.cells == local.cells == 8
+    assert _scores(Path(remote.results_dir)) == _scores(Path(local.results_dir))
+    # the cells really ran on the cluster's worker threads, not in the caller's
+    assert all("Dask" in r["ran_on"]["thread"] for r in read_results(Path(remote.results_dir)))
+    assert not any("Dask" in r["ran_on"]["thread"] for r in read_results(Path(local.results_dir)))
+
+
+def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 deprecates the file store; a test may use it
+    agent, optimizer = scripted_models()
+    store = (tmp_path / "mlruns").resolve()
+    summary = run_experiment(CONFIGS / "update_table.yaml", overrides(
+        tmp_path, agent, optimizer, seeds=[0], methods=["rfsu"], optimize={**SMALL, "epochs": 2},
+        mlflow_uri=store.as_uri(), jobs=1))
+    assert summary.failed == []
+    result = read_results(Path(summary.results_dir))[0]
+    client = mlflow.tracking.MlflowClient(tracking_uri=store.as_uri())
+    run = client.get_run(result["mlflow_run_id"])
+    assert run.data.params["method"] == "rfsu" and run.data.params["seed"] == "0"
+    assert run.data.metrics["test_mean"] == result["test_mean"]
+    curve = client.get_metric_history(run.info.run_id, "val_curve")
+    assert [(m.step, m.value) for m in curve] == [(p["rollouts"], p["val"]) for p in result["curve"]]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "skills")}
+    assert {"skills/s0.md", "skills/best.md"} <= artifacts
