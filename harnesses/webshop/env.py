@@ -109,8 +109,9 @@ class WebShopEnv(TextEnv):
     # ---- actions -------------------------------------------------------------------------------------
     def available_actions(self) -> list[str]:
         if self.observation_mode == "text":
-            return self._text_clickables() if self.session.page == "done" else (
-                ["search[<keywords>]"] + [f"click[{c}]" for c in self._text_clickables()])
+            if self.session.page == "done":
+                return []
+            return ["search[<keywords>]"] + [f"click[{c}]" for c in self._text_clickables()]
         s = self.session
         if s.page == "search":
             return ["search[<keywords>]"]
