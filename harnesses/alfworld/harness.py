@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Mapping
 
 from raso.harness import Harness, Task, TextEnv
 
 from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
 from harnesses.alfworld.games import GameRecord, discover_games
+from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 
@@ -64,6 +65,12 @@ class AlfworldHarness(Harness):
     def make_env(self, task: Task) -> TextEnv:
         return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible,
                            observation=self.observation)
+
+    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+        return alfworld_reply_grammar(info, allow_think=self.observation == "react")
+
+    def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
+        return alfworld_action_is_valid(action, info, allow_think=self.observation == "react")
 
     def _resource(self, filename: str) -> str:
         """The ReAct mode has its own observation and action descriptions (`<name>_react.md`)."""

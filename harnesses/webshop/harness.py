@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Mapping
 
 from raso.harness import Harness, Task, TextEnv
 
 from harnesses.webshop.catalog import Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
+from harnesses.webshop.reply_grammar import webshop_action_is_valid, webshop_reply_grammar
 from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
 
@@ -103,6 +104,12 @@ class WebShopHarness(Harness):
         self._goals = {g.id: g for g in self.catalog.goals}
         self._search: ProductSearch | None = None
         self._splits: dict[str, list[Task]] | None = None
+
+    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+        return webshop_reply_grammar(info)
+
+    def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
+        return webshop_action_is_valid(action, info)
 
     def _resource(self, filename: str) -> str:
         """The text mode has its own page and action descriptions (`<name>_text.md`)."""

@@ -78,6 +78,17 @@ class AgentConfig(BaseModel):
         "tend to restate the task instead of acting)",
     )
     max_wall_s: float | None = Field(default=None, gt=0, description="wall-clock limit per rollout, checked between turns")
+    constrain_replies: bool | None = Field(
+        default=None,
+        description="send the harness's reply grammar (Harness.reply_grammar) with each turn, so every reply is a "
+        "valid action: None = for models that support grammars (the embedded ones), hosted models keep free text; "
+        "False = never; True = always (the model must accept a `grammar` parameter)",
+    )
+    repeat_temperature: float = Field(
+        default=0.8, ge=0.0, le=2.0,
+        description="temperature after the same invalid reply came twice in a row (with a warning), until a valid "
+        "action: the agent must change something rather than repeat it until the step budget is gone",
+    )
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
 
 
@@ -85,6 +96,28 @@ class SkillChoice(BaseModel):
     """The answer of the selection call in `select` mode."""
 
     skill_number: int = Field(description="number of the chosen skill in the list, or 0 if none fits")
+
+
+@dataclass
+class _RepeatGuard:
+    """The rule "the same invalid reply twice must change something": after it, the model gets a warning with
+    the next observation and samples at a higher temperature until it sends a valid action."""
+
+    last_invalid: str | None = None
+    temperature: float | None = None  # None = the configured one
+
+    def after_reply(self, reply: str, valid: bool | None, repeat_temperature: float) -> bool:
+        """Note one reply and whether its action was valid; True when it repeats the previous invalid reply."""
+        if valid is not False:
+            self.last_invalid = None
+            self.temperature = None
+            return False
+        text = reply.strip()
+        repeated = text == self.last_invalid
+        self.last_invalid = text
+        if repeated:
+            self.temperature = repeat_temperature
+        return repeated
 
 
 class RolloutTimeout(RuntimeError):
@@ -220,8 +253,11 @@ class ExecutionAgent:
     ) -> None:
         cfg = self.config
         reset = env.reset()
-        observation, _info = reset if isinstance(reset, tuple) else (reset, {})
+        observation, info = reset if isinstance(reset, tuple) else (reset, {})
         observation = str(observation)
+        info = dict(info or {})
+        guard = _RepeatGuard()
+        constrained = self._grammar_supported()
 
         in_prompt: list[Skill] = []
         catalog: list[Skill] = []
@@ -250,7 +286,11 @@ class ExecutionAgent:
                 raise RolloutTimeout(f"rollout exceeded its wall-clock limit of {cfg.max_wall_s:g} s")
             turn += 1
             messages = self.build_messages(system, first, state.turns, reminder)
-            reply = self._complete(messages, state, self._reply_tokens(harness))
+            grammar = self._reply_grammar(harness, info) if constrained else None
+            reply = self._complete(messages, state, self._reply_tokens(harness), grammar=grammar,
+                                   temperature=guard.temperature)
+            if grammar is not None:
+                state.metadata["constrained_turns"] = state.metadata.get("constrained_turns", 0) + 1
 
             load_key = self._load_request(reply) if catalog else None
             action = None
@@ -268,6 +308,13 @@ class ExecutionAgent:
                 continue
 
             assert action is not None
+            valid = self._action_is_valid(harness, action, info)
+            if valid is not None:
+                key = "valid_actions" if valid else "invalid_actions"
+                state.metadata[key] = state.metadata.get(key, 0) + 1
+            warning = guard.after_reply(reply, valid, self.config.repeat_temperature)
+            if warning:
+                state.metadata["repeat_interventions"] = state.metadata.get("repeat_interventions", 0) + 1
             result_obs, reward, terminated, truncated, info = env.step(action)
             state.env_steps += 1
             result_obs = str(result_obs)
@@ -288,8 +335,10 @@ class ExecutionAgent:
                 stop_reason = "env_truncated"
                 break
             left = max_steps - state.env_steps
-            state.turns.append(_Turn(reply=self._history_reply(reply),
-                                     observation=self._observation_message(result_obs, left)))
+            message = self._observation_message(result_obs, left)
+            if warning:
+                message += "\n\n" + self.prompts.render("agent_repeated_invalid.md").strip()
+            state.turns.append(_Turn(reply=self._history_reply(reply), observation=message))
         if not state.terminated:
             state.reward = 0.0
             state.truncated = True
@@ -363,14 +412,40 @@ class ExecutionAgent:
     def _reply_tokens(self, harness: Harness) -> int:
         return self.config.max_tokens or int(getattr(harness, "max_reply_tokens", 512))
 
-    def _params(self, max_tokens: int) -> dict[str, Any]:
+    def _params(self, max_tokens: int, *, grammar: str | None = None, temperature: float | None = None) -> dict[str, Any]:
         cfg = self.config
         params: dict[str, Any] = {"max_tokens": max_tokens}
-        if cfg.temperature is not None:
-            params["temperature"] = cfg.temperature
+        temperature = temperature if temperature is not None else cfg.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         if cfg.stop:
             params["stop"] = list(cfg.stop)
+        if grammar is not None:
+            params["grammar"] = grammar
         return params
+
+    # ------------------------------------------------------------------ constrained replies
+    def _grammar_supported(self) -> bool:
+        """Whether this agent's model takes a reply grammar (forced on or off by AgentConfig.constrain_replies)."""
+        if self.config.constrain_replies is not None:
+            return self.config.constrain_replies
+        from raso.llm.local import supports_grammar
+
+        try:
+            _, role_cfg = self.gateway.config.resolve_role(self.config.role)
+        except (AttributeError, KeyError):
+            return False
+        return supports_grammar(role_cfg.model)
+
+    @staticmethod
+    def _reply_grammar(harness: Harness, info: dict[str, Any]) -> str | None:
+        declare = getattr(harness, "reply_grammar", None)  # harnesses from before the method was added
+        return declare(info) if declare is not None else None
+
+    @staticmethod
+    def _action_is_valid(harness: Harness, action: str, info: dict[str, Any]) -> bool | None:
+        check = getattr(harness, "action_is_valid", None)
+        return check(action, info) if check is not None else None
 
     def _account(self, completion: Any, state: _State) -> None:
         state.model_calls += 1
@@ -378,8 +453,10 @@ class ExecutionAgent:
         state.completion_tokens += int(getattr(completion, "completion_tokens", 0) or 0)
         state.cost_usd += float(getattr(completion, "cost_usd", 0.0) or 0.0)
 
-    def _complete(self, messages: list[dict[str, str]], state: _State, max_tokens: int) -> str:
-        completion = self.gateway.complete(self.config.role, messages, stage=self.config.stage, **self._params(max_tokens))
+    def _complete(self, messages: list[dict[str, str]], state: _State, max_tokens: int, *,
+                  grammar: str | None = None, temperature: float | None = None) -> str:
+        completion = self.gateway.complete(self.config.role, messages, stage=self.config.stage,
+                                           **self._params(max_tokens, grammar=grammar, temperature=temperature))
         self._account(completion, state)
         return completion.text or ""
 

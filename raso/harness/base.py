@@ -16,7 +16,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
@@ -66,6 +66,9 @@ class Rollout(BaseModel):
     final_output: str | None = None
     error: str | None = None
     model_unusable: bool = False  # the error says the model cannot be used at all (see llm.makes_model_unusable)
+    # why the rollout failed (None: it did not, or an agent that does not say): see raso.llm.errors.FailureKind;
+    # only "agent" failures are scored, the others (infrastructure, unusable, budget) never enter a mean
+    failure_kind: Literal["agent", "infrastructure", "unusable", "budget"] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -201,6 +204,18 @@ class Harness(ABC):
         reply cut off by the token limit often ends in a bare "Action:"), else the whole reply."""
         actions = [a for a in _ACTION_LINE.findall(reply) if a]
         return actions[-1] if actions else reply.strip()
+
+    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+        """The GBNF grammar (llama.cpp's format) of a valid reply in the state that the environment's latest
+        `info` (from reset or step) describes, or None for free text (the default). The agent sends it to
+        models that support grammars, so each of their turns is a valid action; raso.harness.grammar has the
+        building blocks."""
+        return None
+
+    def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
+        """Whether the parsed `action` is valid in the state `info` describes; None when the harness cannot
+        tell (the default). The agent counts valid actions and reacts to a repeated invalid reply."""
+        return None
 
     def rollout(self, task: Task, skills: Sequence["Skill"], agent: RolloutRunner) -> Rollout:
         """Run one task. Never raises: any failure becomes reward 0 with the error recorded."""

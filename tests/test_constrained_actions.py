@@ -1,0 +1,152 @@
+"""Constrained actions (issue 16): each harness declares the grammar of a valid reply, the agent sends it to
+models that support grammars, and a repeated invalid reply makes the agent change something.
+
+The plumbing is tested with the scripted model (it records the parameters of every call); the embedded tests
+check that the real 0.5B, under the grammar, writes a reply that parses as a valid action."""
+
+from __future__ import annotations
+
+import pytest
+
+from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
+from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
+from harnesses.spreadsheet.actions import parse_reply
+from harnesses.webshop import WebShopHarness
+from raso.agent import AgentConfig, ExecutionAgent
+from raso.harness.grammar import choice_rule, command_choice_grammar, gbnf_literal
+from raso.testing import scripted_gateway
+
+
+def _results_info(harness: WebShopHarness, keywords: str = "yoga pants") -> tuple[dict, dict]:
+    env = harness.make_env(harness.tasks("val")[0])
+    _, search_info = env.reset()
+    _, _, _, _, results_info = env.step(f"search[{keywords}]")
+    return search_info, results_info
+
+
+# ---------------------------------------------------------------- grammar text
+def test_literals_escape_what_would_break_the_grammar():
+    assert gbnf_literal('say "hi"\\now\n') == '"say \\"hi\\"\\\\now\\n"'
+    assert choice_rule(["a", "b", "a", ""]) == '"a" | "b"'
+    with pytest.raises(ValueError):
+        choice_rule([])
+    assert command_choice_grammar([]) is None
+
+
+def test_webshop_grammar_follows_the_page():
+    harness = WebShopHarness()
+    search_info, results_info = _results_info(harness)
+    on_search = harness.reply_grammar(search_info)
+    assert '"search[" [^\\[\\]\\n<>]{1,100} "]"' in on_search and "click[" not in on_search
+    on_results = harness.reply_grammar(results_info)
+    clickables = [a for a in results_info["available_actions"]]
+    assert "search[" not in on_results and len(clickables) > 2
+    assert all(gbnf_literal(a) in on_results for a in clickables)
+
+
+def test_webshop_validity_matches_what_the_env_accepts():
+    harness = WebShopHarness()
+    search_info, results_info = _results_info(harness)
+    assert harness.action_is_valid("search[grey yoga pants]", search_info)
+    assert not harness.action_is_valid("search[<keywords>]", search_info)  # the copied placeholder
+    assert not harness.action_is_valid("click[<keywords>]", search_info)
+    assert not harness.action_is_valid("search[grey yoga pants]", results_info)  # search page only
+    asin = results_info["available_actions"][-1]
+    assert harness.action_is_valid(asin.upper().replace("CLICK", "click"), results_info)  # case does not matter
+    assert not harness.action_is_valid("click[Buy Now]", results_info)
+    assert not harness.action_is_valid("I would search for pants.", search_info)
+
+
+def test_alfworld_grammar_is_the_admissible_commands():
+    info = {"admissible_commands": ["go to fridge 1", "look", "take apple 1 from countertop 1"]}
+    grammar = alfworld_reply_grammar(info)
+    assert '"go to fridge 1" | "look" | "take apple 1 from countertop 1"' in grammar and "think" not in grammar
+    assert '"think: "' in alfworld_reply_grammar(info, allow_think=True)
+    assert alfworld_reply_grammar({"admissible_commands": []}) is None
+    assert alfworld_action_is_valid("`Go to fridge 1.`", info)
+    assert not alfworld_action_is_valid("go to fridge 2", info)
+    assert alfworld_action_is_valid("think: the apple is cold", info, allow_think=True)
+    assert not alfworld_action_is_valid("think: the apple is cold", info)
+
+
+def test_spreadsheet_grammar_and_validity():
+    assert '"RUN" | "SUBMIT"' in SPREADSHEET_REPLY_GRAMMAR and "```python" in SPREADSHEET_REPLY_GRAMMAR
+    good = parse_reply("```python\nprint(1)\n```\nAction: RUN").to_action()
+    assert spreadsheet_action_is_valid(good)
+    assert not spreadsheet_action_is_valid(parse_reply("I will write a program.").to_action())
+
+
+# ---------------------------------------------------------------- the agent's plumbing
+def test_the_agent_sends_the_page_grammar_each_turn_when_constrained():
+    harness = WebShopHarness(max_steps=2)
+    gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"])
+    rollout = harness.rollout(harness.tasks("val")[0], [],
+                              ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
+    search_info, results_info = _results_info(harness)
+    assert [p.get("grammar") for p in model.params] == [harness.reply_grammar(search_info),
+                                                       harness.reply_grammar(results_info)]
+    assert rollout.metadata["constrained_turns"] == 2 and rollout.metadata["valid_actions"] == 2
+
+
+def test_models_without_grammar_support_keep_free_text():
+    harness = WebShopHarness(max_steps=1)
+    gw, model = scripted_gateway(["Action: search[yoga pants]"])
+    rollout = harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert "grammar" not in model.params[0] and "constrained_turns" not in rollout.metadata
+
+
+def test_a_bare_action_reply_is_a_valid_action():
+    harness = WebShopHarness(max_steps=2)
+    gw, _ = scripted_gateway(["search[yoga pants]", "click[back to search]"])
+    rollout = harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert [s.action for s in rollout.trajectory] == ["search[yoga pants]", "click[back to search]"]
+    assert "Total results" in rollout.trajectory[0].result
+    assert rollout.metadata["valid_actions"] == 2 and "invalid_actions" not in rollout.metadata
+
+
+def test_the_same_invalid_reply_twice_changes_the_next_turn():
+    harness = WebShopHarness(max_steps=4)
+    junk = "I am looking for yoga pants that are grey."
+    gw, model = scripted_gateway([junk, junk, "Action: search[grey yoga pants]", "Action: click[back to search]"])
+    rollout = harness.rollout(harness.tasks("val")[0], [],
+                              ExecutionAgent(gw, AgentConfig(mode="none", temperature=0.0)))
+    temps = [p.get("temperature") for p in model.params]
+    assert temps[:2] == [0.0, 0.0] and temps[2] == 0.8  # changed after the repeat...
+    assert temps[3] == 0.0  # ...and back once the reply was valid
+    assert "your last two replies were the same" in model.calls[2][-1]["content"]
+    assert "your last two replies were the same" not in model.calls[1][-1]["content"]
+    assert rollout.metadata["repeat_interventions"] == 1
+    assert rollout.metadata["invalid_actions"] == 2 and rollout.metadata["valid_actions"] == 2
+
+
+# ---------------------------------------------------------------- the embedded model under the grammar
+@pytest.mark.embedded
+def test_an_embedded_reply_under_the_webshop_grammar_parses_as_a_valid_action():
+    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig
+
+    harness = WebShopHarness()
+    env = harness.make_env(harness.tasks("val")[0])
+    observation, search_info = env.reset()
+    observation, _, _, _, results_info = env.step("search[pants]")
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
+    for info, page in ((search_info, "search"), (results_info, observation)):
+        messages = [{"role": "system", "content": harness.action_instructions},
+                    {"role": "user", "content": f"{page}\n\nReply with your next action."}]
+        reply = gw.complete("agent", messages, stage="test", max_tokens=96, temperature=0.0,
+                            grammar=harness.reply_grammar(info)).text
+        action = harness.parse_action(reply)
+        assert harness.action_is_valid(action, info), reply
+    # and the env agrees: it is not answered with an "invalid"/"not available" note
+    assert "Nothing changed" not in env.step(action)[0]
+
+
+@pytest.mark.embedded
+def test_an_embedded_reply_under_a_command_grammar_is_one_of_the_commands():
+    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig
+
+    info = {"admissible_commands": ["go to fridge 1", "go to countertop 1", "open drawer 1", "inventory", "look"]}
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
+    prompt = [{"role": "user", "content": "Your task is to: put a cold apple on the countertop. Next action?"}]
+    reply = gw.complete("agent", prompt, stage="test", max_tokens=96, temperature=0.0,
+                        grammar=alfworld_reply_grammar(info)).text
+    assert alfworld_action_is_valid(reply.rsplit("Action: ", 1)[-1], info), reply
