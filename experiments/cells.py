@@ -222,6 +222,7 @@ class CellRunner:
         result = {
             "experiment": self.config.name, "table": self.config.table, "cell": self.cell.key,
             "method": self.cell.method.name, "label": self.cell.method.label, "harness": self.cell.harness.key,
+            "harness_label": self.cell.harness.label,
             "seed": self.cell.seed, "setting": self.cell.setting, "setting_label": self.cell.setting_label,
             "setting_index": self.cell.setting_index,
             "test_mean": test["mean"], "test_success_rate": test["success_rate"], "test_per_task": test["per_task"],

@@ -79,6 +79,13 @@ class HarnessSpec(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
     @property
+    def label(self) -> str:
+        """How tables name it: the registered name (or class name), with its options."""
+        short = self.name.rsplit(":", 1)[-1]
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"{short}({options})" if options else short
+
+    @property
     def key(self) -> str:
         if not self.options:
             return self.name

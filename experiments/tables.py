@@ -59,7 +59,8 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         test, test_se = mean_se([c["test_mean"] for c in cells])
         val, val_se = mean_se([c["val_best"] for c in cells])
         row = {
-            "harness": harness, "method": method, "label": first["label"], "setting": first["setting_label"],
+            "harness": harness, "harness_label": first.get("harness_label", harness), "method": method,
+            "label": first["label"], "setting": first["setting_label"],
             "setting_index": setting_index, "seeds": len(cells), "test_mean": test, "test_se": test_se,
             "val_best_mean": val, "val_best_se": val_se,
             "rollouts_mean": statistics.fmean(c["rollouts"] for c in cells),
@@ -101,7 +102,9 @@ def score_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
     methods = _ordered([r["method"] for r in rows], [m.name for m in config.parsed_methods()])
     sweep = len(config.settings) > 1
     by_key = {(r["harness"], r["method"], r["setting_index"]): r for r in rows}
-    header = (["Setting"] if sweep else []) + ["Method"] + harnesses + (["Avg."] if len(harnesses) > 1 else [])
+    names = {r["harness"]: r["harness_label"] for r in rows}
+    header = ((["Setting"] if sweep else []) + ["Method"] + [names[h] for h in harnesses]
+              + (["Avg."] if len(harnesses) > 1 else []))
     body = []
     for si in range(len(config.settings)):
         for method in methods:
@@ -122,7 +125,7 @@ def cost_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
     """Per method and harness: USD, rollouts and tokens per stage (means over seeds)."""
     header = ["Method", "Harness", "Rollouts", "USD init", "USD update", "USD test", "USD total",
               "Tokens init", "Tokens update", "Tokens test"]
-    body = [[r["label"] + (f" ({r['setting']})" if len(config.settings) > 1 else ""), r["harness"],
+    body = [[r["label"] + (f" ({r['setting']})" if len(config.settings) > 1 else ""), r["harness_label"],
              f"{r['rollouts_mean']:.0f}", f"{r['init_cost_usd']:.4f}", f"{r['update_cost_usd']:.4f}",
              f"{r['test_cost_usd']:.4f}", f"{r['cost_usd_mean']:.4f}", f"{r['init_tokens']:.0f}",
              f"{r['update_tokens']:.0f}", f"{r['test_tokens']:.0f}"] for r in rows]
@@ -141,7 +144,8 @@ def _plot_sweep(config: ExperimentConfig, rows: list[dict[str, Any]], axis: str,
         xs = [x for x, _ in points]
         ys = [(r["test_mean"] or 0) * 100 for _, r in points]
         errs = [(r["test_se"] or 0) * 100 for _, r in points]
-        ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=f"{group[0]['label']} · {harness}")
+        ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3,
+                    label=f"{group[0]['label']} · {group[0]['harness_label']}")
     if log:
         ax.set_xscale("log")
     ax.set_xlabel(axis.replace("_", " "))
@@ -175,7 +179,8 @@ def _plot_curves(config: ExperimentConfig, results: list[dict[str, Any]], path: 
     colors: dict[str, Any] = {}
     labelled: set[str] = set()
     for r in updates:
-        key = f"{r['label']} · {r['harness']}" + (f" · {r['setting_label']}" if len(config.settings) > 1 else "")
+        key = (f"{r['label']} · {r.get('harness_label', r['harness'])}"
+               + (f" · {r['setting_label']}" if len(config.settings) > 1 else ""))
         color = colors.setdefault(key, f"C{len(colors) % 10}")
         label = None if key in labelled else key
         labelled.add(key)
@@ -189,7 +194,7 @@ def _plot_curves(config: ExperimentConfig, results: list[dict[str, Any]], path: 
                          color=color, alpha=0.7)
         axes[1].plot([_cost(r, "init") + _cost(r, "update")], [r["test_mean"] * 100], marker="*", color=color,
                      markersize=10)
-    axes[0].set_xlabel("rollouts")
+    axes[0].set_xlabel("rollouts run (s0's val evaluation included)")
     axes[1].set_xlabel("USD (init + update)")
     for ax in axes:
         ax.set_ylabel("score (%): lines val best so far, stars final test")
