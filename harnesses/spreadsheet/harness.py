@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,6 +11,7 @@ from raso.harness import Harness, Task
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
 from harnesses.spreadsheet.actions import parse_reply
+from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.spreadsheet.env import SpreadsheetEnv
 from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, load_tasks
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
@@ -75,6 +77,13 @@ class SpreadsheetHarness(Harness):
 
     def make_env(self, task: Task) -> SpreadsheetEnv:
         return SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows)
+
+    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+        # Upstream mode keeps SpreadsheetBench's own free-form replies.
+        return None if getattr(self, "prompt_mode", "raso") == "upstream" else SPREADSHEET_REPLY_GRAMMAR
+
+    def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
+        return None if getattr(self, "prompt_mode", "raso") == "upstream" else spreadsheet_action_is_valid(action)
 
     def parse_action(self, reply: str) -> str:
         """RUN or SUBMIT plus the program's code block, in canonical form (rules in action_format.md)."""
