@@ -120,3 +120,28 @@ def test_dreamer_needs_a_gateway_and_old_keyword_form_still_works(index: Section
     assert legacy.search("interactive rebase squash commits", k=2)[0].section.skill_name == "git-rebase"
     with pytest.raises(ValueError, match="no options"):
         build_retriever("bm25", index=index, top_skills=3)
+
+
+def test_an_optimize_run_with_hybrid_retrieval_goes_end_to_end_on_the_scripted_model(tmp_path) -> None:
+    """RASI + RASU with `retrieval="hybrid"` (BM25 sections re-scored by the int8 MiniLM) over the starter
+    corpus; the scripted optimizer answers every JSON prompt, so the run reaches `done` and its
+    adaptation prompts carry retrieved corpus sections."""
+    pytest.importorskip("onnxruntime", reason="the hybrid retriever's encoder needs the `dense` extra")
+    import json
+
+    import raso
+    from test_cli_runs import algorithm_reply
+    from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply
+
+    agent = named_scripted_model("hybrid-e2e-agent", toy_agent_reply)
+    optimizer = named_scripted_model("hybrid-e2e-optimizer", algorithm_reply)
+    result = raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rasi", update="rasu",
+                           retrieval="hybrid", epochs=1, minibatch=3, workers=1, seed=1, run_dir=tmp_path / "run")
+    state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    assert state["phase"] == "done" and result.best_version >= 0
+    config = json.loads((tmp_path / "run" / "config.resolved.json").read_text())
+    assert config["retrieval"]["kind"] == "hybrid"
+    lessons = [json.loads(line) for line in (tmp_path / "run" / "lessons.jsonl").read_text().splitlines() if line]
+    assert lessons, "RASI/RASU adapted retrieved sections into lessons"
+    sources = [src for lesson in lessons for src in lesson["sources"]]
+    assert sources and all(src["repo"] and src["commit"] and src["section_id"] for src in sources)
