@@ -177,3 +177,28 @@ def test_cli_runs_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     summary = json.loads(out)
     assert summary["cells"] == 4 and summary["failed"] == []
     assert (tmp_path / "out" / "init_table" / "init.md").exists()
+
+
+def test_an_interrupted_cell_resumes_from_its_run_directory(tmp_path: Path) -> None:
+    from test_experiments_support import Interrupted, InterruptOnceHarness
+
+    agent, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["rfsu"], optimize=TWO_EPOCHS, jobs=1,
+                       harnesses=[{"name": "test_experiments_support:InterruptOnceHarness",
+                                   "options": {"n_tasks": 6}}])
+    InterruptOnceHarness.armed = True
+    with pytest.raises(Interrupted):
+        run_experiment(CONFIGS / "update_table.yaml", values)
+    run = next((tmp_path / "results" / "update_table" / "cells").glob("*/rfsu/*/run"))
+    assert not (run.parent / "result.json").exists()
+    stopped_at = json.loads((run / "checkpoint.json").read_text())
+    assert (stopped_at["phase"], stopped_at["rollouts_used"]) == ("iterate", 3)  # s0 scored on val, then killed
+
+    summary = run_experiment(CONFIGS / "update_table.yaml", values)
+    assert (summary.ran, summary.failed) == (1, [])
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert sum(1 for e in events if e["kind"] == "resumed") == 1
+    # s0's val evaluation was not run again: one s0_val batch in the whole run
+    assert sum(1 for e in events if e["kind"] == "batch_started" and e.get("batch") == "s0_val") == 1
+    result = read_results(Path(summary.results_dir))[0]
+    assert result["test_mean"] == 1.0 and result["rollouts_used"] <= result["budget_rollouts"]

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from raso.llm.scripted import ScriptedModel
-from raso.testing import count_script
+from raso.testing import CountingHarness, count_script
 
 MARKER = "COUNT-UP"
 FAILURE = "The agent stops instead of counting up."
@@ -86,3 +86,20 @@ def overrides(tmp_path: Any, agent: ScriptedModel, optimizer: ScriptedModel, **e
 def calls_matching(model: ScriptedModel, pattern: str) -> int:
     regex = re.compile(pattern)
     return sum(1 for call in model.calls if regex.search(_text(call)))
+
+
+
+class Interrupted(BaseException):
+    """A stand-in for a kill: not an Exception, so nothing on the way treats it as a failed rollout."""
+
+
+class InterruptOnceHarness(CountingHarness):
+    """The toy harness; while `armed`, the first train environment it makes raises Interrupted (then disarms)."""
+
+    armed = False
+
+    def make_env(self, task: Any) -> Any:
+        if InterruptOnceHarness.armed and task.id in {t.id for t in self.tasks("train")}:
+            InterruptOnceHarness.armed = False
+            raise Interrupted("killed during the first train minibatch")
+        return super().make_env(task)
