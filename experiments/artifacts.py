@@ -12,10 +12,13 @@ every cell that uses it) and reused when present, so an interrupted experiment n
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import random
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +33,19 @@ _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
-def _lock(path: Path) -> threading.Lock:
-    """One lock per artifact path, so parallel cells in one process build an artifact once."""
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Build an artifact once when cells run in parallel: a lock per path for the threads of one process and an
+    exclusive file lock (`<path>.lock`) for processes sharing the results folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _LOCKS_GUARD:
-        return _LOCKS.setdefault(str(path.resolve()), threading.Lock())
+        thread_lock = _LOCKS.setdefault(str(path.resolve()), threading.Lock())
+    with thread_lock, open(path.parent / f".{path.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ledgered_gateway(cfg: OptimizeConfig, *, cache_dir: Path | None, ledger_path: Path) -> LLMGateway:
