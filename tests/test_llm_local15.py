@@ -49,3 +49,14 @@ def test_the_1_5b_answers_and_shares_the_process_with_the_0_5b():
     assert {"qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"} <= set(local._loaded)  # neither evicted the other
     path = local.model_path(local.spec_for(MODEL_15))
     assert path.stat().st_size == 1_117_320_768
+
+
+@pytest.mark.embedded
+def test_a_grammar_llama_cpp_cannot_parse_is_a_clear_error_not_a_crash():
+    gw = LLMGateway(GatewayConfig.for_models(target=MODEL_05, retry=RetryConfig(max_attempts=1)))
+    with pytest.raises(LLMError, match="cannot parse the reply grammar"):
+        gw.complete("agent", [{"role": "user", "content": "hi"}], stage="test", max_tokens=4,
+                    grammar='root ::= "a" | (')
+    reply = gw.complete("agent", [{"role": "user", "content": "Say yes or no."}], stage="test", max_tokens=4,
+                        temperature=0.0, grammar='root ::= "yes" | "no"')
+    assert reply.text in ("yes", "no")  # the process survived and a valid grammar still constrains

@@ -234,6 +234,16 @@ def _compiled_grammar(grammar: str) -> Any:
     return _import_llama_cpp().LlamaGrammar.from_string(grammar, verbose=False)
 
 
+def check_grammar(llm: Any, grammar: str) -> None:
+    """Raise ValueError if llama.cpp cannot parse `grammar`: llama-cpp-python would add the failed (null) grammar
+    sampler to its chain and crash the process."""
+    llama_cpp = _import_llama_cpp()
+    sampler = llama_cpp.llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar.encode("utf-8"), b"root")
+    if not sampler:
+        raise ValueError(f"llama.cpp cannot parse the reply grammar (GBNF): {grammar[:300]!r}")
+    llama_cpp.llama_cpp.llama_sampler_free(sampler)
+
+
 def get_llama(model: str) -> Any:
     """The process-wide llama.cpp instance for `model`, loaded on first use."""
     spec = spec_for(model)
@@ -282,10 +292,11 @@ class _LocalProvider(CustomLLM):
             raise litellm.BadRequestError(message=str(exc), model=f"{PROVIDER}/{model}", llm_provider=PROVIDER) from None
         gen = {k: optional_params[k] for k in _GEN_PARAMS if optional_params.get(k) is not None}
         gen.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
-        if isinstance(gen.get("grammar"), str):
-            gen["grammar"] = _compiled_grammar(gen["grammar"])
         started = time.perf_counter()
         try:
+            if isinstance(gen.get("grammar"), str):
+                check_grammar(llm, gen["grammar"])
+                gen["grammar"] = _compiled_grammar(gen["grammar"])
             with _infer_lock(spec_for(model).name):
                 out = llm.create_chat_completion(messages=messages, **gen)
         except ValueError as exc:
