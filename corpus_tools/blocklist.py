@@ -151,3 +151,23 @@ def apply_blocklist(records: Sequence[SkillRecord], benchmarks: Iterable[str]
     report = find_leaks(records, benchmarks)
     excluded = set(report.excluded)
     return [r for r in records if r.repo not in excluded], report
+
+
+def benchmark_for(harness_name: str) -> str | None:
+    """The benchmark whose blocklist a harness of this name needs (None: not an evaluation benchmark)."""
+    name = ALIASES.get(harness_name.strip().lower(), harness_name.strip().lower())
+    return name if name in BENCHMARK_KEYWORDS else None
+
+
+def index_blocklists(directory: str | Path) -> list[str]:
+    """The blocklists a saved section index was built with, from its meta.json (a sharded index: every shard's
+    must agree, so the first one's is read). An index built before blocklists were recorded has none."""
+    directory = Path(directory)
+    meta_file = directory / "meta.json"
+    if not meta_file.is_file():
+        shards = sorted(directory.glob("shard-*/meta.json"))
+        if not shards:
+            raise ValueError(f"{directory} is not a section index (no meta.json)")
+        meta_file = shards[0]
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    return resolve_benchmarks(meta.get("blocklists") or [])

@@ -111,10 +111,50 @@ def make_gateway(
     """The gateway every model call of a run, an init, an eval or a CLI check goes through."""
     from raso.llm import LLMGateway
 
-    options: dict[str, Any] = {"cache_dir": cache_dir, "max_concurrency": max_concurrency or config.workers}
-    if retry is not None:
-        options["retry"] = retry
+    from raso.llm import RetryConfig
+
+    wait = config.call_retry_max_wait_s
+    options: dict[str, Any] = {
+        "cache_dir": cache_dir, "max_concurrency": max_concurrency or config.workers,
+        "retry": retry or RetryConfig(max_attempts=config.call_attempts, initial_wait_s=min(1.0, wait),
+                                      max_wait_s=wait, jitter_s=min(1.0, wait)),
+        "prices": config.prices, "budget_usd": config.budget_usd, "structured_output": config.structured_output,
+        "optimizer_structured_output": config.optimizer_structured_output,
+    }
     return LLMGateway(gateway_config(config, **options), ledger=ledger)
+
+
+def check_budget_prices(config: OptimizeConfig, gateway: "LLMGateway") -> None:
+    """A USD budget needs every model's price: refuse it (before any work) for a model nobody prices."""
+    if config.budget_usd is None:
+        return
+    unpriced = gateway.unpriced_models()
+    if unpriced:
+        names = ", ".join(repr(m) for m in unpriced)
+        raise ConfigError(f"--budget-usd cannot be enforced: no price is known for {names} (litellm does not price "
+                          f"it); give one with --price {unpriced[0]}=INPUT,OUTPUT (USD per million tokens) or a "
+                          "[prices] table in the config file")
+
+
+def check_index_blocklist(config: OptimizeConfig, harness: Harness) -> None:
+    """Refuse a corpus index that was not built with the blocklist of the benchmark being run (its skills may
+    name or solve the benchmark), unless `allow_unfiltered_index`. The starter corpus is chosen from
+    repositories that name no benchmark (corpus_tools.starter.select_starter), so it passes."""
+    from corpus_tools.blocklist import benchmark_for, index_blocklists
+
+    benchmark = benchmark_for(harness.name)
+    if benchmark is None or config.index is None or config.allow_unfiltered_index:
+        return
+    try:
+        blocklists = index_blocklists(config.index)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the index {config.index}: {exc}") from None
+    if benchmark not in blocklists:
+        built = ", ".join(blocklists) if blocklists else "no blocklist"
+        raise ConfigError(f"the index {config.index} was built with {built}, not the {benchmark!r} blocklist: its "
+                          f"corpus may leak {benchmark!r} solutions into the skill. Rebuild it with `raso corpus "
+                          f"build ... --blocklist {benchmark}`, or pass --allow-unfiltered-index to go on (the "
+                          "report will say so)")
 
 
 def make_retriever(config: OptimizeConfig, gateway: "LLMGateway") -> "SectionSearcher":
@@ -253,6 +293,9 @@ def optimize(
         except Exception as exc:
             raise ConfigError(f"init skill {cfg.init}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})
+    if cfg.needs_retriever and retriever is None:
+        check_index_blocklist(cfg, harness_obj)
+    check_budget_prices(cfg, make_gateway(cfg))
     _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
     components = _run_components(cfg, run_dir, harness_obj, dict(
         initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks))
@@ -300,6 +343,8 @@ def init_skill(
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     use_retrieval = retrieval if retrieval is not None else cfg.init_kind != "rfsi"
+    if use_retrieval:
+        check_index_blocklist(cfg, harness_obj)
     gw = gateway or make_gateway(cfg)
     _preflight(gw)
     retriever = make_retriever(cfg, gw) if use_retrieval else None
@@ -338,6 +383,7 @@ def evaluate(
         raise ConfigError(f"agent_mode {cfg.agent_mode!r} needs at least one skill")
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
+    check_index_blocklist(cfg, harness_obj)
     gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
     _preflight(gw)
     agent = make_agent(cfg, gw, harness_obj, agent_options=agent_options)
@@ -385,7 +431,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 
 
 __all__ = [
-    "build_components", "check_splits", "default_initializer", "default_proposer", "eval_tasks", "evaluate",
+    "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer", "default_proposer", "eval_tasks", "evaluate",
     "gateway_config", "harness_target", "init_skill", "load_harness", "load_skills", "make_agent", "make_gateway",
     "make_retriever", "optimize", "prompt_library", "resolve_config", "resume",
 ]

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
-from raso.llm.errors import makes_model_unusable
+from raso.llm.errors import failure_kind, makes_model_unusable
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
@@ -149,6 +149,7 @@ class _State:
     final_output: str | None = None
     error: str | None = None
     model_unusable: bool = False
+    failure_kind: str | None = None
     skills_loaded: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -217,6 +218,7 @@ class ExecutionAgent:
             )
             state.reward = 0.0
             state.model_unusable = makes_model_unusable(exc)
+            state.failure_kind = failure_kind(exc)
             state.metadata["stop_reason"] = "error"
         finally:
             if env is not None:
@@ -233,6 +235,7 @@ class ExecutionAgent:
             final_output=state.final_output,
             error=state.error,
             model_unusable=state.model_unusable,
+            failure_kind=state.failure_kind,  # type: ignore[arg-type]
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
             cost_usd=state.cost_usd,

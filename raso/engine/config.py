@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from raso.choices import AgentMode, RetrievalKind, UpdateKind, choices_of
-from raso.llm.config import DEFAULT_LOCAL_MODEL
+from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
 from raso.retrieval.retrievers import RetrievalOptions
 
 #: Applied when the target model is the embedded one and the user set none of these fields: the README's main
@@ -62,6 +62,15 @@ class OptimizeConfig(BaseModel):
                                  "(vLLM, llama.cpp server, ...)")
     optimizer_api_base: str | None = Field(default=None, description="server URL for the optimizer model; defaults "
                                            "to --api-base when no optimizer model is given")
+    structured_output: StructuredOutputMode = Field(
+        default="auto", description="how the target model is asked for JSON: json_schema (vLLM, llama.cpp server, "
+        "Ollama, OpenAI), json_object, instructions (prompt only), auto (json_schema where litellm knows support)")
+    optimizer_structured_output: StructuredOutputMode | None = Field(
+        default=None, description="the same for the optimizer model; defaults to --structured-output when no "
+        "optimizer model is given, else auto")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="USD per million tokens for models litellm does not price (a vLLM "
+        "server, a new model): MODEL=INPUT,OUTPUT", json_schema_extra=cli("--price", metavar="MODEL=IN,OUT"))
     agent_mode: AgentMode = Field(default="full", description="how the agent incorporates the skill",
                                  json_schema_extra=cli("--agent-mode", "--mode"))
     agent_max_steps: int | None = Field(default=None, ge=1, description="environment actions per rollout; "
@@ -79,6 +88,9 @@ class OptimizeConfig(BaseModel):
         "file a table with the kind's options (raso.retrieval.retrievers.RetrievalOptions)",
         json_schema_extra=cli("--retrieval", choices=list(choices_of(RetrievalKind))))
     index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus")
+    allow_unfiltered_index: bool = Field(default=False, description="use an index that was not built with the "
+                                         "harness's benchmark blocklist (corpus skills may leak the benchmark; the "
+                                         "report says so)")
     k: int = Field(default=5, ge=1, description="sections retrieved per query", json_schema_extra=cli("-k", "--k"))
     num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs at initialization")
     chunk_size: int = Field(default=8, ge=1, description="trajectories per gradient call")
@@ -93,8 +105,16 @@ class OptimizeConfig(BaseModel):
                        "(reported only, never used for selection, not counted in the rollout budget)")
     test_limit: int | None = Field(default=None, ge=1, description="use only the first N test tasks")
     budget_rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded")
-    budget_usd: float | None = Field(default=None, gt=0, description="stop once this much has been spent "
-                                     "(checked before each batch of work)")
+    budget_usd: float | None = Field(default=None, gt=0, description="USD budget, checked before each model call "
+                                     "with the call's worst case (spend exceeds it by at most one call); every "
+                                     "model needs a known price (--price)")
+    infra_retries: int = Field(default=2, ge=0, description="times the rollouts of a batch that failed for "
+                               "infrastructure reasons (model call failing after the gateway's retries) are re-run "
+                               "before the run stops resumably")
+    infra_retry_wait_s: float = Field(default=10.0, ge=0.0, description="pause before re-running such rollouts")
+    call_attempts: int = Field(default=6, ge=1, description="attempts per model call on transient failures "
+                               "(rate limit, timeout, connection, 5xx), with exponential backoff")
+    call_retry_max_wait_s: float = Field(default=60.0, ge=0.0, description="longest backoff between two attempts")
     seed: int = Field(default=0, description="seed of the minibatch order")
     workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
 

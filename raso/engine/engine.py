@@ -8,6 +8,7 @@ score of s_t is kept in the state and reused, never re-rolled.
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
@@ -18,17 +19,18 @@ from typing import Any, Sequence
 from pydantic import BaseModel, Field
 
 from raso.harness import Harness, Rollout, Task
+from raso.llm.errors import LLMAuthError, failure_kind
 from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
 from .budget import Budget
 from .config import OptimizeConfig
-from .errors import ModelUnusableError, RunError
+from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .protocols import RunComponents
 from .replay import UnitGateway
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
-from .state import CandidateRecord, CurvePoint, PendingIteration, RunState, TestScore
+from .state import OLDEST_READABLE_VERSION, STATE_VERSION, CandidateRecord, CurvePoint, PendingIteration, RunState, TestScore
 
 
 class OptimizeResult(BaseModel):
@@ -70,6 +72,16 @@ class OptimizeResult(BaseModel):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "OptimizeResult":
         return cls.model_validate(data)
+
+
+class _BudgetStop(Exception):
+    """The USD budget refused a model call in the middle of a unit of work: the unit is dropped uncounted and
+    the optimization ends (the message is the stop reason)."""
+
+
+def _first_line(text: str | None, limit: int = 300) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0][:limit] if lines else ""
 
 
 def _now() -> str:
@@ -154,33 +166,68 @@ class Engine:
         self._event("stopped", reason=reason)
 
     def _evaluate(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> list[Rollout]:
-        """Roll out `tasks` with `skill` in parallel; a crashing rollout scores 0 (raso.agent.evaluate guarantees it)."""
-        from raso.agent.evaluate import evaluate
+        """Roll out `tasks` with `skill` in parallel. A rollout the agent or the harness failed scores 0 and
+        counts. One whose model call failed for infrastructure reasons (after the gateway's own retries) is
+        re-run up to `infra_retries` times; if some still fail, nothing of the batch is written or counted and
+        InfrastructureError stops the run (resumable). A call the USD budget refused ends the batch uncounted
+        (_BudgetStop)."""
+        from raso.agent.evaluate import evaluate, trajectory_filename
 
+        tasks = list(tasks)
         agent = self.parts.agent_factory(UnitGateway(self.gateway, batch))
         self._event("batch_started", batch=batch, size=len(tasks))
         result = evaluate(
-            self.harness, agent, list(tasks), skills=[skill], max_workers=self.config.workers,
+            self.harness, agent, tasks, skills=[skill], max_workers=self.config.workers,
             trajectories_dir=self.run_dir.trajectories_dir(batch),
             on_rollout=lambda r: self._event("rollout_done", batch=batch, task_id=r.task_id, reward=r.reward,
                                              error=bool(r.error)),
         )
         rollouts = list(result.rollouts)
-        self._refuse_if_model_unusable(batch, rollouts)
+        for attempt in range(1, self.config.infra_retries + 1):
+            failed = [i for i, r in enumerate(rollouts) if r.failure_kind == "infrastructure"]
+            if not failed or any(r.failure_kind in ("budget", "unusable") for r in rollouts):
+                break
+            self.state.infra_failed_rollouts += len(failed)
+            self.state.infra_reruns += len(failed)
+            self._event("infra_retry", batch=batch, attempt=attempt, rollouts=len(failed),
+                        error=_first_line(rollouts[failed[0]].error))
+            if self.config.infra_retry_wait_s:
+                time.sleep(self.config.infra_retry_wait_s * attempt)
+            # the same unit tag: the turns that succeeded replay from the cache, the failed call is made afresh
+            again = evaluate(self.harness, agent, [tasks[i] for i in failed], skills=[skill],
+                             max_workers=self.config.workers)
+            for index, rollout in zip(failed, again.rollouts):
+                rollouts[index] = rollout
+                rollout.save(self.run_dir.trajectories_dir(batch) / trajectory_filename(index, tasks[index].id))
+        self._refuse_incomplete(batch, rollouts)
         self.run_dir.rewrite_jsonl(self.run_dir.rollouts_path(batch), (r.model_dump(mode="json") for r in rollouts))
         mean = statistics.fmean(r.reward for r in rollouts) if rollouts else 0.0
         self._event("batch_done", batch=batch, size=len(rollouts), mean_reward=mean,
                     errors=sum(1 for r in rollouts if r.error))
         return rollouts
 
-    @staticmethod
-    def _refuse_if_model_unusable(batch: str, rollouts: list[Rollout]) -> None:
-        """Every rollout of a batch failed because the model could not be used (no API key, server down, the
-        `local` extra missing): scoring them 0 would silently ruin the run, so stop before the batch counts."""
-        if rollouts and all(r.model_unusable for r in rollouts):
-            first = (rollouts[0].error or "").strip().splitlines()[0]
+    def _refuse_incomplete(self, batch: str, rollouts: list[Rollout]) -> None:
+        """A batch with rollouts that did not get an agent result is never scored: scoring the infrastructure's
+        failures as 0 would bias the gate against whatever skill was being evaluated during an outage, and
+        show the outage to the gradient agent as the skill's failure modes."""
+        budget = [r for r in rollouts if r.failure_kind == "budget"]
+        if budget:
+            raise _BudgetStop(f"USD budget reached during {batch} ({_first_line(budget[0].error)}); "
+                              "that batch was not counted")
+        infra = [r for r in rollouts if r.failure_kind in ("infrastructure", "unusable") or r.model_unusable]
+        if not infra:
+            return
+        self.state.infra_failed_rollouts += len(infra)
+        self.state.infra_stops += 1
+        self.checkpoint()  # the counts only: the phase and the pending step are unchanged, so resume redoes it
+        first = _first_line(infra[0].error)
+        if len(infra) == len(rollouts) and all(r.model_unusable for r in rollouts):
             raise ModelUnusableError(f"every rollout of {batch} failed because the model is unusable ({first}); "
                                      "nothing was counted: fix the cause and `raso resume` the run")
+        raise InfrastructureError(
+            f"{len(infra)} of {len(rollouts)} rollouts of {batch} failed because model calls kept failing after "
+            f"the gateway's retries and {self.config.infra_retries} re-run(s) ({first}); the batch was not scored "
+            "or counted: `raso resume` the run when the model is reachable again")
 
     def _load_rollouts(self, batch: str) -> list[Rollout]:
         return [Rollout.model_validate(r) for r in read_jsonl(self.run_dir.rollouts_path(batch))]
@@ -215,15 +262,22 @@ class Engine:
             if self.state.phase == "init":
                 try:
                     self._initialize()
-                except Exception:
+                except Exception as exc:
+                    if failure_kind(exc) == "budget":
+                        raise RunError(f"the USD budget ran out before the initial skill was written ({exc}); "
+                                       "raise --budget-usd in config.resolved.json and `raso resume`") from exc
                     # the cache would replay the same junk on the next try: key the retry afresh
                     self.state.failed_attempts["init"] = self.state.failed_attempts.get("init", 0) + 1
                     self.checkpoint()
                     raise
-            if self.state.phase == "s0_val":
-                self._evaluate_s0()
-            while self.state.phase == "iterate":
-                self._iterate_once()
+            try:
+                if self.state.phase == "s0_val":
+                    self._evaluate_s0()
+                while self.state.phase == "iterate":
+                    self._iterate_once()
+            except _BudgetStop as stop:
+                self._stop(str(stop))
+                self.checkpoint()
             if self.state.phase == "test":
                 self._evaluate_test()
             if self.state.finished_at is None:
@@ -304,7 +358,11 @@ class Engine:
             if self.budget.usd_exhausted(self.cost):
                 s.test_note = "test evaluation cut short: USD budget reached"
                 break
-            rollouts = self._evaluate(f"test_v{version:03d}", self._skill(version), tasks)
+            try:
+                rollouts = self._evaluate(f"test_v{version:03d}", self._skill(version), tasks)
+            except _BudgetStop:
+                s.test_note = "test evaluation cut short: USD budget reached"
+                break
             mean = statistics.fmean(r.reward for r in rollouts)
             s.test_rollouts += len(rollouts)
             s.test.append(TestScore(version=version, label="s0" if version == 0 else "best", mean_reward=mean,
@@ -382,7 +440,18 @@ class Engine:
                 harness_description=self.harness.harness_description, skill=current, rollouts=rollouts,
                 retriever=retriever, k=cfg.k, chunk_size=cfg.chunk_size, adapt=cfg.adapt,
             )
-        except Exception as exc:  # LLM junk or an unreachable model: this iteration yields no candidate
+        except Exception as exc:
+            kind = failure_kind(exc)
+            if kind == "budget":
+                raise _BudgetStop(f"USD budget reached while proposing iteration {p.iteration} ({exc})") from exc
+            if kind == "infrastructure" or isinstance(exc, LLMAuthError):  # unreachable or unauthorised: not junk
+                self.state.infra_stops += 1
+                self.checkpoint()
+                raise OptimizerUnavailableError(
+                    f"the optimizer model could not be used while proposing iteration {p.iteration} "
+                    f"({type(exc).__name__}: {_first_line(str(exc))}); the iteration's train rollouts are kept: "
+                    "fix the cause and `raso resume` the run") from exc
+            # junk from a working model (invalid output, a context overflow): this iteration yields no candidate
             p.propose_error = f"{type(exc).__name__}: {exc}"
             atomic_write_json(self.run_dir.proposals / f"{tag}.json",
                               {"error": p.propose_error, "traceback": traceback.format_exc(limit=8)})
@@ -477,9 +546,24 @@ def load_state(run_dir: RunDir) -> RunState:
     if not run_dir.checkpoint.exists():
         raise RunError(f"{run_dir.root} has no checkpoint.json: not a RASO run directory (or it never started)")
     try:
-        return RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
+        raw = json.loads(run_dir.checkpoint.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{run_dir.checkpoint} is unreadable: {exc}") from None
+    version = raw.get("version") if isinstance(raw, dict) else None
+    if not isinstance(version, int) or version < OLDEST_READABLE_VERSION:
+        raise RunError(f"{run_dir.root} has run-directory format {version!r}, which this RASO cannot read "
+                       f"(it reads formats {OLDEST_READABLE_VERSION} to {STATE_VERSION})")
+    if version > STATE_VERSION:
+        raise RunError(f"{run_dir.root} was written by a newer RASO (run-directory format {version}; this one "
+                       f"reads formats {OLDEST_READABLE_VERSION} to {STATE_VERSION}): upgrade RASO to resume it")
+    try:
+        state = RunState.model_validate(raw)
     except Exception as exc:
         raise RunError(f"{run_dir.checkpoint} is unreadable: {exc}") from None
+    if version < STATE_VERSION:  # an older format: the new fields took their defaults; continue in this format
+        state.upgraded_from = version
+        state.version = STATE_VERSION
+    return state
 
 
 def continue_run(config: OptimizeConfig, run_dir: RunDir, state: RunState, components: RunComponents) -> OptimizeResult:

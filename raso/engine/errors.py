@@ -7,9 +7,20 @@ class RunError(RuntimeError):
     """A run that cannot start or continue (bad run directory, missing checkpoint, unusable harness, ...)."""
 
 
-class ModelUnusableError(RunError):
+class InfrastructureError(RunError):
+    """Model calls kept failing for reasons that are not the skill's or the agent's (rate limit, timeout, 5xx,
+    connection, credentials), even after the gateway's retries and the engine's re-runs. The unit of work in
+    progress was neither scored nor counted; `raso resume` redoes it once the cause is gone."""
+
+
+class ModelUnusableError(InfrastructureError):
     """Every rollout of a batch failed because the model could not be used (no API key, server down, the
     `local` extra missing). Nothing of that batch was counted; `raso resume` continues once it is fixed."""
 
 
-__all__ = ["ModelUnusableError", "RunError"]
+class OptimizerUnavailableError(InfrastructureError):
+    """The optimizer model could not be reached or refused the credentials while proposing a candidate. The
+    iteration's train rollouts are kept; `raso resume` proposes again instead of burning the iteration."""
+
+
+__all__ = ["InfrastructureError", "ModelUnusableError", "OptimizerUnavailableError", "RunError"]

@@ -10,7 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-STATE_VERSION = 1
+#: The run-directory format this code writes (checkpoint.json's `version`). 1: the first release; 2: adds the
+#: infrastructure-failure accounting and `upgraded_from`. A run of an older format is read (new fields take
+#: their defaults) and continues in this format; a newer one is refused (see engine.load_state).
+STATE_VERSION = 2
+OLDEST_READABLE_VERSION = 1
 
 Phase = Literal["init", "s0_val", "iterate", "test", "done"]
 Step = Literal["start", "rolled_out", "proposed"]
@@ -92,3 +96,7 @@ class RunState(BaseModel):
     test: list[TestScore] = Field(default_factory=list)
     test_rollouts: int = 0  # counted apart from the optimization budget
     test_note: str | None = None  # why the test evaluation was skipped or cut short
+    infra_failed_rollouts: int = 0  # rollouts whose model calls failed for infrastructure reasons (never scored)
+    infra_reruns: int = 0  # of those, how many were re-run (each re-run is a fresh rollout)
+    infra_stops: int = 0  # times the run stopped because a batch or a proposal could not be completed
+    upgraded_from: int | None = None  # the format this run directory was written in before an upgrade

@@ -8,11 +8,14 @@ from typing import Any
 
 from .config import DEFAULT_LOCAL_MODEL, GatewayConfig, RetryConfig, RoleConfig
 from .errors import (
+    BudgetExceededError,
+    FailureKind,
     LLMAuthError,
     LLMContextWindowError,
     LLMError,
     LLMUnavailableError,
     StructuredOutputError,
+    failure_kind,
     makes_model_unusable,
 )
 from .ledger import CallRecord, UsageLedger
@@ -29,6 +32,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BudgetExceededError",
+    "FailureKind",
+    "failure_kind",
     "DEFAULT_LOCAL_MODEL",
     "CallRecord",
     "Completion",

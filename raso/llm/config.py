@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: The model that runs offline, in-process, from the `local` extra.
 DEFAULT_LOCAL_MODEL = "local/qwen2.5-coder-0.5b"
@@ -25,6 +25,38 @@ class RetryConfig(BaseModel):
     jitter_s: float = Field(default=1.0, ge=0.0)
 
 
+#: How a role asks for structured output: `json_schema` sends the schema as response_format (vLLM, llama.cpp
+#: server, OpenAI; Ollama's OpenAI endpoint too), `json_object` asks for any JSON object (older servers),
+#: `instructions` only describes the schema in the prompt and parses the reply; `auto` uses json_schema where
+#: litellm knows the model supports it (and the embedded model's grammar), else instructions. The schema is
+#: described in the prompt in every mode, and every reply is validated.
+StructuredOutputMode = Literal["auto", "json_schema", "json_object", "instructions"]
+
+
+class ModelPrice(BaseModel):
+    """A model's price in USD per million tokens (registered with litellm; used for cost and the USD budget).
+    Accepts {"input": .., "output": ..}, [input, output] or "input,output"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0.0, description="USD per million prompt tokens")
+    output: float = Field(ge=0.0, description="USD per million completion tokens")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pair(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        if isinstance(value, (list, tuple)):
+            if len(value) != 2:
+                raise ValueError("a price is INPUT,OUTPUT in USD per million tokens")
+            return {"input": value[0], "output": value[1]}
+        return value
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1_000_000
+
+
 class RoleConfig(BaseModel):
     """The model and sampling parameters one role (e.g. `agent`, `optimizer`) calls with."""
 
@@ -39,6 +71,8 @@ class RoleConfig(BaseModel):
     timeout_s: float | None = 600.0
     extra_params: dict[str, Any] = Field(default_factory=dict, description="passed to litellm.completion as-is")
     retry: RetryConfig | None = Field(default=None, description="overrides GatewayConfig.retry for this role")
+    structured_output: StructuredOutputMode = Field(default="auto", description="how structured output is asked "
+                                                    "for (see StructuredOutputMode)")
 
 
 class GatewayConfig(BaseModel):
@@ -48,6 +82,10 @@ class GatewayConfig(BaseModel):
     cache_dir: Path | None = Field(default=None, description="opt-in on-disk response cache")
     max_concurrency: int = Field(default=4, ge=1, description="concurrent model calls across threads")
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="model string -> price; overrides "
+                                          "litellm's bundled prices")
+    budget_usd: float | None = Field(default=None, gt=0, description="refuse any call whose worst-case cost would "
+                                     "take the ledger's spend past this")
 
     @classmethod
     def for_models(
@@ -57,14 +95,17 @@ class GatewayConfig(BaseModel):
         *,
         api_base: str | None = None,
         optimizer_api_base: str | None = None,
+        structured_output: StructuredOutputMode = "auto",
+        optimizer_structured_output: StructuredOutputMode | None = None,
         **kwargs: Any,
     ) -> "GatewayConfig":
         """Roles `agent` (the target model) and `optimizer` (every RASO role); optimizer defaults to target."""
-        agent = RoleConfig(model=target, api_base=api_base)
+        agent = RoleConfig(model=target, api_base=api_base, structured_output=structured_output)
+        opt_mode = optimizer_structured_output or (structured_output if optimizer is None else "auto")
         if optimizer is None:
-            opt = RoleConfig(model=target, api_base=api_base)
+            opt = RoleConfig(model=target, api_base=api_base, structured_output=opt_mode)
         else:
-            opt = RoleConfig(model=optimizer, api_base=optimizer_api_base)
+            opt = RoleConfig(model=optimizer, api_base=optimizer_api_base, structured_output=opt_mode)
         return cls(roles={"agent": agent, "optimizer": opt}, **kwargs)
 
     def resolve_role(self, role: str) -> tuple[str, RoleConfig]:

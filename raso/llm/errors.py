@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class LLMError(RuntimeError):
     """A model call failed; the message says which model/role and what to do about it."""
@@ -39,6 +41,30 @@ class StructuredOutputError(LLMError):
         super().__init__(message, model=model, role=role)
         self.raw_text = raw_text
         self.validation_error = validation_error
+
+
+class BudgetExceededError(LLMError):
+    """The USD budget refused a call before it was made: its worst-case cost (prompt tokens known, completion at
+    max_tokens) would take the spend past the budget. Never retried; the run stops at its budget."""
+
+
+#: How a failed rollout (or optimizer step) failed: "agent" — its own doing (junk, a tool crash, a context
+#: overflow: scored 0 and counted); "infrastructure" — a model call still failing after the gateway's retries
+#: (rate limit, timeout, 5xx, connection: worth re-running later); "unusable" — the model cannot be used at all
+#: (credentials, a missing extra, an unknown model: re-running cannot help); "budget" — the USD budget refused a
+#: call. Only "agent" failures are ever scored.
+FailureKind = Literal["agent", "infrastructure", "unusable", "budget"]
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
+    """Classify an exception that ended a rollout or an optimizer step (see FailureKind)."""
+    if isinstance(exc, BudgetExceededError):
+        return "budget"
+    if isinstance(exc, LLMUnavailableError):
+        return "infrastructure"
+    if makes_model_unusable(exc):
+        return "unusable"
+    return "agent"
 
 
 def makes_model_unusable(exc: BaseException) -> bool:

@@ -20,8 +20,15 @@ from raso.prompts import PromptLibrary
 from . import local, scripted  # noqa: F401  (importing registers the `local/` and `scripted/` providers)
 from ._litellm import litellm
 from .cache import ResponseCache, cache_key
-from .config import GatewayConfig, RetryConfig, RoleConfig
-from .errors import LLMAuthError, LLMContextWindowError, LLMError, LLMUnavailableError, StructuredOutputError
+from .config import GatewayConfig, ModelPrice, RetryConfig, RoleConfig, StructuredOutputMode
+from .errors import (
+    BudgetExceededError,
+    LLMAuthError,
+    LLMContextWindowError,
+    LLMError,
+    LLMUnavailableError,
+    StructuredOutputError,
+)
 from .ledger import CallRecord, UsageLedger
 from .structured import parse_structured, repair_prompt, schema_of, with_instructions
 
@@ -101,11 +108,61 @@ def supports_schema_mode(model: str) -> bool:
         return False
 
 
-def response_format_for(model: str, schema: type[BaseModel]) -> dict[str, Any]:
+def structured_mode(model: str, mode: StructuredOutputMode = "auto") -> StructuredOutputMode:
+    """The structured-output mode a role's setting means for `model` (`auto` resolved)."""
+    if mode != "auto":
+        return mode
+    return "json_schema" if supports_schema_mode(model) else "instructions"
+
+
+def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOutputMode = "json_schema"
+                        ) -> dict[str, Any] | None:
+    """The `response_format` for a structured call in `mode` (None: instructions only)."""
+    mode = structured_mode(model, mode)
+    if mode == "instructions":
+        return None
     json_schema = schema_of(schema)
     if provider_of(model) == local.PROVIDER:
         return {"type": "json_object", "schema": json_schema}  # llama-cpp's grammar-constrained JSON mode
+    if mode == "json_object":
+        return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": False}}
+
+
+_FREE = ModelPrice(input=0.0, output=0.0)
+
+
+def price_of(model: str, prices: dict[str, ModelPrice] | None = None) -> ModelPrice | None:
+    """What `model` costs: the configured price, zero for the in-process providers, else litellm's bundled
+    price; None when nobody knows (its cost would silently read $0)."""
+    if prices and model in prices:
+        return prices[model]
+    if provider_of(model) in _IN_PROCESS_PROVIDERS:
+        return _FREE
+    try:
+        info = litellm.get_model_info(model=model)
+    except Exception:
+        return None
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if inp is None or out is None:
+        return None
+    return ModelPrice(input=float(inp) * 1_000_000, output=float(out) * 1_000_000)
+
+
+def register_prices(prices: dict[str, ModelPrice]) -> None:
+    """Tell litellm the configured prices, so its own cost functions agree with ours."""
+    for model, price in prices.items():
+        try:
+            litellm.register_model({model: {
+                "input_cost_per_token": price.input / 1_000_000, "output_cost_per_token": price.output / 1_000_000,
+                "litellm_provider": provider_of(model) or "openai", "mode": "chat"}})
+        except Exception:  # litellm refusing an entry must not stop a run: our own cost path uses the table
+            pass
+
+
+#: Completion tokens assumed by the budget's worst-case estimate when neither the call nor litellm's model
+#: information gives a limit.
+DEFAULT_WORST_CASE_COMPLETION_TOKENS = 8192
 
 
 def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
@@ -130,6 +187,10 @@ class LLMGateway:
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
         self._semaphore = threading.BoundedSemaphore(config.max_concurrency)
         self._credentials_ok: set[tuple[str, str | None]] = set()
+        self._budget_lock = threading.Lock()
+        self._reserved_usd = 0.0  # worst-case cost of the calls in flight (the USD budget counts them as spent)
+        if config.prices:
+            register_prices(config.prices)
 
     # ------------------------------------------------------------------ public API
     def complete(
@@ -169,8 +230,9 @@ class LLMGateway:
         instruction and repair templates (None = the package defaults)."""
         role_name, role_cfg = self._resolve(role)
         call_params = self._call_params(role_cfg, params)
-        if supports_schema_mode(role_cfg.model):
-            call_params["response_format"] = response_format_for(role_cfg.model, schema)
+        response_format = response_format_for(role_cfg.model, schema, role_cfg.structured_output)
+        if response_format is not None:
+            call_params["response_format"] = response_format
         prompt = with_instructions(messages, schema, prompts=prompts)
         first = self._complete(role_name, role_cfg, stage, prompt, call_params, cache_key_extra)
         try:
@@ -247,6 +309,7 @@ class LLMGateway:
         attempts = 0
         retry_cfg = role_cfg.retry or self.config.retry
         kwargs = self._litellm_kwargs(role_cfg, params)
+        reserved = self._reserve_budget(model, role, messages, params)
         try:
             for attempt in self._retrying(retry_cfg):
                 with attempt:
@@ -258,6 +321,7 @@ class LLMGateway:
                 CallRecord(role=role, stage=stage, model=model, retries=max(attempts - 1, 0), failed=True,
                            latency_s=time.perf_counter() - started)
             )
+            self._release_budget(reserved)
             raise self._as_llm_error(exc, model, role, role_cfg, attempts) from exc
 
         latency = time.perf_counter() - started
@@ -266,7 +330,8 @@ class LLMGateway:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = self._cost(model, response)
+        priced = self._cost(model, response, prompt_tokens, completion_tokens)
+        cost = priced or 0.0
         finish_reason = getattr(choice, "finish_reason", None)
         completion = Completion(
             text=text, model=model, role=role, stage=stage, prompt_tokens=prompt_tokens,
@@ -275,8 +340,10 @@ class LLMGateway:
         )
         self.ledger.record(
             CallRecord(role=role, stage=stage, model=model, prompt_tokens=prompt_tokens,
-                       completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1, latency_s=latency)
+                       completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1, latency_s=latency,
+                       unpriced=priced is None)
         )
+        self._release_budget(reserved)
         if self.cache is not None and key is not None:
             self.cache.put(key, {"text": text, "finish_reason": finish_reason, "prompt_tokens": prompt_tokens,
                                  "completion_tokens": completion_tokens, "cost_usd": cost})
@@ -336,8 +403,17 @@ class LLMGateway:
             kwargs.setdefault("drop_params", True)  # e.g. temperature on models that reject it
         return kwargs
 
-    @staticmethod
-    def _cost(model: str, response: Any) -> float:
+    def price(self, model: str) -> ModelPrice | None:
+        return price_of(model, self.config.prices)
+
+    def unpriced_models(self) -> list[str]:
+        """The configured roles' models whose cost nobody knows (a USD budget cannot be enforced on them)."""
+        return sorted({r.model for r in self.config.roles.values() if self.price(r.model) is None})
+
+    def _cost(self, model: str, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The call's cost in USD; None when the model has no known price (never silently 0)."""
+        if model in self.config.prices:
+            return self.config.prices[model].cost(prompt_tokens, completion_tokens)
         if provider_of(model) in _IN_PROCESS_PROVIDERS:
             return 0.0
         hidden = getattr(response, "_hidden_params", None) or {}
@@ -345,9 +421,50 @@ class LLMGateway:
         if cost is None:
             try:
                 cost = litellm.completion_cost(completion_response=response)
-            except Exception:  # model not in litellm's price map (e.g. a self-hosted server): unknown = 0
-                cost = 0.0
+            except Exception:  # not in litellm's price map (e.g. a self-hosted server) and no configured price
+                price = self.price(model)
+                return price.cost(prompt_tokens, completion_tokens) if price is not None else None
         return float(cost or 0.0)
+
+    def worst_case_cost(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
+        """An upper bound of one call's cost: the prompt's tokens as counted for the model, the completion at
+        max_tokens (or the model's output limit)."""
+        price = self.price(model)
+        if price is None or (price.input == 0 and price.output == 0):
+            return 0.0
+        try:
+            prompt_tokens = int(litellm.token_counter(model=model, messages=messages))
+        except Exception:  # no tokenizer for this model: characters bound the token count from above
+            prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages)
+        max_tokens = params.get("max_tokens")
+        if max_tokens is None:
+            try:
+                max_tokens = litellm.get_model_info(model=model).get("max_output_tokens")
+            except Exception:
+                max_tokens = None
+        return price.cost(prompt_tokens, int(max_tokens or DEFAULT_WORST_CASE_COMPLETION_TOKENS))
+
+    def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
+        """Refuse the call (BudgetExceededError) if the spend so far, the calls in flight and this call's worst
+        case would pass the USD budget; else hold its worst case until it is booked."""
+        budget = self.config.budget_usd
+        if budget is None:
+            return 0.0
+        estimate = self.worst_case_cost(model, messages, params)
+        with self._budget_lock:
+            spent = float(self.ledger.totals()["cost_usd"])
+            if spent + self._reserved_usd + estimate > budget:
+                raise BudgetExceededError(
+                    f"USD budget reached: ${spent:.4f} spent, ${self._reserved_usd:.4f} in flight; a call to "
+                    f"{model!r} (role {role!r}) could cost up to ${estimate:.4f}, past the ${budget:.4f} budget",
+                    model=model, role=role)
+            self._reserved_usd += estimate
+        return estimate
+
+    def _release_budget(self, reserved: float) -> None:
+        if reserved:
+            with self._budget_lock:
+                self._reserved_usd = max(self._reserved_usd - reserved, 0.0)
 
     @staticmethod
     def _as_llm_error(exc: Exception, model: str, role: str, role_cfg: RoleConfig, attempts: int) -> LLMError:

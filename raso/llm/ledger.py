@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict
 
 from raso.fileio import atomic_write_text
 
-_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "calls", "retries", "cache_hits", "failures")
+_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "calls", "retries", "cache_hits", "failures",
+             "unpriced_calls")
 
 
 class CallRecord(BaseModel):
@@ -30,10 +31,12 @@ class CallRecord(BaseModel):
     cached: bool = False
     failed: bool = False
     latency_s: float = 0.0
+    unpriced: bool = False  # a paid call whose cost is unknown (no price for the model): cost_usd reads 0
 
 
 def _empty() -> dict[str, Any]:
-    return {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "calls": 0, "retries": 0, "cache_hits": 0, "failures": 0}
+    return {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "calls": 0, "retries": 0, "cache_hits": 0,
+            "failures": 0, "unpriced_calls": 0}
 
 
 def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
@@ -47,6 +50,8 @@ def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
         bucket["calls"] += 1  # requests that reached a model (successful or not)
     if rec.failed:
         bucket["failures"] += 1
+    if rec.unpriced:
+        bucket["unpriced_calls"] += 1
 
 
 class UsageLedger:
