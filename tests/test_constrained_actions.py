@@ -150,3 +150,22 @@ def test_an_embedded_reply_under_a_command_grammar_is_one_of_the_commands():
     reply = gw.complete("agent", prompt, stage="test", max_tokens=96, temperature=0.0,
                         grammar=alfworld_reply_grammar(info)).text
     assert alfworld_action_is_valid(reply.rsplit("Action: ", 1)[-1], info), reply
+
+
+# ---------------------------------------------------------------- the measurement script
+def test_the_evidence_script_tabulates_reward_and_valid_action_rate(tmp_path, capsys):
+    from experiments.offline_evidence import load_cells, main
+    from raso.testing import ScriptedModel
+
+    model = ScriptedModel(["Action: search[pants]", "I do not know.", "search[shirt]", "Action: click[back to search]"])
+    assert main(["--harness", "webshop", "--model", model.model, "--skill", "none", "--grammar", "on",
+                 "--limit", "2", "--max-steps", "2", "--out", str(tmp_path)]) == 0
+    [cell] = load_cells(tmp_path)
+    assert cell.n == 2 and cell.skill == "none" and cell.grammar and cell.model == model.model
+    assert (cell.valid_actions, cell.judged_actions) == (3, 4) and cell.rewards == [0.0, 0.0]
+    assert len(cell.cpu_s) == 2 and all("grammar" in p for p in model.params)
+    assert "| 75% (3/4) |" in capsys.readouterr().out
+    # a finished cell is not run again
+    assert main(["--harness", "webshop", "--model", model.model, "--skill", "none", "--grammar", "on",
+                 "--limit", "2", "--max-steps", "2", "--out", str(tmp_path)]) == 0
+    assert model.remaining == 0 and len(model.calls) == 4
