@@ -216,3 +216,36 @@ def test_warnings_and_tracebacks_still_work_inside(sandbox, workbook, tmp_path):
     assert res.ok, res.stderr
     assert res.stdout.strip() == "fine"
     assert "UserWarning: careful" in res.stderr and "ZeroDivisionError" in res.stderr
+
+
+def test_pandas_is_importable_and_reads_only_inside_the_working_directory(sandbox, workbook, tmp_path):
+    code = ("import sys, pandas as pd\n"
+            "frame = pd.read_excel(sys.argv[1], header=None)\n"
+            "print('value', int(frame.iloc[0, 0]))\n"
+            "frame.to_excel(sys.argv[2], index=False, header=False)\n"
+            "try:\n    pd.read_csv('/etc/passwd')\nexcept PermissionError as exc:\n    print('refused:', exc)\n")
+    box = Sandbox(LIMITS.model_copy(update={"cpu_seconds": 20, "wall_seconds": 60}))  # importing pandas takes ~1 s
+    res = run(box, code, workbook, tmp_path)
+    assert res.ok, res.stderr
+    assert "value 21" in res.stdout
+    assert "refused: sandbox: reading /etc/passwd is not allowed" in res.stdout
+    assert openpyxl.load_workbook(res.output_file).active["A1"].value == 21
+
+
+@pytest.mark.parametrize("code, refusal", [
+    ("import subprocess\nsubprocess.run(['id'])\n", "starting or signalling processes is not allowed"),
+    ("import subprocess\nsubprocess._fork_exec(['id'])\n", "_posixsubprocess.fork_exec is not allowed"),
+    ("import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess\n", "importing _posixsubprocess"),
+    ("import sys\ndel sys.modules['ctypes']\nimport ctypes\n", "importing ctypes is not allowed"),
+    ("import importlib, ctypes\nimportlib.reload(ctypes)\n", "importing _ctypes is not allowed"),
+    ("import importlib, _posixsubprocess\nimportlib.reload(_posixsubprocess).fork_exec()\n",
+     "_posixsubprocess.fork_exec is not allowed"),
+    ("import importlib.machinery, importlib.util\n"
+     "importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec('_ctypes'))\n",
+     "importing _ctypes is not allowed"),
+])
+def test_modules_pandas_imports_are_importable_but_their_capabilities_stay_refused(sandbox, workbook, tmp_path,
+                                                                                   code, refusal):
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.exit_code == 1
+    assert refusal in res.error_summary()

@@ -13,7 +13,9 @@ apply), a minimal environment and these layers of containment:
   writes outside the working directory, file reads outside the working directory and the Python installation
   (and always inside `deny_read`), symlinks and hard links, process creation (fork, exec, subprocess,
   os.system), sockets, ctypes and gc introspection. A refused operation raises `PermissionError("sandbox: ...")`
-  (or ImportError), so the program's stderr says what was refused. The hook keeps its state in a closure and
+  (or ImportError), so the program's stderr says what was refused. `import ctypes` and `import _posixsubprocess`
+  themselves succeed (pandas needs them to import) but yield placeholders whose every attribute refuses to run;
+  the real modules (and ctypes' C part `_ctypes`) cannot be imported. The hook keeps its state in a closure and
   uses only builtins captured before the program starts, so rebinding `os.path` helpers or builtins does not
   switch it off.
 
@@ -49,6 +51,10 @@ from pydantic import BaseModel, Field
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
+# Modules a program (or a library it imports: pandas imports ctypes and subprocess) may import but not use: a
+# placeholder whose every attribute refuses to run takes their place, so the import succeeds and the capability
+# stays closed (subprocess.Popen is refused by the audit hook before it would reach _posixsubprocess).
+IMPORTABLE_BUT_REFUSED = ("ctypes", "_posixsubprocess")
 _SANDBOX_EXIT_CPU = 152  # the bootstrap's exit code when the CPU-time limit signal arrives
 
 
@@ -259,9 +265,25 @@ def _setup(cfg):
     return hook, work
 
 
+class _RefusedModule(type(sys)):
+    # Stands in sys.modules for a module that may be imported but never used: every attribute is a function that
+    # refuses to run. pandas imports ctypes (for a Windows-only message) and subprocess (whose import needs
+    # _posixsubprocess.fork_exec) when it starts; with these in place those imports work while the real modules
+    # stay out of reach: importing them again, by any route, raises the import event the hook refuses.
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        qualified = "%s.%s" % (self.__name__, attr)
+        def refused(*args, **kwargs):
+            raise PermissionError("sandbox: %s is not allowed" % qualified)
+        return refused
+
+
 def _main():
     cfg = json.loads(sys.argv[1])
     hook, work = _setup(cfg)
+    for name in cfg["refused_imports"]:
+        sys.modules[name] = _RefusedModule(name, "sandbox: a refusing placeholder for %s" % name)
     os.chdir(work)
     sys.argv = [cfg["program"], *cfg["args"]]
     sys.path[:0] = [work]
@@ -402,6 +424,7 @@ class Sandbox:
                 "nofile": limits.max_open_files, "read_roots": [], "deny_read": self.deny_read,
                 "cgroup_procs": procs_file, "cpu_exit": _SANDBOX_EXIT_CPU,
                 "hide": self._hideable(work), "mount_bin": self.support.mount_bin,
+                "refused_imports": list(IMPORTABLE_BUT_REFUSED),
             }
             if self.support.network_isolated:
                 isolation.append("no-network")
