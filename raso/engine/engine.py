@@ -9,8 +9,10 @@ score of s_t is kept in the state and reused, never re-rolled.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import statistics
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -72,6 +74,33 @@ class OptimizeResult(BaseModel):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "OptimizeResult":
         return cls.model_validate(data)
+
+
+class _DegradationLog(logging.Handler):
+    """Collects the warnings the retrieval and optimizer code log when they fall back to something weaker, so
+    the run report shows them (not only a terminal that scrolled away)."""
+
+    LOGGERS = ("raso.retrieval", "raso.optimizer", "corpus_tools.retrieval")
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(level=logging.WARNING)
+        self.state = state
+        self._lock_degradations = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        key = f"{record.name}: {record.msg}"[:200]
+        with self._lock_degradations:
+            entry = self.state.degradations.setdefault(key, {"count": 0, "example": record.getMessage()[:400]})
+            entry["count"] += 1
+
+    def __enter__(self) -> "_DegradationLog":
+        for name in self.LOGGERS:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
 
 
 class _BudgetStop(Exception):
@@ -258,6 +287,10 @@ class Engine:
 
     # ------------------------------------------------------------------ phases
     def run(self) -> OptimizeResult:
+        with _DegradationLog(self.state):
+            return self._run()
+
+    def _run(self) -> OptimizeResult:
         try:
             if self.state.phase == "init":
                 try:

@@ -82,6 +82,77 @@ def _test_section(state: RunState, config: Any) -> list[str]:
     return lines
 
 
+def _cost_cell(ledger: dict[str, Any]) -> str:
+    """The total cost, never a silent $0: calls to models without a known price are named."""
+    totals = ledger.get("totals", {})
+    cost = f"${float(totals.get('cost_usd', 0.0)):.4f}"
+    unpriced = int(totals.get("unpriced_calls", 0) or 0)
+    if not unpriced:
+        return cost
+    models = sorted(m for m, row in ledger.get("by_model", {}).items() if row.get("unpriced_calls"))
+    return (f"{cost} + cost unknown for {unpriced} call(s) to {', '.join(models)} (no price known: add "
+            "`--price MODEL=INPUT,OUTPUT`)")
+
+
+def _index_line(config: Any) -> str | None:
+    if not config.needs_retriever:
+        return None
+    if config.index is None:
+        return "- corpus index: the starter corpus (its repositories name no benchmark)"
+    try:
+        from corpus_tools.blocklist import index_blocklists
+
+        blocklists = ", ".join(index_blocklists(config.index)) or "none"
+    except (OSError, ValueError):
+        blocklists = "unreadable"
+    line = f"- corpus index: `{config.index}` (blocklists: {blocklists})"
+    if config.allow_unfiltered_index:
+        line += ("; **--allow-unfiltered-index was given: the index may not exclude this benchmark's repositories, "
+                 "so retrieved skills may leak it**")
+    return line
+
+
+def _proposal_errors(run_dir: RunDir) -> list[tuple[str, str]]:
+    """(unit, error) for every step the initializer and the proposals skipped or replaced by a fallback."""
+    out: list[tuple[str, str]] = []
+    for path in sorted(run_dir.proposals.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for error in data.get("errors") or []:
+            out.append((path.stem, " ".join(str(error).split())))
+    return out
+
+
+def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
+    """Everything that ran in a weaker way than configured: infrastructure failures and retries, fallbacks
+    logged by retrieval, and optimizer steps skipped or replaced (junk drafts, dropped or echoed lessons)."""
+    totals = ledger.get("totals", {})
+    lines: list[str] = []
+    retries, failures = int(totals.get("retries", 0) or 0), int(totals.get("failures", 0) or 0)
+    if retries or failures or state.infra_failed_rollouts or state.infra_stops:
+        lines.append(f"- infrastructure: {retries} model-call retr{'y' if retries == 1 else 'ies'} by the gateway, "
+                     f"{failures} call(s) failed after them; {state.infra_failed_rollouts} rollout(s) failed for "
+                     f"infrastructure reasons and were never scored ({state.infra_reruns} re-run); the run stopped "
+                     f"{state.infra_stops} time(s) on an outage and was resumed {state.resumes} time(s)")
+    for key, entry in sorted(state.degradations.items()):
+        lines.append(f"- {entry.get('count', 1)}× {entry.get('example', key)}")
+    errors = _proposal_errors(run_dir)
+    kinds = {"assembled": "RASI fallback skill (the draft was unusable; assembled from requirements and lessons)",
+             "lesson was dropped": "lesson dropped (empty or an echo of its input)",
+             "gradient for chunk": "gradient chunk skipped (unusable reply)",
+             "merge failed": "gradient merge failed (chunk outputs used)"}
+    for unit, error in errors:
+        label = next((v for k, v in kinds.items() if k in error), "step skipped")
+        text = error if len(error) <= 300 else error[:297] + "..."
+        lines.append(f"- {unit}: {label}: {text}")
+    if not lines:
+        return []
+    return ["## Degradations", "", "What ran in a weaker way than configured (see also events.jsonl and "
+            "proposals/*.json):", "", *lines, ""]
+
+
 def build_report(run_dir: RunDir) -> str:
     state = RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
     config = load_resolved(run_dir.config_json)
@@ -103,6 +174,11 @@ def build_report(run_dir: RunDir) -> str:
         f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
         f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
     ]
+    index_line = _index_line(config)
+    if index_line:
+        lines.append(index_line)
+    if state.upgraded_from is not None:
+        lines.append(f"- run directory upgraded from format {state.upgraded_from} to {state.version} on resume")
     if config.quick_defaults_applied:
         lines.append(f"- quick defaults for the embedded model applied to: {', '.join(config.quick_defaults_applied)} "
                      "(set --epochs/--minibatch/--budget-rollouts to choose your own)")
@@ -120,7 +196,7 @@ def build_report(run_dir: RunDir) -> str:
         f"| rollouts (train + val) | {state.rollouts_used} ({state.train_rollouts} + {state.val_rollouts}) |",
         f"| model calls | {totals.get('calls', 0)} (+{totals.get('cache_hits', 0)} replayed from cache) |",
         f"| tokens (prompt / completion) | {totals.get('prompt_tokens', 0)} / {totals.get('completion_tokens', 0)} |",
-        f"| cost | ${float(totals.get('cost_usd', 0.0)):.4f} |",
+        f"| cost | {_cost_cell(ledger)} |",
         f"| wall time | {state.wall_time_s:.1f} s{f' ({state.resumes} resume(s))' if state.resumes else ''} |",
         "",
         "The best skill is `SKILL.md` (also `skills/skill_vNNN.md`). Val scores are mean rewards over "
@@ -128,6 +204,7 @@ def build_report(run_dir: RunDir) -> str:
         "train minibatch rollouts plus every val evaluation (s0 included).",
         "",
         *_test_section(state, config),
+        *_degradations_section(run_dir, state, ledger),
         "## Score per iteration",
         "",
         "| iter | epoch | minibatch | train mean | candidate | cand. val | current val | decision | rollouts | cost |",

@@ -100,3 +100,6 @@ class RunState(BaseModel):
     infra_reruns: int = 0  # of those, how many were re-run (each re-run is a fresh rollout)
     infra_stops: int = 0  # times the run stopped because a batch or a proposal could not be completed
     upgraded_from: int | None = None  # the format this run directory was written in before an upgrade
+    # fallbacks the retrieval and optimizer code logged (a dense encoder missing, SkillDreamer ranking by the
+    # query alone, ...): "logger: message template" -> {"count": n, "example": the first message}
+    degradations: dict[str, dict[str, Any]] = Field(default_factory=dict)
