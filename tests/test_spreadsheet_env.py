@@ -1,7 +1,7 @@
 """The spreadsheet harness end to end: observations, actions, hand-written solutions, hostile programs, rollouts.
 
-These tests run real programs in the sandbox and recalculate with the harness's default engine (LibreOffice);
-on a machine without it, constructing the harness fails with the install command, which fails these tests.
+These tests run real programs in the sandbox and recalculate with the harness's default engine (LibreOffice
+where installed, as on CI; otherwise the `formulas` fallback, whose test here hides LibreOffice on purpose).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from tests.spreadsheet_solutions import CORRECT, SUBTLY_WRONG
 
 
 @pytest.fixture(scope="module")
-def harness() -> SpreadsheetHarness:
-    return SpreadsheetHarness()
+def harness(tmp_path_factory) -> SpreadsheetHarness:
+    return SpreadsheetHarness(answer_cache_dir=tmp_path_factory.mktemp("answers"))
 
 
 @pytest.fixture(scope="module")
-def tight_harness() -> SpreadsheetHarness:
-    return SpreadsheetHarness(cpu_seconds=2, wall_seconds=8, memory_mb=512)
+def tight_harness(tmp_path_factory) -> SpreadsheetHarness:
+    return SpreadsheetHarness(cpu_seconds=2, wall_seconds=8, memory_mb=512,
+                              answer_cache_dir=tmp_path_factory.mktemp("answers"))
 
 
 def task(task_id: str) -> Task:
@@ -222,3 +223,48 @@ def test_a_dataset_with_a_corrupt_input_workbook_gives_clear_errors(tmp_path):
         assert "BadZipFile" in obs or "zip" in obs.lower()
     finally:
         env.close()
+
+
+def dataset_with_one_unreadable_answer(root):
+    """A 3-case task whose case 2 answer file is not a workbook (a scoring error in that case only)."""
+    import json
+
+    import openpyxl
+
+    folder = root / "spreadsheet" / "x2"
+    folder.mkdir(parents=True)
+    for n in (1, 2, 3):
+        book = openpyxl.Workbook()
+        book.active["A1"] = 1
+        book.save(folder / f"{n}_x2_input.xlsx")
+        book.active["A1"] = 2
+        book.save(folder / f"{n}_x2_answer.xlsx")
+    (folder / "2_x2_answer.xlsx").write_bytes(b"not a workbook")
+    (root / "dataset.json").write_text(json.dumps([{
+        "id": "x2", "instruction": "Put 2 in A1.", "instruction_type": "Cell-Level Manipulation",
+        "answer_position": "A1", "spreadsheet_path": "spreadsheet/x2"}]))
+    return root
+
+
+def test_a_scoring_error_fails_its_case_only_and_keeps_the_soft_score(tmp_path):
+    harness = SpreadsheetHarness(data_dir=dataset_with_one_unreadable_answer(tmp_path / "data"), wall_seconds=20,
+                                 answer_cache_dir=tmp_path / "answers")
+    code = "import sys, openpyxl\nwb = openpyxl.load_workbook(sys.argv[1])\nwb.active['A1'] = 2\nwb.save(sys.argv[2])\n"
+    obs, reward, terminated, _, info = submit(harness, "x2", code)
+    assert terminated and reward == 0.0
+    assert [r["passed"] for r in info["case_results"]] == [True, False, True]
+    assert info["soft_score"] == pytest.approx(2 / 3)
+    assert "scoring error: CorruptWorkbookError" in info["case_results"][1]["message"]
+    assert "test case 2: FAILED: scoring error" in obs
+
+
+def test_without_libreoffice_the_harness_falls_back_to_formulas_and_still_scores(monkeypatch, tmp_path):
+    from harnesses.spreadsheet.recalc import FormulasRecalc
+    from tests.test_spreadsheet_recalc import hide_soffice
+
+    hide_soffice(monkeypatch, tmp_path / "bin")
+    newcomer = SpreadsheetHarness(answer_cache_dir=tmp_path / "answers")
+    assert isinstance(newcomer.recalculator, FormulasRecalc)
+    assert newcomer.describe()["recalc"].startswith("formulas ")
+    obs, reward, terminated, _, info = submit(newcomer, "37609", CORRECT["37609"])  # writes Excel formulas
+    assert (reward, terminated) == (1.0, True), obs

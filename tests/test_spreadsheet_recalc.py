@@ -1,8 +1,11 @@
-"""Formula recalculation before scoring: detection, the LibreOffice engine, batching, clear errors."""
+"""Formula recalculation before scoring: detection, the LibreOffice engine, batching, clear errors, and the
+`auto` default that falls back to the pure-Python `formulas` engine where LibreOffice is not installed."""
 
 from __future__ import annotations
 
-import importlib.util
+import logging
+import os
+import shutil
 from pathlib import Path
 
 import openpyxl
@@ -10,7 +13,7 @@ import pytest
 
 from harnesses.spreadsheet import recalc as recalc_module
 from harnesses.spreadsheet.recalc import (FormulasRecalc, LibreOfficeRecalc, RecalcError, RecalcUnavailable,
-                                          get_recalculator, needs_recalc)
+                                          find_soffice, get_recalculator, needs_recalc)
 from harnesses.spreadsheet.scoring import open_values
 
 
@@ -67,8 +70,8 @@ def test_a_failing_engine_run_is_reported_per_file(tmp_path):
     assert not (tmp_path / "a.xlsx").exists()
 
 
-def test_missing_libreoffice_fails_with_the_install_command(monkeypatch):
-    monkeypatch.setattr(recalc_module.shutil, "which", lambda name: None)
+def test_missing_libreoffice_fails_with_the_install_command(monkeypatch, tmp_path):
+    hide_soffice(monkeypatch, tmp_path / "bin")
     with pytest.raises(RecalcUnavailable, match="apt-get install -y libreoffice-calc-nogui"):
         get_recalculator("libreoffice")
 
@@ -78,11 +81,70 @@ def test_unknown_engine_is_refused():
         get_recalculator("excel")
 
 
-def test_formulas_engine_works_when_installed_and_says_how_to_install_otherwise(tmp_path):
-    if importlib.util.find_spec("formulas") is None:
-        with pytest.raises(RecalcUnavailable, match="pip install formulas"):
-            FormulasRecalc()
-        return
+def test_formulas_engine_computes_formula_values(tmp_path):
     FormulasRecalc().recalc(formula_book(tmp_path / "f.xlsx"), tmp_path / "out.xlsx")
     ws = open_values(tmp_path / "out.xlsx").active
     assert (ws["C1"].value, ws["C2"].value, ws["C3"].value) == (15, "big", 7)
+    assert FormulasRecalc().version.startswith("formulas 1.")
+
+
+def hide_soffice(monkeypatch, shadow: Path) -> None:
+    """PATH as on a machine with only Python: a folder that holds soffice / libreoffice is replaced by `shadow`,
+    which links to every other program in it (unshare, mount, ... stay reachable)."""
+    hidden = ("soffice", "libreoffice")
+    shadow.mkdir(parents=True, exist_ok=True)
+    keep = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not any(Path(folder, name).exists() for name in hidden):
+            keep.append(folder)
+            continue
+        for program in Path(folder).iterdir():
+            if program.name not in hidden and not (shadow / program.name).exists():
+                (shadow / program.name).symlink_to(program)
+        if str(shadow) not in keep:
+            keep.append(str(shadow))
+    monkeypatch.setenv("PATH", os.pathsep.join(keep))
+    monkeypatch.setattr(recalc_module, "_fallback_noticed", False)
+    assert find_soffice() is None and shutil.which("sh") is not None
+
+
+def test_auto_uses_libreoffice_where_installed():
+    if shutil.which("soffice") is None:
+        pytest.skip("LibreOffice is not installed here (CI installs it)")
+    engine = get_recalculator("auto")
+    assert isinstance(engine, LibreOfficeRecalc)
+    assert engine.version.startswith("LibreOffice ")
+
+
+def test_auto_falls_back_to_formulas_with_one_notice_naming_the_debian_package(monkeypatch, caplog, tmp_path):
+    hide_soffice(monkeypatch, tmp_path / "bin")
+    with caplog.at_level(logging.WARNING, logger=recalc_module.__name__):
+        first, second = get_recalculator(), get_recalculator("auto")
+    assert isinstance(first, FormulasRecalc) and isinstance(second, FormulasRecalc)
+    notices = [r.getMessage() for r in caplog.records if "LibreOffice" in r.getMessage()]
+    assert len(notices) == 1  # once per process, however many harnesses are built
+    assert "apt-get install -y libreoffice-calc-nogui" in notices[0] and "\n" not in notices[0]
+    first.recalc(formula_book(tmp_path / "f.xlsx"), tmp_path / "out.xlsx")
+    assert open_values(tmp_path / "out.xlsx").active["C1"].value == 15
+    with pytest.raises(RecalcUnavailable, match="libreoffice-calc-nogui"):  # asked for by name: no fallback
+        get_recalculator("libreoffice")
+
+
+def test_recalculation_keeps_the_values_a_workbook_already_had(tmp_path):
+    """Task 59902's answer: LibreOffice recomputes its cached answer cells differently; Excel's values are kept."""
+    from harnesses.spreadsheet.loader import load_tasks
+    from harnesses.spreadsheet.recalc import has_cached_formula_values, recalculate
+    from harnesses.spreadsheet.scoring import compare_workbooks
+
+    task = next(t for t in load_tasks() if t.id == "59902")
+    answer = task.cases[0].answer_path
+    assert needs_recalc(answer) and has_cached_formula_values(answer)
+    assert not has_cached_formula_values(formula_book(tmp_path / "f.xlsx"))  # what openpyxl writes
+    engine = get_recalculator("libreoffice")
+    try:
+        assert engine.recalc_many([(answer, tmp_path / "engine_only.xlsx")]) == [None]
+        assert recalculate(engine, [(answer, tmp_path / "kept.xlsx")]) == [None]
+    finally:
+        engine.close()
+    assert not compare_workbooks(answer, tmp_path / "engine_only.xlsx", task.answer_position).passed
+    assert compare_workbooks(answer, tmp_path / "kept.xlsx", task.answer_position).passed

@@ -7,26 +7,32 @@ position and the program contract. Each `step(action)` takes a RUN or SUBMIT act
   stderr and a preview of the answer cells of the workbook it saved (formulas recalculated first).
   Not terminal, reward 0.
 * SUBMIT: the program runs on every test case's input; each output (recalculated) is compared with the case's
-  answer workbook. Terminal; reward 1 only if all cases pass, `info["soft_score"]` = fraction of cases passed.
+  answer workbook (recalculated the same way where its formulas lack values; see answers.py). Terminal;
+  reward 1 only if all cases pass, `info["soft_score"]` = fraction of cases passed. An error while scoring
+  one case fails that case only, as upstream's evaluator does.
 
 A malformed action costs a step and gets an observation explaining the expected format.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from raso.harness import TextEnv
 from raso.harness.sandbox import Sandbox, SandboxResult
 
 from harnesses.spreadsheet.actions import ParsedAction, parse_reply
-from harnesses.spreadsheet.loader import SpreadsheetTask
+from harnesses.spreadsheet.answers import RecalculatedAnswers
+from harnesses.spreadsheet.loader import SpreadsheetTask, TestCase
 from harnesses.spreadsheet.preview import describe_cells, describe_workbook
-from harnesses.spreadsheet.recalc import Recalculator, needs_recalc
-from harnesses.spreadsheet.scoring import CaseResult, CorruptWorkbookError, compare_workbooks, open_values
+from harnesses.spreadsheet.recalc import Recalculator, needs_recalc, recalculate
+from harnesses.spreadsheet.scoring import CaseResult, CorruptWorkbookError, compare_workbooks
+
+log = logging.getLogger(__name__)
 
 INPUT_NAME = "input.xlsx"
 OUTPUT_NAME = "output.xlsx"
@@ -42,11 +48,12 @@ before checking). No network, no other files, no subprocesses."""
 
 class SpreadsheetEnv(TextEnv):
     def __init__(self, task: SpreadsheetTask, sandbox: Sandbox, recalculator: Recalculator | None,
-                 preview_rows: int = 10) -> None:
+                 preview_rows: int = 10, answers: RecalculatedAnswers | None = None) -> None:
         super().__init__()
         self.task = task
         self.sandbox = sandbox
         self.recalculator = recalculator
+        self.answers = answers if answers is not None else RecalculatedAnswers(recalculator)
         self.preview_rows = preview_rows
         self.last_code: str | None = None
         self.done = False
@@ -121,35 +128,58 @@ class SpreadsheetEnv(TextEnv):
         ]
         return "\n\n".join(p for p in parts if p)
 
-    def _execute(self, code: str, case_indices: list[int], label: str) -> list[tuple[SandboxResult, Path | None, str | None]]:
-        """Run the program on some cases; per case the sandbox result, the workbook to score and a problem.
+    def _program_for(self, case: TestCase, code: str) -> tuple[str, str, str, list[str]]:
+        """The program, input file name, output file name and arguments for one test case."""
+        return code, INPUT_NAME, OUTPUT_NAME, [INPUT_NAME, OUTPUT_NAME]
 
-        Outputs that hold formulas without values are recalculated together (one engine start for all)."""
+    def _execute(self, code: str, case_indices: list[int], label: str) -> list[tuple[SandboxResult, Path | None, str | None]]:
+        """Run the program on some cases; per case the sandbox result, the workbook to score and a problem."""
         assert self._tmp is not None
         runs = []
         for i in case_indices:
             case = self.task.cases[i]
+            program, input_name, output_name, args = self._program_for(case, code)
             dest = self._tmp / f"{label}_case{case.index}_{OUTPUT_NAME}"
-            runs.append(self.sandbox.run(code, {INPUT_NAME: case.input_path}, [INPUT_NAME, OUTPUT_NAME],
-                                         OUTPUT_NAME, dest))
-        outcomes: list[tuple[SandboxResult, Path | None, str | None]] = []
-        to_recalc: list[tuple[int, Path, Path]] = []
-        for n, result in enumerate(runs):
-            if result.output_file is None:
-                outcomes.append((result, None, result.error_summary() or result.output_error or "no output workbook"))
+            runs.append(self.sandbox.run(program, {input_name: case.input_path}, args, output_name, dest))
+        prepared = self.recalculate_outputs([r.output_file for r in runs])
+        return [(result, scored, problem if result.output_file is not None else
+                 (result.error_summary() or result.output_error or "no output workbook"))
+                for result, (scored, problem) in zip(runs, prepared)]
+
+    def recalculate_outputs(self, outputs: Sequence[Path | None]) -> list[tuple[Path | None, str | None]]:
+        """Per output workbook (None: there is none) the file to score and a problem. Outputs holding formulas
+        without values are recalculated next to themselves, all in one engine batch."""
+        prepared: list[tuple[Path | None, str | None]] = [(out, None) for out in outputs]
+        if self.recalculator is None:
+            return prepared
+        todo = [(n, out, out.with_name(out.stem + "_recalc.xlsx")) for n, out in enumerate(outputs)
+                if out is not None and needs_recalc(out)]
+        if todo:
+            errors = recalculate(self.recalculator, [(src, dest) for _, src, dest in todo])
+            for (n, src, dest), error in zip(todo, errors):
+                prepared[n] = (src, f"formulas in the output could not be recalculated: {error}") if error \
+                    else (dest, None)
+        return prepared
+
+    def score_cases(self, prepared: Sequence[tuple[Path | None, str | None]]) -> list[CaseResult]:
+        """Compare each case's prepared output with its answer. A case whose output is missing, whose
+        recalculation failed or whose scoring raises fails alone (upstream's evaluator: `except: result = False`)."""
+        cases = self.task.cases
+        try:
+            answers = self.answers.resolve([c.answer_path for c in cases])
+        except Exception as exc:  # e.g. an unreadable answer file: scored as is, each case reports its error
+            log.warning("spreadsheet: answers of task %s not recalculated: %s", self.task.id, exc)
+            answers = [c.answer_path for c in cases]
+        results: list[CaseResult] = []
+        for answer, (scored, problem) in zip(answers, prepared):
+            if problem is not None or scored is None:
+                results.append(CaseResult(passed=False, message=problem or "no output workbook"))
                 continue
-            outcomes.append((result, result.output_file, None))
-            if self.recalculator is not None and needs_recalc(result.output_file):
-                to_recalc.append((n, result.output_file, result.output_file.with_name(
-                    result.output_file.stem + "_recalc.xlsx")))
-        if to_recalc:
-            assert self.recalculator is not None
-            errors = self.recalculator.recalc_many([(src, dest) for _, src, dest in to_recalc])
-            for (n, _src, dest), error in zip(to_recalc, errors):
-                result = outcomes[n][0]
-                outcomes[n] = (result, outcomes[n][1], f"formulas in the output could not be recalculated: {error}") \
-                    if error else (result, dest, None)
-        return outcomes
+            try:
+                results.append(compare_workbooks(answer, scored, self.task.answer_position))
+            except Exception as exc:
+                results.append(CaseResult(passed=False, message=f"scoring error: {type(exc).__name__}: {exc}"))
+        return results
 
     def _run(self, code: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._runs += 1
@@ -176,15 +206,14 @@ class SpreadsheetEnv(TextEnv):
         return "\n".join(lines), 0.0, False, False, info
 
     def _submit(self, code: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.done = True
-        results: list[CaseResult] = []
         outcomes = self._execute(code, list(range(len(self.task.cases))), "submit")
-        for case, (_result, scored, problem) in zip(self.task.cases, outcomes):
-            if problem is not None or scored is None:
-                results.append(CaseResult(passed=False, message=problem or "no output workbook"))
-                continue
-            answer = open_values(case.answer_path, "answer workbook")
-            results.append(compare_workbooks(answer, scored, self.task.answer_position))
+        return self._finish(code, [(scored, problem) for _result, scored, problem in outcomes])
+
+    def _finish(self, code: str, prepared: Sequence[tuple[Path | None, str | None]]
+                ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Score every case and end the task."""
+        self.done = True
+        results = self.score_cases(prepared)
         passed = sum(r.passed for r in results)
         soft = passed / len(results)
         reward = 1.0 if passed == len(results) else 0.0

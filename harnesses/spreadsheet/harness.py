@@ -5,19 +5,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from raso.harness import Harness, Task
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
 from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
+from harnesses.spreadsheet.answers import RecalculatedAnswers, default_answer_cache_dir
 from harnesses.spreadsheet.env import SpreadsheetEnv
 from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, load_tasks
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
 from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
+from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS, UpstreamSpreadsheetEnv, extract_code
 
-DEFAULT_RECALC = "libreoffice"
+DEFAULT_RECALC = "auto"
+PromptMode = Literal["raso", "upstream"]
 
 
 class SpreadsheetHarness(Harness):
@@ -25,8 +28,12 @@ class SpreadsheetHarness(Harness):
 
     Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):
       data_dir      a SpreadsheetBench folder (dataset.json + spreadsheet/); default: the shipped 50 tasks
-      recalc        "libreoffice" (default), "formulas" or "none" (no recalculation; formulas then score as empty)
-      max_steps     actions per task (default 8)
+      recalc        "auto" (default: LibreOffice where installed, else `formulas` with a notice), "libreoffice",
+                    "formulas" or "none" (no recalculation; formulas then score as empty)
+      prompt_mode   "raso" (default: our richer observations, RUN / SUBMIT) or "upstream" (SpreadsheetBench's
+                    own multi-round prompt and loop, see upstream_env.py)
+      answer_cache_dir  where recalculated answer workbooks are kept (default ~/.cache/raso/spreadsheet-answers)
+      max_steps     actions per task (default 8; upstream mode 5)
       split_salt, split_fractions   the split rule (see splits.py)
       cpu_seconds, wall_seconds, memory_mb   sandbox limits per program run
     """
@@ -38,20 +45,30 @@ class SpreadsheetHarness(Harness):
 
     def __init__(self, data_dir: str | Path | None = None, recalc: str = DEFAULT_RECALC, max_steps: int | None = None,
                  split_salt: str = DEFAULT_SALT, split_fractions: tuple[float, float, float] | list[float] = DEFAULT_FRACTIONS,
-                 cpu_seconds: int = 20, wall_seconds: float = 40.0, memory_mb: int = 1536, preview_rows: int = 10) -> None:
+                 cpu_seconds: int = 20, wall_seconds: float = 40.0, memory_mb: int = 1536, preview_rows: int = 10,
+                 prompt_mode: PromptMode = "raso", answer_cache_dir: str | Path | None = None) -> None:
+        if prompt_mode not in get_args(PromptMode):
+            raise ValueError(f"unknown prompt_mode {prompt_mode!r}; choose one of {list(get_args(PromptMode))}")
+        self.prompt_mode = prompt_mode
         self.data_dir = Path(data_dir) if data_dir is not None else PACKAGED_DATA_DIR
         self._tasks = load_tasks(self.data_dir)
         self._by_id = {t.id: t for t in self._tasks}
         # Fails here, with the install command, if the chosen engine is missing.
         self.recalculator: Recalculator | None = None if recalc == "none" else get_recalculator(recalc)
+        self.answer_cache_dir = Path(answer_cache_dir) if answer_cache_dir is not None else default_answer_cache_dir()
+        self.answer_cache_dir.mkdir(parents=True, exist_ok=True)  # exists, so the sandbox can hide it
+        self.answers = RecalculatedAnswers(self.recalculator, self.answer_cache_dir)
         if max_steps is not None:
             self.max_steps = int(max_steps)
+        elif prompt_mode == "upstream":
+            self.max_steps = UPSTREAM_MAX_TURNS
         self.split_salt = split_salt
         self.split_fractions = tuple(split_fractions)
         self.preview_rows = preview_rows
         limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_bytes=memory_mb * 1024 * 1024)
-        # The answers live in the data folder: the sandbox may never read it, even if it sits inside site-packages.
-        self.sandbox = Sandbox(limits, deny_read=[self.data_dir])
+        # The answers live in the data folder and, recalculated, in the cache: the sandbox may never read either,
+        # even if they sit inside site-packages.
+        self.sandbox = Sandbox(limits, deny_read=[self.data_dir, self.answer_cache_dir])
 
     @staticmethod
     def to_task(task: SpreadsheetTask) -> Task:
@@ -76,7 +93,23 @@ class SpreadsheetHarness(Harness):
             raise ValueError(f"task {task_id!r} is not in {self.data_dir}") from None
 
     def make_env(self, task: Task) -> SpreadsheetEnv:
-        return SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows)
+        if self.prompt_mode == "upstream":
+            env: SpreadsheetEnv = UpstreamSpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator,
+                                                         answers=self.answers)
+            env.max_turns = self.max_steps
+            return env
+        return SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows,
+                              answers=self.answers)
+
+    def _resource(self, filename: str) -> str:
+        # The upstream mode has its own T, H, action format and turn reminder (no RUN / SUBMIT, 5 turns).
+        if self.prompt_mode == "upstream":
+            return (UPSTREAM_DIR / filename).read_text(encoding="utf-8").strip()
+        return super()._resource(filename)
+
+    @property
+    def turn_reminder(self) -> str | None:
+        return self._resource("turn_reminder.md")
 
     def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
         # Upstream mode keeps SpreadsheetBench's own free-form replies.
@@ -86,10 +119,13 @@ class SpreadsheetHarness(Harness):
         return None if getattr(self, "prompt_mode", "raso") == "upstream" else spreadsheet_action_is_valid(action)
 
     def parse_action(self, reply: str) -> str:
-        """RUN or SUBMIT plus the program's code block, in canonical form (rules in action_format.md)."""
+        """Upstream mode: the code to execute (upstream's rule). Else RUN or SUBMIT plus the program's code
+        block, in canonical form (rules in action_format.md)."""
+        if self.prompt_mode == "upstream":
+            return extract_code(reply)
         return parse_reply(reply).to_action()
 
     def describe(self) -> dict[str, Any]:
-        return {"data_dir": str(self.data_dir), "tasks": len(self._tasks),
-                "recalc": self.recalculator.name if self.recalculator else "none",
+        return {"data_dir": str(self.data_dir), "tasks": len(self._tasks), "prompt_mode": self.prompt_mode,
+                "recalc": self.recalculator.version if self.recalculator else "none",
                 "isolation": self.sandbox.support.model_dump()}

@@ -32,13 +32,18 @@ structured table references (`Data[Cost]`), TRANSPOSE broadcasting and HYPERLINK
 workbooks, but it does handle XLOOKUP. Seconds include a fresh process and LibreOffice profile per workbook;
 the harness reuses a profile per thread and converts all test cases of a SUBMIT in one LibreOffice start.
 
-`get_recalculator(name)` returns one of them, or raises `RecalcUnavailable` with the install command.
-`needs_recalc(path)` says whether a workbook has formula cells without cached values at all.
+`get_recalculator(name)` returns one of them, or raises `RecalcUnavailable` with the install command. The
+default, `auto`, is LibreOffice where `soffice` is installed and otherwise `formulas` (a core dependency, so a
+machine with only Python works), with a one-line notice, once per process, naming the Debian package for full
+fidelity. `needs_recalc(path)` says whether a workbook has formula cells without cached values at all.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib.metadata
+import logging
 import os
 import re
 import shutil
@@ -54,7 +59,15 @@ from pathlib import Path
 
 import openpyxl
 
-LIBREOFFICE_INSTALL_HINT = "install LibreOffice Calc, e.g. `apt-get install -y libreoffice-calc-nogui` on Debian/Ubuntu"
+log = logging.getLogger(__name__)
+
+LIBREOFFICE_DEBIAN_PACKAGE = "libreoffice-calc-nogui"
+LIBREOFFICE_INSTALL_HINT = (f"install LibreOffice Calc, e.g. `apt-get install -y {LIBREOFFICE_DEBIAN_PACKAGE}` "
+                            "on Debian/Ubuntu")
+FORMULAS_FALLBACK_NOTICE = (
+    "spreadsheet: LibreOffice (soffice) not found, so formulas are recalculated with the pure-Python `formulas` "
+    "package, which gets fewer workbooks right (19 vs 24 of 27 in benchmarks/bench_recalc.py); for full fidelity "
+    f"`apt-get install -y {LIBREOFFICE_DEBIAN_PACKAGE}`")
 
 
 class RecalcError(RuntimeError):
@@ -89,8 +102,63 @@ def _formula_without_value(sheet_xml: bytes) -> bool:
     return any(_FORMULA.search(m.group(1)) and not _VALUE.search(m.group(1)) for m in _CELL.finditer(sheet_xml))
 
 
+def has_cached_formula_values(path: Path) -> bool:
+    """True if some formula cell carries a cached value (a workbook Excel saved, not one openpyxl wrote)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(_FORMULA.search(m.group(1)) and _VALUE.search(m.group(1))
+                       for name in zf.namelist() if name.startswith("xl/worksheets/") and name.endswith(".xml")
+                       for m in _CELL.finditer(zf.read(name)))
+    except zipfile.BadZipFile:
+        return False
+
+
+def keep_cached_values(original: Path, recalculated: Path) -> None:
+    """Rewrite `recalculated` as a values-only workbook in which every value `original` already had wins.
+
+    Engines recompute more than the missing cells: LibreOffice 7.4 replaced Excel's cached values of 12 cells
+    in task 57072 (XLOOKUP) and 14 in 59902 (an implicit array formula). A value Excel computed is the better
+    one, so the engine only fills the formula cells that had no value."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = openpyxl.load_workbook(original, data_only=True)
+        after = openpyxl.load_workbook(recalculated, data_only=True)
+    for ws in before.worksheets:
+        if ws.title not in after.sheetnames:
+            continue
+        target = after[ws.title]
+        for row in ws.iter_rows():
+            for cell in row:
+                if cell.value is not None:
+                    target.cell(row=cell.row, column=cell.column).value = cell.value
+    after.save(recalculated)
+
+
+def recalculate(engine: "Recalculator", pairs: list[tuple[Path, Path]]) -> list[str | None]:
+    """Recalculate each (src, dest) in one engine batch, then put back the values `src` already had (see
+    `keep_cached_values`); per pair None on success or the error message. Outputs and answers both go here."""
+    errors = engine.recalc_many(pairs)
+    for n, ((src, dest), error) in enumerate(zip(pairs, errors)):
+        if error is None and has_cached_formula_values(src):
+            try:
+                keep_cached_values(src, dest)
+            except Exception as exc:  # openpyxl raises many kinds of errors on odd files
+                errors[n] = f"could not keep the cached values of {Path(src).name}: {type(exc).__name__}: {exc}"
+    return errors
+
+
+def find_soffice() -> str | None:
+    """The LibreOffice binary on PATH, or None."""
+    return shutil.which("soffice") or shutil.which("libreoffice")
+
+
 class Recalculator(ABC):
     name: str
+
+    @property
+    @abstractmethod
+    def version(self) -> str:
+        """The engine and its version (part of the key under which recalculated answer workbooks are cached)."""
 
     @abstractmethod
     def recalc(self, src: Path, dest: Path) -> None:
@@ -112,7 +180,7 @@ class LibreOfficeRecalc(Recalculator):
     name = "libreoffice"
 
     def __init__(self, soffice: str | None = None, timeout_s: float = 120.0) -> None:
-        found = soffice or shutil.which("soffice") or shutil.which("libreoffice")
+        found = soffice or find_soffice()
         if not found:
             raise RecalcUnavailable(f"LibreOffice (soffice) is not installed: {LIBREOFFICE_INSTALL_HINT}, "
                                     "or choose the `formulas` engine")
@@ -122,6 +190,14 @@ class LibreOfficeRecalc(Recalculator):
         self._profiles: list[Path] = []
         self._lock = threading.Lock()
         atexit.register(self.close)  # the per-thread profiles are temporary folders
+
+    @functools.cached_property
+    def version(self) -> str:
+        try:  # fast: `--version` answers without starting the office
+            out = subprocess.run([self.soffice, "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        return out.strip().splitlines()[0] if out.strip() else f"LibreOffice at {os.path.realpath(self.soffice)}"
 
     def _profile(self) -> Path:
         profile = getattr(self._local, "profile", None)
@@ -196,6 +272,10 @@ class FormulasRecalc(Recalculator):
             raise RecalcUnavailable("the `formulas` package is not installed: `pip install formulas`, "
                                     "or choose the `libreoffice` engine") from exc
 
+    @property
+    def version(self) -> str:
+        return f"formulas {importlib.metadata.version('formulas')}"
+
     def recalc(self, src: Path, dest: Path) -> None:
         import formulas
 
@@ -241,9 +321,21 @@ class FormulasRecalc(Recalculator):
 
 
 RECALC_ENGINES = {"libreoffice": LibreOfficeRecalc, "formulas": FormulasRecalc}
+RECALC_CHOICES = ("auto", *RECALC_ENGINES)
+_fallback_noticed = False
 
 
-def get_recalculator(name: str = "libreoffice") -> Recalculator:
+def get_recalculator(name: str = "auto") -> Recalculator:
+    """The named engine; `auto` is LibreOffice when installed, else `formulas` with a one-time notice."""
+    global _fallback_noticed
+    if name == "auto":
+        if find_soffice() is not None:
+            return LibreOfficeRecalc()
+        engine = FormulasRecalc()
+        if not _fallback_noticed:
+            _fallback_noticed = True
+            log.warning(FORMULAS_FALLBACK_NOTICE)
+        return engine
     if name not in RECALC_ENGINES:
-        raise ValueError(f"unknown recalculation engine {name!r}; choose one of {sorted(RECALC_ENGINES)}")
+        raise ValueError(f"unknown recalculation engine {name!r}; choose one of {list(RECALC_CHOICES)}")
     return RECALC_ENGINES[name]()
