@@ -123,6 +123,14 @@ def test_a_splits_file_that_does_not_match_the_questions_is_refused(tmp_path):
         OfficeQAHarness(data_dir=folder, splits_file=splits_file).splits()
 
 
+def test_an_unwritable_splits_file_only_warns_and_the_split_is_the_same(tmp_path, caplog):
+    folder = make_official_folder(tmp_path / "oqa", hard=10, easy=10)
+    (tmp_path / "a_file").write_text("not a folder")
+    harness = OfficeQAHarness(data_dir=folder, splits_file=tmp_path / "a_file" / "splits.json")
+    assert harness.splits() == OfficeQAHarness(data_dir=folder).splits()
+    assert "could not write the splits file" in caplog.text
+
+
 def test_source_file_cells_in_any_separator():
     assert source_file_names("treasury_bulletin_1941_01.txt; treasury_bulletin_1941_02.json\nb_3.pdf") == [
         "treasury_bulletin_1941_01.txt", "treasury_bulletin_1941_02.txt", "b_3.txt"]

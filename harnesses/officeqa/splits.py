@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Sequence
 from raso.fileio import atomic_write_text
 
 from harnesses.officeqa.loader import OfficeQADataError, OfficeQAQuestion
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SALT = "raso-officeqa-split-v1"
 PAPER_SIZES = {"train": 50, "val": 24, "test": 172}
@@ -109,5 +112,9 @@ def load_or_make_splits(questions: Sequence[OfficeQAQuestion], splits_file: Path
         return read_splits(splits_file, uids)
     splits = split_questions(questions, salt)
     if splits_file is not None:
-        write_splits(splits_file, splits, salt, source)
+        try:
+            write_splits(splits_file, splits, salt, source)
+        except OSError as exc:  # e.g. a read-only data folder: the split is reproducible, so only warn
+            log.warning("officeqa: could not write the splits file %s (%s); pass splits_file= to keep a record",
+                        splits_file, exc)
     return splits
