@@ -88,6 +88,14 @@ def test_formulas_engine_computes_formula_values(tmp_path):
     assert FormulasRecalc().version.startswith("formulas 1.")
 
 
+def test_formulas_engine_runs_in_a_child_process_with_a_time_limit(tmp_path):
+    book = formula_book(tmp_path / "f.xlsx")
+    errors = FormulasRecalc(timeout_s=0.01).recalc_many([(book, tmp_path / "out.xlsx")])
+    assert errors == ["formulas did not finish within 0.01s (f.xlsx)"] and not (tmp_path / "out.xlsx").exists()
+    errors = FormulasRecalc().recalc_many([(tmp_path / "missing.xlsx", tmp_path / "a.xlsx"), (book, tmp_path / "b.xlsx")])
+    assert "could not recalculate missing.xlsx" in errors[0] and errors[1] is None  # per workbook
+
+
 def hide_soffice(monkeypatch, shadow: Path) -> None:
     """PATH as on a machine with only Python: a folder that holds soffice / libreoffice is replaced by `shadow`,
     which links to every other program in it (unshare, mount, ... stay reachable)."""

@@ -43,12 +43,15 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.metadata
+import importlib.util
+import json
 import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -265,59 +268,108 @@ class LibreOfficeRecalc(Recalculator):
 class FormulasRecalc(Recalculator):
     name = "formulas"
 
-    def __init__(self) -> None:
-        try:
-            import formulas  # noqa: F401
-        except ImportError as exc:
+    def __init__(self, timeout_s: float = 120.0) -> None:
+        if importlib.util.find_spec("formulas") is None:
             raise RecalcUnavailable("the `formulas` package is not installed: `pip install formulas`, "
-                                    "or choose the `libreoffice` engine") from exc
+                                    "or choose the `libreoffice` engine")
+        self.timeout_s = timeout_s
 
     @property
     def version(self) -> str:
         return f"formulas {importlib.metadata.version('formulas')}"
 
     def recalc(self, src: Path, dest: Path) -> None:
-        import formulas
+        (error,) = self.recalc_many([(src, dest)])
+        if error is not None:
+            raise RecalcError(error)
 
-        src, dest = Path(src).resolve(), Path(dest)
+    def recalc_many(self, pairs: list[tuple[Path, Path]]) -> list[str | None]:
+        """All workbooks in one child process with a time limit: the package can take minutes on a large
+        workbook (two of the shipped answers did not finish in 60 s), and a rollout must not hang on it."""
+        if not pairs:
+            return []
+        job = json.dumps([[str(Path(src).resolve()), str(Path(dest).resolve())] for src, dest in pairs])
+        timeout = self.timeout_s * len(pairs)
+        proc = subprocess.Popen([sys.executable, "-c", _FORMULAS_CHILD, job, __file__], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = formulas.ExcelModel().loads(str(src)).finish()
-                solution = model.calculate()
-        except Exception as exc:  # the package raises many kinds of errors on unsupported content
-            raise RecalcError(f"formulas could not recalculate {src.name}: {type(exc).__name__}: {exc}") from exc
-        computed: dict[tuple[str, str], object] = {}
-        for key, value in solution.items():
-            ref = str(key)
-            if "!" not in ref or ":" in ref.rpartition("!")[2]:
-                continue
-            sheet = ref.rpartition("!")[0].split("]")[-1].strip("'").upper()
-            raw = getattr(value, "value", value)
-            try:
-                raw = raw[0][0]
-            except (TypeError, IndexError, KeyError):
-                pass
-            if hasattr(raw, "item"):
-                raw = raw.item()
-            computed[(sheet, ref.rpartition("!")[2].upper())] = raw
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return [f"formulas did not finish within {timeout:g}s ({Path(src).name})" for src, _ in pairs]
         try:
-            wb = openpyxl.load_workbook(src)
-        except Exception as exc:
-            raise RecalcError(f"cannot open {src.name}: {exc}") from exc
-        for ws in wb.worksheets:
-            for row in ws.iter_rows():
-                for cell in row:
-                    if cell.data_type == "f":
-                        value = computed.get((ws.title.upper(), cell.coordinate))
-                        if isinstance(value, str) and value.startswith("#"):
-                            cell.value = value  # Excel error codes stay text
-                        elif value is None or isinstance(value, (int, float, str, bool)):
-                            cell.value = value
-                        else:
-                            cell.value = str(value)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        wb.save(dest)
+            errors = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            errors = None
+        if not isinstance(errors, list) or len(errors) != len(pairs):
+            detail = (err or out).strip()[-300:]
+            return [f"formulas could not recalculate {Path(src).name} (exit {proc.returncode}: {detail})"
+                    for src, _ in pairs]
+        return errors
+
+
+# The child process of FormulasRecalc: recalculates each [src, dest] pair, prints the list of errors as JSON.
+# It loads this file alone (stdlib and openpyxl), not the harness package and what that imports.
+_FORMULAS_CHILD = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("raso_formulas_recalc", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+errors = []
+for src, dest in json.loads(sys.argv[1]):
+    try:
+        module._formulas_recalc(src, dest)
+        errors.append(None)
+    except module.RecalcError as exc:
+        errors.append(str(exc))
+print(json.dumps(errors))
+"""
+
+
+def _formulas_recalc(src: Path, dest: Path) -> None:
+    """The `formulas` computation itself (runs in the engine's child process)."""
+    import formulas
+
+    src, dest = Path(src).resolve(), Path(dest)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = formulas.ExcelModel().loads(str(src)).finish()
+            solution = model.calculate()
+    except Exception as exc:  # the package raises many kinds of errors on unsupported content
+        raise RecalcError(f"formulas could not recalculate {src.name}: {type(exc).__name__}: {exc}") from exc
+    computed: dict[tuple[str, str], object] = {}
+    for key, value in solution.items():
+        ref = str(key)
+        if "!" not in ref or ":" in ref.rpartition("!")[2]:
+            continue
+        sheet = ref.rpartition("!")[0].split("]")[-1].strip("'").upper()
+        raw = getattr(value, "value", value)
+        try:
+            raw = raw[0][0]
+        except (TypeError, IndexError, KeyError):
+            pass
+        if hasattr(raw, "item"):
+            raw = raw.item()
+        computed[(sheet, ref.rpartition("!")[2].upper())] = raw
+    try:
+        wb = openpyxl.load_workbook(src)
+    except Exception as exc:
+        raise RecalcError(f"cannot open {src.name}: {exc}") from exc
+    for ws in wb.worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                if cell.data_type == "f":
+                    value = computed.get((ws.title.upper(), cell.coordinate))
+                    if isinstance(value, str) and value.startswith("#"):
+                        cell.value = value  # Excel error codes stay text
+                    elif value is None or isinstance(value, (int, float, str, bool)):
+                        cell.value = value
+                    else:
+                        cell.value = str(value)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    wb.save(dest)
 
 
 RECALC_ENGINES = {"libreoffice": LibreOfficeRecalc, "formulas": FormulasRecalc}
