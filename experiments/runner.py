@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from raso.engine.config import ConfigError
 from raso.engine.run_dir import atomic_write_json
 
 from .cells import git_commit, load_result, run_cell
@@ -83,6 +84,23 @@ def _guarded(config_data: dict[str, Any], cell_data: dict[str, Any]) -> dict[str
                 "traceback": traceback.format_exc(limit=12)}
 
 
+#: Config keys that change what a cell computes; cells made under other values must not share a table.
+RESULT_KEYS = ("table", "model", "optimizer_model", "api_base", "optimizer_api_base", "optimize", "settings",
+               "rollout_convention", "budget_rollouts", "test_limit", "gepa_minibatch")
+
+
+def _refuse_mixed_results(config: ExperimentConfig, results: list[dict[str, Any]]) -> None:
+    """Finished cells are reused only when they were made under the same result-defining options (more seeds,
+    methods or harnesses may be added; a changed model or budget needs another results folder)."""
+    wanted = config.model_dump(mode="json")
+    for result in results:
+        differ = [k for k in RESULT_KEYS if result["config"].get(k) != wanted.get(k)]
+        if differ:
+            raise ConfigError(
+                f"{config.results_root} holds cell {result['cell']} made with other {', '.join(differ)}; its "
+                "results cannot share a table with this config: use another results_dir (or name), or delete it")
+
+
 def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
                    overrides: dict[str, Any] | None = None) -> ExperimentSummary:
     """Run every unfinished cell of the experiment, then write its CSV, markdown and PNG outputs."""
@@ -98,7 +116,9 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(root / "config.json", {"config": config.model_dump(mode="json"), "git": git_commit()})
     cells = expand_cells(config)
-    todo = [c for c in cells if load_result(config, c) is None]
+    finished = {c.key: load_result(config, c) for c in cells}
+    _refuse_mixed_results(config, [r for r in finished.values() if r is not None])
+    todo = [c for c in cells if finished[c.key] is None]
     data = config.model_dump(mode="json")
     outcomes: list[dict[str, Any]] = []
     if todo:

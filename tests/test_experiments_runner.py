@@ -83,6 +83,10 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     assert len(rows) == 12 * 6  # every cell's per-task rewards, for paired comparisons
     # every result file carries the config and the commit
     assert all(r["config"]["name"] == "init_table" and "commit" in r["git"] for r in results)
+    # more seeds may join the table later; a changed budget or model may not mix into it
+    with pytest.raises(ConfigError, match="made with other optimize"):
+        run_experiment(CONFIGS / "init_table.yaml",
+                       overrides(tmp_path, agent, optimizer, optimize={**SMALL, "k": 3}))
 
 
 def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None:
