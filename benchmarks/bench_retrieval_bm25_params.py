@@ -95,8 +95,8 @@ def main() -> int:
           f"{time.perf_counter() - start:.0f}s to load", file=sys.stderr)
     rows: dict[str, dict[str, float]] = {}
     rows["TF-IDF cosine (reference)"] = evaluate(index.tfidf_scores(texts, "concat"), queries, index.ids)
-    rows[f"BM25 concat (fields.py default: k1 {index.k1}, b {index.b})"] = evaluate(index.bm25_scores(texts, "concat"), queries,
-                                                                         index.ids)
+    default_bm25 = index.bm25_scores(texts, "concat")
+    rows[f"BM25 concat (fields.py default: k1 {index.k1}, b {index.b})"] = evaluate(default_bm25, queries, index.ids)
     grid = [(1.5, 0.75, "raw"), (1.5, 0.75, "once"), (1.5, 0.75, "log"), (1.5, 0.5, "raw"), (1.5, 0.3, "raw"),
             (1.5, 0.3, "log"), (1.2, 0.5, "log"), (0.9, 0.4, "log"), (2.0, 0.5, "log"), (1.2, 0.75, "log"),
             (1.5, 0.5, "log"), (1.5, 0.5, "once"), (1.5, 0.9, "raw"), (1.5, 1.0, "raw"), (1.2, 1.0, "raw"),
