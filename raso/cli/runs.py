@@ -14,6 +14,7 @@ from typing import Any
 
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import QUICK_LOCAL_DEFAULTS, ConfigError
+from raso.fileio import atomic_write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +45,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _error(message: str) -> None:
     print(f"raso: error: {message}", file=sys.stderr)
+
+
+#: How much of a rejected reply is shown on the terminal (the whole reply is saved in the run directory).
+REPLY_PREVIEW_CHARS = 600
+MAX_VALIDATION_LINES = 12
+
+
+def describe_structured_failure(exc: Any, run_dir: Any = None) -> str:
+    """A StructuredOutputError for a person: what failed, the validation errors, the start of the raw reply;
+    the whole reply is saved as `failed_replies/<n>.txt` in `run_dir` (when it exists) and named."""
+    validation = [line for line in str(getattr(exc, "validation_error", "")).splitlines() if line.strip()]
+    raw = str(getattr(exc, "raw_text", "") or "")
+    lines = [str(exc).splitlines()[0] if str(exc) else type(exc).__name__, "validation errors:"]
+    lines += [f"  {line}" for line in validation[:MAX_VALIDATION_LINES]]
+    if len(validation) > MAX_VALIDATION_LINES:
+        lines.append(f"  ... {len(validation) - MAX_VALIDATION_LINES} more line(s)")
+    preview = raw[:REPLY_PREVIEW_CHARS] + (" [...]" if len(raw) > REPLY_PREVIEW_CHARS else "")
+    lines += ["start of the model's reply:", *[f"  | {line}" for line in (preview or "(empty)").splitlines()]]
+    if run_dir is not None and Path(run_dir).is_dir():
+        folder = Path(run_dir) / "failed_replies"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{len(list(folder.glob('*.txt'))) + 1:03d}.txt"
+        atomic_write_text(path, raw)
+        lines.append(f"the whole reply ({len(raw)} characters) is saved in {path}")
+    lines.append("a model behind an OpenAI-compatible server (vLLM, llama.cpp, Ollama) can be asked to enforce the "
+                 "schema: --structured-output json_schema (--optimizer-structured-output for the optimizer)")
+    return "\n".join(lines)
 
 
 def _summary(result: Any) -> str:
@@ -105,7 +133,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: str, announce: str = "") -> int:
     """Run an optimization (new or resumed) with progress; map its failures to exit codes and hints."""
     from raso.engine import RunError
-    from raso.llm import LLMError
+    from raso.llm import LLMError, StructuredOutputError
 
     try:
         if announce:
@@ -114,6 +142,9 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
     except (RunError, ConfigError) as exc:
         _error(str(exc))
         return 2
+    except StructuredOutputError as exc:
+        _error(describe_structured_failure(exc, run_dir) + f"\n({llm_hint})")
+        return 1
     except LLMError as exc:
         _error(f"{exc} ({llm_hint})")
         return 1
