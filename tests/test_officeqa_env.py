@@ -66,6 +66,9 @@ def test_search_finds_the_page_and_year_month_filters_narrow_it(harness):
     assert names == {"treasury_bulletin_1953_12"} and "in 1950-1960 month 12" in filtered
     nothing, *_ = env.step("search[trust fund year=2001]")
     assert nothing.startswith("No page matches")
+    again, _, _, _, info = env.step("search[trust fund year=2001]")
+    assert again.startswith("(This is the same action as your previous one") and info["repeated"]
+    assert again.endswith(nothing)
 
 
 def test_open_shows_pages_in_a_range_and_names_close_documents(harness):

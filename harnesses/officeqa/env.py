@@ -30,6 +30,9 @@ FORMAT_HINT = ("Write one action per reply on a line `Action: <verb>[<argument>]
                "`Action: open[treasury_bulletin_1945_06 page 2]`, `Action: python[(2413.5 - 2250.1) / 2250.1 * 100]`, "
                "`Action: answer[7.26]`.")
 
+REPEAT_NOTE = ("(This is the same action as your previous one, so nothing new: take the next step instead, e.g. open "
+               "a page listed by the search, compute with python, or answer.)")
+
 
 def cut(text: str, limit: int, what: str) -> str:
     if len(text) <= limit:
@@ -52,12 +55,14 @@ class OfficeQAEnv(TextEnv):
         self.max_observation_chars = max_observation_chars
         self.steps = 0
         self.done = False
+        self._previous_action: str | None = None
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.steps = 0
         self.done = False
+        self._previous_action = None
         return self._first_observation(), {"task_id": self.question.uid}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -78,6 +83,10 @@ class OfficeQAEnv(TextEnv):
             observation = self._open(parsed.argument)
         else:
             observation = self._python(parsed.argument)
+        if parsed is not None and not terminated and action.strip() == self._previous_action:
+            observation = f"{REPEAT_NOTE}\n{observation}"
+            info["repeated"] = True
+        self._previous_action = action.strip()
         truncated = not terminated and self.steps >= self.max_steps
         if truncated:
             observation += "\nThe action budget is spent without an answer; the question scores 0."
@@ -108,7 +117,8 @@ class OfficeQAEnv(TextEnv):
         for rank, (doc, page, score, text) in enumerate(hits, start=1):
             lines.append(f"{rank}. {doc.name} ({doc.label}) page {page} of {len(self.corpus.pages(doc.name))} "
                          f"[score {score:.1f}]: {snippet(text, request.query)}")
-        lines.append("Open a page with open[<document> page <N>].")
+        top, top_page = hits[0][0], hits[0][1]
+        lines.append(f"To read a page: open[<document> page <N>], e.g. open[{top.name} page {top_page}].")
         return "\n".join(lines)
 
     def _open(self, argument: str) -> str:
