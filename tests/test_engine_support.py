@@ -9,6 +9,7 @@ the kill/resume replay are exercised) and turn the scripted reply into a skill.
 Run as a script it is the subprocess of the kill -9 test:
     python tests/test_engine_support.py run RUN_DIR     (RASO_TEST_KILL_AT=<role>:<n> kills itself at that call)
     python tests/test_engine_support.py resume RUN_DIR
+    (RASO_TEST_KILL_IN_WRITE=<n> kills it inside its n-th atomic file write: tests/test_faults_soak.py)
 """
 
 from __future__ import annotations
@@ -176,10 +177,31 @@ def subprocess_config(run_dir: Path) -> Any:
                           epochs=2, minibatch=2, workers=2, seed=7, run_dir=run_dir, test=False)
 
 
+def kill_inside_the_nth_atomic_write(n: int) -> None:
+    """SIGKILL this process inside its n-th atomic file write (checkpoint, views, ledger, skills, report): the
+    temp file is complete, the rename not done (RASO_TEST_KILL_IN_WRITE=<n>)."""
+    import raso.fileio
+
+    real_replace = os.replace
+    count = {"n": 0}
+
+    def replace(src: Any, dst: Any) -> None:
+        count["n"] += 1
+        if count["n"] >= n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real_replace(src, dst)
+
+    raso.fileio.os = type(sys)("os_with_kill")  # a view of os whose replace kills; the rest is os itself
+    raso.fileio.os.__dict__.update({k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
+    raso.fileio.os.replace = replace
+
+
 def main(argv: list[str]) -> int:
     import raso.api as api
 
     command, run_dir = argv[0], Path(argv[1])
+    if os.environ.get("RASO_TEST_KILL_IN_WRITE"):
+        kill_inside_the_nth_atomic_write(int(os.environ["RASO_TEST_KILL_IN_WRITE"]))
     named_scripted_model("engine-kill-agent", KillSwitch("agent", toy_agent_reply))
     named_scripted_model("engine-kill-optimizer", KillSwitch("optimizer", deterministic_optimizer_reply))
     steps = {"initializer": toy_initialize, "proposer": toy_propose}

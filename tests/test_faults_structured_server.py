@@ -1,0 +1,120 @@
+"""Structured output on an OpenAI-compatible server (issue 15): the per-role mode is sent as asked, against a
+real llama.cpp server (llama-cpp-python's own, `python -m llama_cpp.server`, the `server` extra) serving the
+embedded 0.5B model on 127.0.0.1 only; the server is bounded in time and stopped by the test."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from raso.llm import GatewayConfig, LLMGateway, RoleConfig
+from raso.llm.gateway import response_format_for, structured_mode
+
+ALIAS = "raso-loopback-qwen05"
+
+
+class SearchQuery(BaseModel):
+    """The shape that failed for a user behind llama.cpp's server: `query` came back as a list of strings."""
+
+    query: str
+    keywords: list[str]
+
+
+def test_modes_resolve_to_what_is_sent() -> None:
+    model = f"openai/{ALIAS}"  # litellm knows nothing about it: auto means instructions only
+    assert structured_mode(model, "auto") == "instructions"
+    assert response_format_for(model, SearchQuery, "instructions") is None
+    assert response_format_for(model, SearchQuery, "json_object") == {"type": "json_object"}
+    sent = response_format_for(model, SearchQuery, "json_schema")
+    assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["required"] == ["query", "keywords"]
+    assert structured_mode("openai/gpt-4o-mini", "auto") == "json_schema"
+
+
+@pytest.mark.parametrize("mode, expected", [("json_schema", "json_schema"), ("json_object", "json_object"),
+                                             ("instructions", None), ("auto", None)])
+def test_each_roles_mode_is_what_the_gateway_sends(mode: str, expected: str | None) -> None:
+    from raso.llm.scripted import ScriptedModel
+
+    model = ScriptedModel(['{"query": "sum formulas", "keywords": ["SUM", "range"]}'], name="structured-mode")
+    gw = LLMGateway(GatewayConfig.for_models(target="scripted/unused", optimizer=model.model,
+                                             optimizer_structured_output=mode))
+    out = gw.structured("optimizer", [{"role": "user", "content": "a query please"}], SearchQuery)
+    assert out.query == "sum formulas"
+    sent = model.params[0].get("response_format")
+    assert (sent or {}).get("type") == expected
+    assert "query" in model.calls[0][-1]["content"]  # the schema is described in the prompt in every mode
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    pytest.importorskip("sse_starlette", reason="needs the `server` extra (llama-cpp-python's OpenAI server)")
+    pytest.importorskip("starlette_context", reason="needs the `server` extra")
+    from raso.llm import DEFAULT_LOCAL_MODEL, local
+
+    model_file = local.ensure_ready(DEFAULT_LOCAL_MODEL)  # the embedded GGUF, assembled from its parts
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file), "--model_alias", ALIAS,
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=2) as reply:
+                    if ALIAS in reply.read().decode():
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama_cpp.server did not come up within 180 s")
+            time.sleep(1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _gateway(base: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> LLMGateway:
+    monkeypatch.setenv("RASO_LOOPBACK_KEY", "not-needed-by-a-local-server")
+    role = RoleConfig(model=f"openai/{ALIAS}", api_base=base, api_key_env="RASO_LOOPBACK_KEY", temperature=0.0,
+                      max_tokens=96, timeout_s=240, structured_output=mode)
+    return LLMGateway(GatewayConfig(roles={"optimizer": role}))
+
+
+MESSAGES = [{"role": "user", "content": "Write a search query and 2 keywords for finding spreadsheet formula "
+                                        "tips. Be brief."}]
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("mode", ["json_schema", "json_object"])
+def test_a_llama_cpp_server_returns_valid_structured_output_in_the_mode_asked(
+        server: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    gw = _gateway(server, mode, monkeypatch)
+    out = gw.structured("optimizer", MESSAGES, SearchQuery, stage="loopback")
+    assert isinstance(out.query, str) and out.query.strip() and all(isinstance(k, str) for k in out.keywords)
+    totals = gw.ledger.totals()
+    assert totals["calls"] >= 1 and totals["failures"] == 0
+    if mode == "json_schema":  # the server enforced the schema: the first reply already validated, no repair
+        assert totals["calls"] == 1
