@@ -25,8 +25,9 @@ class RetryConfig(BaseModel):
     jitter_s: float = Field(default=1.0, ge=0.0)
 
 
-#: How a role asks for structured output: `json_schema` sends the schema as response_format (vLLM, llama.cpp
-#: server, OpenAI; Ollama's OpenAI endpoint too), `json_object` asks for any JSON object (older servers),
+#: How a role asks for structured output: `json_schema` sends the schema as OpenAI's json_schema response_format
+#: (OpenAI, vLLM, llama.cpp's llama-server, Ollama's /v1), `json_object` sends {"type": "json_object", "schema":
+#: ...} (llama-cpp-python's server constrains to that schema; others force some JSON object),
 #: `instructions` only describes the schema in the prompt and parses the reply; `auto` uses json_schema where
 #: litellm knows the model supports it (and the embedded model's grammar), else instructions. The schema is
 #: described in the prompt in every mode, and every reply is validated.

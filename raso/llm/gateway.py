@@ -122,10 +122,10 @@ def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOut
     if mode == "instructions":
         return None
     json_schema = schema_of(schema)
-    if provider_of(model) == local.PROVIDER:
-        return {"type": "json_object", "schema": json_schema}  # llama-cpp's grammar-constrained JSON mode
-    if mode == "json_object":
-        return {"type": "json_object"}
+    if provider_of(model) == local.PROVIDER or mode == "json_object":
+        # llama.cpp's servers (llama-server, llama-cpp-python's) constrain the reply to the schema given here;
+        # a server that only knows plain JSON mode ignores it
+        return {"type": "json_object", "schema": json_schema}
     return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": False}}
 
 
