@@ -301,3 +301,21 @@ def test_bad_data_gives_clear_errors(tmp_path):
     bad.write_text(json.dumps([{"asin": "B1"}]))
     with pytest.raises(CatalogError, match="malformed"):
         Catalog.load(bad, tmp_path / "items_human_ins.json", tmp_path / "items_human_ins.json")
+
+
+def test_loading_pauses_the_cyclic_gc_and_always_restores_it(tmp_path):
+    import gc
+
+    assert gc.isenabled()
+    _write_official(tmp_path)
+    assert len(WebShopHarness(tmp_path).catalog.products) == 2 and gc.isenabled()
+    (tmp_path / "items_human_ins.json").write_text("{not json")
+    with pytest.raises(CatalogError):
+        WebShopHarness(tmp_path)
+    assert gc.isenabled()  # a failed load does not leave the collector off
+    gc.disable()
+    try:
+        Catalog.small()
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()
