@@ -42,6 +42,7 @@ class SpreadsheetHarness(Harness):
     resource_dir: ClassVar[Path] = Path(__file__).resolve().parent
     max_steps: int = 8
     max_reply_tokens: int = 1024  # a reply carries a whole program
+    prompt_mode: PromptMode = "raso"
 
     def __init__(self, data_dir: str | Path | None = None, recalc: str = DEFAULT_RECALC, max_steps: int | None = None,
                  split_salt: str = DEFAULT_SALT, split_fractions: tuple[float, float, float] | list[float] = DEFAULT_FRACTIONS,
