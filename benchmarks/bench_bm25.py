@@ -179,7 +179,7 @@ def stage_full(args: argparse.Namespace) -> dict:
         docs_b, _ = engine.retrieve([toks], k=5, show_progress=False, n_threads=1)
         agree += set(docs_b[0].tolist()) == set(index.top_k(q, 5)[0].tolist())
     result["bm25s_same_top5_sets_of_50"] = agree
-    del engine
+    engine = None  # free bm25s's index before the next measurement
 
     # rank-bm25, the design's named baseline, on the largest size it handles in a few minutes.
     from rank_bm25 import BM25Okapi
@@ -293,7 +293,8 @@ def print_table(results: dict) -> None:
         rb = full["rank_bm25"]
         print(f"\nFull shared corpus: {full['skills']} skills -> {full['sections']} sections, {full['terms']} terms")
         print(f"  build: load {full['seconds_load']} s, sections {full['seconds_sections']} s, "
-              f"index {full['seconds_index']} s ({full['cpu_seconds_index']} s CPU); peak RSS {full['peak_rss_mb_after_build']} MB; disk {full['disk_mb']} MB")
+              f"index {full['seconds_index']} s ({full['cpu_seconds_index']} s CPU); "
+              f"peak RSS {full['peak_rss_mb_after_build']} MB; disk {full['disk_mb']} MB")
         print("  (latency = wall clock per top-5 query on one pinned core; CPU-time medians in the JSON output)")
         print(f"  {'engine':<28}{'sections':>10}{'median ms':>12}{'p95 ms':>10}{'build s':>10}")
         print(f"  {'ours (lucene idf)':<28}{full['sections']:>10}{full['ours_lucene']['median_ms']:>12}"
@@ -316,7 +317,8 @@ def print_table(results: dict) -> None:
     if query:
         print(f"  load {query['load_seconds']} s (memory-mapped); top-5 on one core: median "
               f"{query['top5']['median_ms']} ms, p95 {query['top5']['p95_ms']} ms over {query['top5']['queries']} "
-              f"queries (CPU time: median {query['top5']['cpu_median_ms']} ms, p95 {query['top5']['cpu_p95_ms']} ms); excluding 3 repos: median {query['top5_excluding_3_repos']['median_ms']} ms; with Section "
+              f"queries (CPU time: median {query['top5']['cpu_median_ms']} ms, p95 {query['top5']['cpu_p95_ms']} ms); "
+              f"excluding 3 repos: median {query['top5_excluding_3_repos']['median_ms']} ms; with Section "
               f"objects: median {query['search_with_section_objects']['median_ms']} ms")
         if full:
             per_doc = full["rank_bm25"]["median_ms"] / full["rank_bm25"]["sections"]

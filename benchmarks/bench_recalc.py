@@ -99,7 +99,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         stripped: list[Path] = []
         answers = []
-        for i, (task, case) in enumerate(cases):
+        for i, (_task, case) in enumerate(cases):
             path = Path(tmp) / f"{i}_stripped.xlsx"
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -16,9 +16,9 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.index import SectionIndex

@@ -27,15 +27,16 @@ import os
 import shutil
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from corpus_tools.index import (
+    _SOURCE_FIELDS,
     FORMAT_VERSION,
     IDF_MODES,
-    _SOURCE_FIELDS,
     SectionIndex,
     bm25_weights,
     idf_values,

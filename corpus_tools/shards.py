@@ -15,9 +15,9 @@ with the same `merge_top_k`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

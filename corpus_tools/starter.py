@@ -18,8 +18,9 @@ import os
 import re
 import shutil
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from corpus_tools.blocklist import find_leaks
 from corpus_tools.index import FORMAT_VERSION, SectionIndex

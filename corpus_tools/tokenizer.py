@@ -21,7 +21,7 @@ MIN_TOKEN_CHARS = 2
 MAX_TOKEN_CHARS = 40
 
 # Maximal letter/digit runs of 2..40 characters; a longer run is skipped whole, not cut.
-_TOKEN = re.compile(r"(?<![^\W_])[^\W_]{%d,%d}(?![^\W_])" % (MIN_TOKEN_CHARS, MAX_TOKEN_CHARS))
+_TOKEN = re.compile(rf"(?<![^\W_])[^\W_]{{{MIN_TOKEN_CHARS},{MAX_TOKEN_CHARS}}}(?![^\W_])")
 
 STOPWORDS: frozenset[str] = frozenset(
     """

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from raso.api import load_harness
 from raso.engine.config import OptimizeConfig
 from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import atomic_write_json
-from raso.api import load_harness
 from raso.harness import Harness
 from raso.skill import Skill
 
@@ -106,7 +106,6 @@ class CellRunner:
         """SkillRouter row: the one whole corpus skill that best matches the task description, used as-is."""
         from corpus_tools.index import SectionIndex
         from corpus_tools.starter import starter_index
-
         from raso.retrieval.retrievers import skills_from_index
         from raso.retrieval.skillrouter import SkillRouter
 

@@ -139,7 +139,7 @@ def _plot_sweep(config: ExperimentConfig, rows: list[dict[str, Any]], axis: str,
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for (harness, method), group in _groups(rows, ("harness", "method")).items():
+    for (_harness, _method), group in _groups(rows, ("harness", "method")).items():
         points = sorted((float(config.settings[r["setting_index"]].get(axis, 0)), r) for r in group)
         xs = [x for x, _ in points]
         ys = [(r["test_mean"] or 0) * 100 for _, r in points]

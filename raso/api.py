@@ -15,9 +15,9 @@ directory that already holds a run) is raised before anything is written.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from raso.engine.config import ConfigError, OptimizeConfig, build_config, load_resolved
 from raso.engine.errors import RunError
@@ -109,9 +109,7 @@ def make_gateway(
     retry: "RetryConfig | None" = None,
 ) -> "LLMGateway":
     """The gateway every model call of a run, an init, an eval or a CLI check goes through."""
-    from raso.llm import LLMGateway
-
-    from raso.llm import RetryConfig
+    from raso.llm import LLMGateway, RetryConfig
 
     wait = config.call_retry_max_wait_s
     options: dict[str, Any] = {
@@ -431,7 +429,8 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 
 
 __all__ = [
-    "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer", "default_proposer", "eval_tasks", "evaluate",
-    "gateway_config", "harness_target", "init_skill", "load_harness", "load_skills", "make_agent", "make_gateway",
-    "make_retriever", "optimize", "prompt_library", "resolve_config", "resume",
+    "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer",
+    "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_target", "init_skill", "load_harness",
+    "load_skills", "make_agent", "make_gateway", "make_retriever", "optimize", "prompt_library", "resolve_config",
+    "resume",
 ]

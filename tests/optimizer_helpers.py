@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from raso.harness import Rollout, Step
 from raso.llm import GatewayConfig, LLMGateway

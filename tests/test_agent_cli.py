@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from raso.agent.evaluate import load_trajectories
 from raso.cli import eval as eval_cmd
 from raso.cli import harnesses as harnesses_cmd
-from raso.agent.evaluate import load_trajectories
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
-from tests.test_harness_protocol import toy_registered  # noqa: F401  (fixture)
 from raso.testing import count_script
+from tests.test_harness_protocol import toy_registered  # noqa: F401  (fixture)
 
 TOY = "raso.testing.toy:CountingHarness"
 

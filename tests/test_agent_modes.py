@@ -126,7 +126,7 @@ def test_select_none_or_junk_runs_without_a_skill() -> None:
     for answer, expect_error in (('{"skill_number": 0}', False), ("I cannot decide, sorry", True), ("7", True)):
         answers = iter([answer])
 
-        def script(messages: list[dict[str, Any]]) -> str:
+        def script(messages: list[dict[str, Any]], answers=answers) -> str:
             return next(answers) if messages[0]["role"] == "user" else count_script(messages)
 
         gw, model = scripted_gateway(script)

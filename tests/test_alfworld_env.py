@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import require_shared
 
 from harnesses.alfworld import AlfworldHarness
 from harnesses.alfworld.env import GAME_POOL, AlfworldEnv
 from harnesses.alfworld.expert import play_walkthrough, walkthrough
 from harnesses.alfworld.games import TASK_TYPES, GameDataError, discover_games
 from raso.harness import get_harness
-from conftest import require_shared
 
 
 @pytest.fixture(scope="module")

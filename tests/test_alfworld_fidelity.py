@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import require_shared
 from joblib import Parallel, delayed
 
-from conftest import require_shared
 from harnesses.alfworld import AlfworldHarness
 from harnesses.alfworld.expert import play_expert, play_random
 

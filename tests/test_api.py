@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_runs import algorithm_reply
+from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply, toy_initialize, toy_propose
 
 import raso
 from raso.cli.main import main as raso_main
 from raso.engine.run_dir import read_jsonl
 from raso.llm.scripted import ScriptedModel
-from test_cli_runs import algorithm_reply
-from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply, toy_initialize, toy_propose
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TOY = "test_engine_support:ToyHarness"

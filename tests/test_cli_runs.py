@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from test_engine_support import named_scripted_model, toy_agent_reply
 
 from raso.cli import init as init_command
 from raso.cli import runs
 from raso.engine.run_dir import read_jsonl
 from raso.skill import Skill
-from test_engine_support import named_scripted_model, toy_agent_reply
 
 TOY = "test_engine_support:ToyHarness"
 _LEVEL = re.compile(r"LEVEL=(\d+)")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
-from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.spreadsheet.actions import parse_reply
+from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.harness.grammar import choice_rule, command_choice_grammar, gbnf_literal

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 from raso.api import optimize, resume
 from raso.engine import OptimizeConfig, RunDir
 from raso.engine.run_dir import read_jsonl
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -196,8 +196,9 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
 
 
 def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fix(tmp_path: Path) -> None:
-    from raso.engine import ModelUnusableError
     from test_engine_support import named_scripted_model
+
+    from raso.engine import ModelUnusableError
 
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
     config = OptimizeConfig(harness="toy", model="scripted/engine-agent-registered-later",

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_engine_support import main
 
 from raso.engine.run_dir import read_jsonl
-from test_engine_support import main
 
 SUPPORT = Path(__file__).resolve().parent / "test_engine_support.py"
 

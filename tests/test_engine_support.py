@@ -20,8 +20,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 if __name__ == "__main__":  # run as a script: make the repo and this folder importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -10,16 +10,16 @@ import pytest
 pytest.importorskip("gepa")
 pytest.importorskip("textgrad")
 
-from raso.agent import AgentConfig, ExecutionAgent  # noqa: E402
+from test_experiments_support import MARKER, PLAIN_SKILL, scripted_models  # noqa: E402
+
 import raso.api  # noqa: E402
+from experiments.baselines.gepa_baseline import HarnessGEPAAdapter, gepa_metric_budget, run_gepa  # noqa: E402
+from experiments.baselines.textgrad_baseline import textgrad_propose  # noqa: E402
+from raso.agent import AgentConfig, ExecutionAgent  # noqa: E402
 from raso.engine import OptimizeConfig, RunDir  # noqa: E402
 from raso.llm import GatewayConfig, LLMGateway, RetryConfig  # noqa: E402
 from raso.skill import Skill  # noqa: E402
 from raso.testing import CountingHarness  # noqa: E402
-
-from experiments.baselines.gepa_baseline import HarnessGEPAAdapter, gepa_metric_budget, run_gepa  # noqa: E402
-from experiments.baselines.textgrad_baseline import textgrad_propose  # noqa: E402
-from test_experiments_support import MARKER, PLAIN_SKILL, scripted_models  # noqa: E402
 
 S0 = Skill(**PLAIN_SKILL)
 

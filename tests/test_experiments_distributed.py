@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_experiments_support import overrides, scripted_models
 
 from experiments.runner import read_results, run_experiment
-from test_experiments_support import overrides, scripted_models
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}

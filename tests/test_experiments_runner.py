@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from test_experiments_support import MARKER, calls_matching, overrides, scripted_models
 
 from experiments.config import Method, load_experiment
 from experiments.runner import read_results, run_experiment
 from raso.engine.config import ConfigError
-from test_experiments_support import MARKER, calls_matching, overrides, scripted_models
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}

@@ -10,13 +10,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 from raso.api import optimize
 from raso.engine import ConfigError, OptimizeConfig, RunDir
 from raso.llm import BudgetExceededError, CallRecord, GatewayConfig, LLMGateway, RoleConfig
 from raso.llm.config import ModelPrice
 from raso.llm.scripted import ScriptedModel
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 SELF_HOSTED = "openai/raso-test-self-hosted-model"  # a model litellm's bundled price map does not know
 UNPRICED = "openai/raso-test-never-priced-model"  # never given a price here (registration with litellm is global)

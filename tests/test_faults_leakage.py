@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 from corpus_tools.blocklist import benchmark_for, index_blocklists
 from raso.api import check_index_blocklist, optimize
 from raso.engine import ConfigError, OptimizeConfig, RunDir
 from raso.llm.scripted import ScriptedModel
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 
 class ToyOfficeQA(ToyHarness):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 from raso.api import optimize, resume
 from raso.engine import InfrastructureError, OptimizeConfig, OptimizerUnavailableError, RunDir
@@ -17,7 +18,6 @@ from raso.engine.run_dir import read_jsonl
 from raso.llm._litellm import litellm
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer.types import InitResult, UpdateProposal
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
 
 REPLIES = ["LEVEL=1", "LEVEL=2", "LEVEL=2\nBe brief.", "LEVEL=1\nShorter."]
 # what the same run decides without any fault (test_engine_loop's gate test)

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from raso.engine import RunError
 from test_engine_resume import _outcome, uninterrupted  # noqa: F401  (a module-scoped fixture)
 from test_engine_support import main
+
+from raso.engine import RunError
 
 SUPPORT = Path(__file__).resolve().parent / "test_engine_support.py"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_format1"

@@ -4,14 +4,12 @@ embedded 0.5B model on 127.0.0.1 only; the server is bounded in time and stopped
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel

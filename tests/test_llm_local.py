@@ -10,8 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from raso.cli import main as raso_main
-from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMError, LLMGateway, RetryConfig
-from raso.llm import local
+from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMError, LLMGateway, RetryConfig, local
 
 HINT = 'pip install -e ".[local]"'
 MSG = [{"role": "user", "content": "hi"}]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raso.llm import GatewayConfig, LLMError, LLMGateway, RetryConfig
-from raso.llm import local
+from raso.llm import GatewayConfig, LLMError, LLMGateway, RetryConfig, local
 
 MODEL_15 = "local/qwen2.5-coder-1.5b"
 MODEL_05 = "local/qwen2.5-coder-0.5b"

@@ -12,8 +12,7 @@ import pytest
 
 from harnesses.officeqa import OfficeQAHarness
 from harnesses.officeqa.harness import PACKAGED_SPLITS_FILE
-from harnesses.officeqa.loader import (CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, load_questions,
-                                       source_file_names)
+from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, load_questions, source_file_names
 from harnesses.officeqa.splits import apportion, split_questions, split_sizes
 
 COLUMNS = ["uid", "question", "answer", "source_docs", "source_files", "difficulty"]

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnesses.officeqa.reward import (comma_readings, direct_answer_problem, judge, numbers_in, score_answer,
-                                       unit_in, words_of)
+from harnesses.officeqa.reward import comma_readings, direct_answer_problem, judge, numbers_in, score_answer, unit_in, words_of
 
 
 def cases(*rows):

@@ -7,8 +7,8 @@ import re
 import shutil
 
 import pytest
-
 from optimizer_helpers import H, T, calls_of, gateway, rollout, router, user_text
+
 from corpus_tools.index import SectionIndex
 from corpus_tools.ingest import load_corpus
 from corpus_tools.sections import split_sections

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from optimizer_helpers import H, SpyRetriever, T, section, stages
 
-from optimizer_helpers import H, T, SpyRetriever, section, stages
 from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig, RoleConfig
 from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import PromptLimits

@@ -6,10 +6,20 @@ import json
 import re
 
 import pytest
-
 from optimizer_helpers import (
-    DEFAULT_REPLIES, H, T, SpyRetriever, calls_of, gateway, role_of, router, section, stages, user_text,
+    DEFAULT_REPLIES,
+    H,
+    SpyRetriever,
+    T,
+    calls_of,
+    gateway,
+    role_of,
+    router,
+    section,
+    stages,
+    user_text,
 )
+
 from raso.llm import StructuredOutputError
 from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import render_lessons_block

@@ -6,10 +6,20 @@ import json
 import math
 
 import pytest
-
 from optimizer_helpers import (
-    DEFAULT_REPLIES, H, T, SpyRetriever, calls_of, gateway, rollout, router, section, stages, user_text,
+    DEFAULT_REPLIES,
+    H,
+    SpyRetriever,
+    T,
+    calls_of,
+    gateway,
+    rollout,
+    router,
+    section,
+    stages,
+    user_text,
 )
+
 from raso.harness import Rollout, Step
 from raso.llm import StructuredOutputError
 from raso.optimizer.rasu import dedupe_gradients, propose_update

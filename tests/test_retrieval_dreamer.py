@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpus_tools.retrieval.fusion import FieldAwareRetriever
-from raso.retrieval.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer, round_robin
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
+from raso.retrieval.dreamer import DreamerConfig, FieldAwareScorer, SkillDreamer, round_robin
 
 
 @dataclass

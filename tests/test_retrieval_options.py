@@ -129,9 +129,10 @@ def test_an_optimize_run_with_hybrid_retrieval_goes_end_to_end_on_the_scripted_m
     pytest.importorskip("onnxruntime", reason="the hybrid retriever's encoder needs the `dense` extra")
     import json
 
-    import raso
     from test_cli_runs import algorithm_reply
     from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply
+
+    import raso
 
     agent = named_scripted_model("hybrid-e2e-agent", toy_agent_reply)
     optimizer = named_scripted_model("hybrid-e2e-optimizer", algorithm_reply)

@@ -11,8 +11,8 @@ from corpus_tools.index import SectionIndex
 from corpus_tools.retrieval.dataset import PoolSkill
 from corpus_tools.sections import Section
 from raso.retrieval.retrievers import SectionSearcher, build_retriever, skills_from_index
-from raso.skill import Skill
 from raso.retrieval.skillrouter import SkillRouter
+from raso.skill import Skill
 
 
 @dataclass

@@ -11,7 +11,6 @@ import pytest
 from harnesses.spreadsheet import SpreadsheetHarness
 from harnesses.spreadsheet.actions import parse_reply
 from raso.harness import Task, get_harness
-
 from tests.spreadsheet_solutions import CORRECT, SUBTLY_WRONG
 
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from conftest import require_shared
 
 from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, DatasetError, load_tasks
 from harnesses.spreadsheet.splits import split_tasks
-
-from conftest import require_shared
 
 
 def test_the_shipped_tasks_load_with_three_cases_each():

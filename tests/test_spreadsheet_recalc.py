@@ -12,8 +12,15 @@ import openpyxl
 import pytest
 
 from harnesses.spreadsheet import recalc as recalc_module
-from harnesses.spreadsheet.recalc import (FormulasRecalc, LibreOfficeRecalc, RecalcError, RecalcUnavailable,
-                                          find_soffice, get_recalculator, needs_recalc)
+from harnesses.spreadsheet.recalc import (
+    FormulasRecalc,
+    LibreOfficeRecalc,
+    RecalcError,
+    RecalcUnavailable,
+    find_soffice,
+    get_recalculator,
+    needs_recalc,
+)
 from harnesses.spreadsheet.scoring import open_values
 
 

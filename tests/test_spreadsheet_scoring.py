@@ -9,8 +9,14 @@ import openpyxl
 import pytest
 
 from harnesses.spreadsheet.loader import load_tasks
-from harnesses.spreadsheet.scoring import (CorruptWorkbookError, ScoringError, cells_equal, compare_workbooks,
-                                           open_values, parse_answer_position)
+from harnesses.spreadsheet.scoring import (
+    CorruptWorkbookError,
+    ScoringError,
+    cells_equal,
+    compare_workbooks,
+    open_values,
+    parse_answer_position,
+)
 
 # What the upstream evaluator (evaluation/evaluation.py, input workbook in place of the output) reports for the
 # untouched input workbooks of the 50 tasks: these 12 test cases pass, the other 138 fail (README: 12 pass).

@@ -7,7 +7,6 @@ import pytest
 from harnesses.spreadsheet import SpreadsheetHarness
 from harnesses.spreadsheet.upstream_env import NO_OUTPUT, extract_code
 from raso.harness import Task
-
 from tests.spreadsheet_solutions import CORRECT
 
 
@@ -84,7 +83,7 @@ def test_without_an_output_file_the_last_turn_scores_the_other_cases(harness):
     env = harness.make_env(Task(id="39180", instruction=""))
     env.reset()
     try:
-        for turn in range(4):
+        for _turn in range(4):
             _, _, terminated, _, _ = env.step("print('looking')")
             assert not terminated
         # The last turn's code crashes on test case 1 only after saving nothing; it still runs on cases 2 and 3.

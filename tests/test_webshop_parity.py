@@ -45,7 +45,7 @@ def _lcs_ratio(a: str, b: str) -> float:
     return 200.0 * table[-1][-1] / (len(a) + len(b))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def upstream_token_set_ratio(s1: str, s2: str) -> int:
     w1, w2 = set(_thefuzz_words(s1)), set(_thefuzz_words(s2))
     if not w1 or not w2:

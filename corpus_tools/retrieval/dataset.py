@@ -275,7 +275,7 @@ def short_query_from_reference(text: str, file_name: str, *, max_keywords: int =
 
 
 def _split_of(skill_id: str, dev_fraction: float) -> str:
-    digest = hashlib.sha256(f"{SPLIT_SALT}:{skill_id}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{SPLIT_SALT}:{skill_id}".encode()).hexdigest()
     return "dev" if int(digest[:12], 16) < dev_fraction * 16**12 else "test"
 
 
@@ -367,7 +367,7 @@ def sample_queries(queries: Sequence[RetrievalQuery], n: int | None, *, seed: st
     ordered by sha256(seed + ":" + query id), first n — the same sample on every machine."""
     if n is None or n >= len(queries):
         return list(queries)
-    keyed = sorted(queries, key=lambda q: hashlib.sha256(f"{seed}:{q.id}".encode("utf-8")).hexdigest())
+    keyed = sorted(queries, key=lambda q: hashlib.sha256(f"{seed}:{q.id}".encode()).hexdigest())
     return keyed[:n]
 
 

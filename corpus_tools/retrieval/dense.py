@@ -54,8 +54,8 @@ class _Progress:
     def __init__(self, enabled: bool, total: int, label: str) -> None:
         self._bar = None
         if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
             from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
             self._bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), console=Console(file=sys.stderr), transient=False)

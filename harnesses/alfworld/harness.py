@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
-
-from raso.harness import Harness, Task, TextEnv
+from typing import Any, ClassVar
 
 from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
 from harnesses.alfworld.games import GameRecord, discover_games
 from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
+from raso.harness import Harness, Task, TextEnv
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from raso.harness.grammar import THOUGHT_MAX_CHARS, action_reply_grammar, choice_rule
+from collections.abc import Mapping
+from typing import Any
 
 from harnesses.alfworld.env import normalize_command
+from raso.harness.grammar import THOUGHT_MAX_CHARS, action_reply_grammar, choice_rule
 
 _THINK_RULE = f'"think: " [^\\n]{{1,{THOUGHT_MAX_CHARS}}}'
 

@@ -20,9 +20,9 @@ import logging
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from corpus_tools.index import SectionIndex
 from corpus_tools.sections import Section, window_text

@@ -17,13 +17,12 @@ import ast
 import difflib
 from typing import Any
 
-from raso.harness import TextEnv
-from raso.harness.sandbox import Sandbox
-
 from harnesses.officeqa.actions import OpenRequest, SearchRequest, parse_open, parse_search, split_action
 from harnesses.officeqa.corpus import Corpus, snippet
 from harnesses.officeqa.loader import OfficeQAQuestion
 from harnesses.officeqa.reward import judge
+from raso.harness import TextEnv
+from raso.harness.sandbox import Sandbox
 
 FORMAT_HINT = ("Write one action per reply on a line `Action: <verb>[<argument>]`, with <verb> one of search, "
                "open, python, answer, e.g. `Action: search[gross federal debt year=1945]`, "

@@ -6,15 +6,13 @@ import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
-from raso.harness import Harness, Task
-from raso.harness.sandbox import Sandbox, SandboxLimits
-
 from harnesses.officeqa.actions import parse_reply
 from harnesses.officeqa.corpus import DEFAULT_PAGE_CHARS, Corpus
 from harnesses.officeqa.env import OfficeQAEnv
-from harnesses.officeqa.loader import (CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, OfficeQAQuestion,
-                                       load_questions)
+from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, OfficeQAQuestion, load_questions
 from harnesses.officeqa.splits import DEFAULT_SALT, load_or_make_splits
+from raso.harness import Harness, Task
+from raso.harness.sandbox import Sandbox, SandboxLimits
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 PACKAGED_SPLITS_FILE = RESOURCE_DIR / "splits.json"

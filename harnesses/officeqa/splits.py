@@ -18,12 +18,11 @@ import json
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
-
-from raso.fileio import atomic_write_text
 
 from harnesses.officeqa.loader import OfficeQADataError, OfficeQAQuestion
+from raso.fileio import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ def apportion(count: int, capacities: dict[str, int]) -> dict[str, int]:
 
 
 def _rank(salt: str, uid: str) -> str:
-    return hashlib.sha256(f"{salt}:{uid}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{salt}:{uid}".encode()).hexdigest()
 
 
 def split_questions(questions: Sequence[OfficeQAQuestion], salt: str = DEFAULT_SALT) -> dict[str, list[str]]:

@@ -21,8 +21,8 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from harnesses.spreadsheet.recalc import Recalculator, needs_recalc, recalculate
 

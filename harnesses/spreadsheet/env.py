@@ -19,11 +19,9 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
-
-from raso.harness import TextEnv
-from raso.harness.sandbox import Sandbox, SandboxResult
+from typing import Any
 
 from harnesses.spreadsheet.actions import ParsedAction, parse_reply
 from harnesses.spreadsheet.answers import RecalculatedAnswers
@@ -31,6 +29,8 @@ from harnesses.spreadsheet.loader import SpreadsheetTask, TestCase
 from harnesses.spreadsheet.preview import describe_cells, describe_workbook
 from harnesses.spreadsheet.recalc import Recalculator, needs_recalc, recalculate
 from harnesses.spreadsheet.scoring import CaseResult, CorruptWorkbookError, compare_workbooks
+from raso.harness import TextEnv
+from raso.harness.sandbox import Sandbox, SandboxResult
 
 log = logging.getLogger(__name__)
 

@@ -7,17 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
-from raso.harness import Harness, Task
-from raso.harness.sandbox import Sandbox, SandboxLimits
-
 from harnesses.spreadsheet.actions import parse_reply
-from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.spreadsheet.answers import RecalculatedAnswers, default_answer_cache_dir
 from harnesses.spreadsheet.env import SpreadsheetEnv
 from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, load_tasks
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
+from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
 from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS, UpstreamSpreadsheetEnv, extract_code
+from raso.harness import Harness, Task
+from raso.harness.sandbox import Sandbox, SandboxLimits
 
 DEFAULT_RECALC = "auto"
 PromptMode = Literal["raso", "upstream"]

@@ -20,11 +20,11 @@ CPU cores): every answer workbook that holds formulas was re-saved with openpyxl
 a program's output would) and recalculated; the result was scored against the original answer (Excel's values)
 and as the harness scores it (against the answer recalculated with the same engine where it lacks values).
 
-| engine (test case 1 of each task)  | workbooks | pass: Excel values | pass: as the harness scores | errors | s/workbook mean | max |
-|------------------------------------|-----------|--------------------|-----------------------------|--------|-----------------|-----|
-| none (openpyxl re-save)            | 27        | 2                  | 2                           | 0      | 0               | 0   |
-| LibreOffice 7.4.7 headless         | 27        | 24                 | 25                          | 0      | 10.7            | 15.4 |
-| formulas 1.3.4                     | 27        | 18                 | 19                          | 5      | 20.4            | 60 (timeout) |
+| engine (test case 1 of each task) | workbooks | pass: Excel values | pass: as the harness scores | errors | s/workbook mean | max |
+| --- | --- | --- | --- | --- | --- | --- |
+| none (openpyxl re-save) | 27 | 2 | 2 | 0 | 0 | 0 |
+| LibreOffice 7.4.7 headless | 27 | 24 | 25 | 0 | 10.7 | 15.4 |
+| formulas 1.3.4 | 27 | 18 | 19 | 5 | 20.4 | 60 (timeout) |
 
 (2026-12-01; on 2026-11-30, less loaded, formulas passed 19 against Excel's values with 4 errors: its timeouts
 depend on the machine's load.) On all 81 formula workbooks (3 cases each) LibreOffice passed 71/81 against

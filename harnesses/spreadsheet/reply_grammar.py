@@ -4,9 +4,8 @@ Program lines may not contain a backtick, so the block cannot end early."""
 
 from __future__ import annotations
 
-from raso.harness.grammar import THOUGHT_MAX_CHARS
-
 from harnesses.spreadsheet.actions import parse_reply
+from raso.harness.grammar import THOUGHT_MAX_CHARS
 
 SPREADSHEET_REPLY_GRAMMAR = (
     'root ::= thought? (program "Action: " ("RUN" | "SUBMIT") | "Action: SUBMIT")\n'

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from harnesses.spreadsheet.loader import SpreadsheetTask
 
@@ -25,7 +25,7 @@ SPLIT_NAMES = ("train", "val", "test")
 
 
 def _rank(salt: str, task_id: str) -> str:
-    return hashlib.sha256(f"{salt}:{task_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{salt}:{task_id}".encode()).hexdigest()
 
 
 def split_tasks(tasks: Sequence[SpreadsheetTask], fractions: tuple[float, float, float] = DEFAULT_FRACTIONS,

@@ -23,10 +23,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from raso.prompts import PromptLibrary
-
 from harnesses.spreadsheet.env import SpreadsheetEnv
 from harnesses.spreadsheet.loader import TestCase
+from raso.prompts import PromptLibrary
 
 UPSTREAM_DIR = Path(__file__).resolve().parent / "upstream"
 UPSTREAM_MAX_TURNS = 5

@@ -19,11 +19,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from raso.harness import TextEnv
-
 from harnesses.webshop.catalog import Catalog, Goal, Product
 from harnesses.webshop.reward import NounTagger, purchase_reward, word_list_nouns
 from harnesses.webshop.search import ProductSearch
+from raso.harness import TextEnv
 
 PRODUCTS_PER_PAGE = 10
 BACK_TO_SEARCH = "back to search"

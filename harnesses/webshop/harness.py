@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
-
-from raso.harness import Harness, Task, TextEnv
+from typing import Any, ClassVar
 
 from harnesses.webshop.catalog import Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
 from harnesses.webshop.reply_grammar import webshop_action_is_valid, webshop_reply_grammar
 from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
+from raso.harness import Harness, Task, TextEnv
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 # The standard WebShop split of the (shuffled) human goals: test 0-499, val 500-1499, train the rest.

@@ -4,11 +4,11 @@ invent a button."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from raso.harness.grammar import action_reply_grammar, gbnf_literal
+from collections.abc import Mapping
+from typing import Any
 
 from harnesses.webshop.env import parse_shop_action
+from raso.harness.grammar import action_reply_grammar, gbnf_literal
 
 SEARCH_PLACEHOLDER = "search[<keywords>]"
 SEARCH_WORDS_MAX_CHARS = 100

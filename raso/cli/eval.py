@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ def _safe_name(text: str) -> str:
 
 
 def _default_out(harness: str, split: str, mode: str) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path("runs") / "eval" / f"{_safe_name(harness)}-{split}-{mode}-{stamp}"
 
 
@@ -129,7 +129,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         "split": args.split, "tasks": [t.id for t in tasks], "model": config.model, "api_base": config.api_base,
         "mode": mode, "skills": [s.name for s in skills], "workers": config.workers,
         "agent": {"max_steps": config.agent_max_steps, "max_tokens": config.agent_max_tokens, **agent_options},
-        "started_at": datetime.now(timezone.utc).isoformat(),
+        "started_at": datetime.now(UTC).isoformat(),
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=1), encoding="utf-8")
 

@@ -16,7 +16,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from raso.retrieval.benchmark import DREAMER, make_encoder_from_spec, run_eval
 

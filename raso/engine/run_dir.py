@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -50,7 +51,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def default_run_dir(harness: str, root: Path = Path("runs")) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in harness)[:40]
     return root / f"{safe}-{stamp}"
 

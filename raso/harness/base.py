@@ -15,8 +15,9 @@ import re
 import time
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import gymnasium as gym
 from pydantic import BaseModel, Field

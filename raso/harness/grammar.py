@@ -7,7 +7,7 @@ grammar is the whole reply: an optional one-line thought, then `Action: <action>
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 # A thought is one bounded line, so a model cannot spend its token budget before it reaches the action.
 THOUGHT_MAX_CHARS = 200

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 

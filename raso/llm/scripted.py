@@ -8,14 +8,14 @@ import itertools
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 from ._litellm import CustomLLM, litellm, register_custom_provider
 
 PROVIDER = "scripted"
 
-Reply = Union[str, BaseException]
-Script = Union[Sequence[Reply], Callable[[list[dict[str, Any]]], str]]
+Reply = str | BaseException
+Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], str]
 
 _registry: dict[str, "ScriptedModel"] = {}
 _registry_lock = threading.Lock()
