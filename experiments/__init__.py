@@ -8,7 +8,11 @@ Layers: experiments imports raso (and harnesses through raso's registry); raso n
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# gepa and textgrad import litellm themselves; without this, litellm's import fetches a price map from the network
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 _LAZY = {"run_experiment": ".runner", "ExperimentConfig": ".config", "load_experiment": ".config"}
 

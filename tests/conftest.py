@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# litellm (imported by raso, gepa, textgrad) otherwise fetches its price map from the network at import time
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
