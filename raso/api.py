@@ -17,7 +17,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from typing_extensions import Unpack
 
 from raso.engine.config import ConfigError, OptimizeConfig, build_config, load_resolved
 from raso.engine.errors import RunError
@@ -300,19 +302,20 @@ def optimize(
     return start_run(cfg, run_dir, components)
 
 
-def resume(
-    run_dir: str | Path,
-    *,
-    harness: Harness | None = None,
-    sinks: Iterable["EventSink"] = (),
-    initializer: "Initializer | None" = None,
-    proposer: "Proposer | None" = None,
-    agent_factory: "AgentFactory | None" = None,
-    retriever: "SectionSearcher | None" = None,
-) -> "OptimizeResult":
+class RunParts(TypedDict, total=False):
+    """The replaceable parts of a run, as `optimize` takes them (None or absent = the product's own)."""
+
+    sinks: Iterable["EventSink"]
+    initializer: "Initializer | None"
+    proposer: "Proposer | None"
+    agent_factory: "AgentFactory | None"
+    retriever: "SectionSearcher | None"
+
+
+def resume(run_dir: str | Path, *, harness: Harness | None = None, **parts: Unpack[RunParts]) -> "OptimizeResult":
     """Continue the run in `run_dir` from its last checkpoint with the configuration it recorded. Model calls
     that finished before the interruption replay from the run's cache. Pass `harness` when the run was started
-    with an instance that its recorded name cannot rebuild."""
+    with an instance that its recorded name cannot rebuild, and the same `parts` as `optimize` got."""
     from raso.engine.engine import continue_run, load_state
     from raso.engine.run_dir import RunDir
 
@@ -322,8 +325,7 @@ def resume(
     harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
     if state.phase != "done":
         _preflight(make_gateway(cfg))
-    components = _run_components(cfg, rd, harness_obj, dict(
-        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks))
+    components = _run_components(cfg, rd, harness_obj, dict(parts))
     return continue_run(cfg, rd, state, components)
 
 
