@@ -89,13 +89,9 @@ class SharedArtifacts:
             if (target / "meta.json").exists():  # save() renames a complete directory into place
                 return target
             from corpus_tools.index import SectionIndex
+            from raso.api import load_index
 
-            if cfg.index is not None:
-                base = SectionIndex.load(cfg.index)
-            else:
-                from corpus_tools.starter import starter_index
-
-                base = starter_index()
+            base = load_index(cfg)
             skills = sorted(base.skills)
             keep = set(random.Random(f"corpus:{seed}:{fraction}").sample(skills, max(1, round(fraction * len(skills)))))
             sub = SectionIndex.build(s for s in base.iter_sections() if s.skill_id in keep)

@@ -104,12 +104,11 @@ class CellRunner:
 
     def _routed_skill(self) -> Skill:
         """SkillRouter row: the one whole corpus skill that best matches the task description, used as-is."""
-        from corpus_tools.index import SectionIndex
-        from corpus_tools.starter import starter_index
+        from raso.api import load_index
         from raso.retrieval.retrievers import skills_from_index
         from raso.retrieval.skillrouter import SkillRouter
 
-        index = SectionIndex.load(self.cfg.index) if self.cfg.index is not None else starter_index()
+        index = load_index(self.cfg)
         skill = SkillRouter(skills_from_index(index)).route(self.harness.task_description)
         skill.save(self.dir / "s0.md")
         return skill

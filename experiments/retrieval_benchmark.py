@@ -122,7 +122,9 @@ def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str,
     from corpus_tools.ingest import SkillRecord
     from corpus_tools.retrieval.metrics import mean_metrics
     from corpus_tools.sections import split_sections
-    from raso.retrieval.retrievers import RetrievalOptions, build_retriever
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+    from raso.retrieval.retrievers import RetrievalOptions
 
     records = [SkillRecord(id=s.id, name=s.name, description=s.description, body=s.body, text=s.body, metadata={},
                            repo=s.repo, path="SKILL.md", commit="", license="") for s in pool]
@@ -133,8 +135,9 @@ def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str,
     for kind in SECTION_KINDS:
         if kind in ("field", "hybrid") and encoder is None:
             continue
-        retriever = build_retriever(RetrievalOptions(kind=kind, top_skills=10, candidates=20), index=index,
-                                    skills=pool if kind != "bm25" else None, encoder=encoder)
+        options = RetrievalOptions(kind=kind, top_skills=10, candidates=20)
+        retriever = make_retriever(OptimizeConfig(retrieval=options), index=index,
+                                   skills=pool if kind != "bm25" else None, encoder=encoder)
         rankings, times = [], []
         for q in queries:
             t = time.perf_counter()
@@ -210,9 +213,10 @@ def main() -> int:
     methods = SPARSE_METHODS + ([] if encoder is None else DENSE_METHODS)
     gateway = None
     if args.dreamer_model:
-        from raso.llm import GatewayConfig, LLMGateway
+        from raso.api import make_gateway
+        from raso.engine.config import OptimizeConfig
 
-        gateway = LLMGateway(GatewayConfig.for_models(target=args.dreamer_model))
+        gateway = make_gateway(OptimizeConfig(model=args.dreamer_model))
         methods.append("dreamer")
     t = time.perf_counter()
     result = run_eval(bench, methods, split="test", limit=None, train_limit=None,

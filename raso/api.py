@@ -28,6 +28,7 @@ from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, availa
 from raso.skill import Skill
 
 if TYPE_CHECKING:
+    from corpus_tools.index import SectionIndex
     from raso.agent import ExecutionAgent
     from raso.agent.evaluate import EvalResult
     from raso.engine.engine import OptimizeResult
@@ -157,19 +158,26 @@ def check_index_blocklist(config: OptimizeConfig, harness: Harness) -> None:
                           "report will say so)")
 
 
-def make_retriever(config: OptimizeConfig, gateway: "LLMGateway") -> "SectionSearcher":
-    """The configured retriever over the configured index, or over the packaged starter corpus's index."""
-    from raso.retrieval.retrievers import build_retriever
-
+def load_index(config: OptimizeConfig) -> "SectionIndex":
+    """The configured section index, or the packaged starter corpus's index."""
     if config.index is not None:
         from corpus_tools.index import SectionIndex
 
-        index = SectionIndex.load(config.index)
-    else:
-        from corpus_tools.starter import starter_index
+        return SectionIndex.load(config.index)
+    from corpus_tools.starter import starter_index
 
-        index = starter_index()
-    return build_retriever(config.retrieval, index=index, gateway=gateway)
+    return starter_index()
+
+
+def make_retriever(config: OptimizeConfig, gateway: "LLMGateway | None" = None, *,
+                   index: "SectionIndex | None" = None, skills: Sequence[Any] | None = None,
+                   encoder: Any = None) -> "SectionSearcher":
+    """The configured retriever (`config.retrieval`) over `index` (default: the configured index). `skills` and
+    `encoder` reuse a skill pool or a loaded dense encoder (benchmarks score many retrievers over one pool)."""
+    from raso.retrieval.retrievers import build_retriever
+
+    return build_retriever(config.retrieval, index=index if index is not None else load_index(config),
+                           gateway=gateway, skills=skills, encoder=encoder)
 
 
 def prompt_library(harness: Harness) -> Any:
@@ -433,6 +441,6 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 __all__ = [
     "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer",
     "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_target", "init_skill", "load_harness",
-    "load_skills", "make_agent", "make_gateway", "make_retriever", "optimize", "prompt_library", "resolve_config",
+    "load_skills", "make_agent", "make_gateway", "load_index", "make_retriever", "optimize", "prompt_library", "resolve_config",
     "resume",
 ]
