@@ -153,11 +153,7 @@ class OfficeQAEnv(TextEnv):
         except SyntaxError:
             pass  # statements: run as written, they print what they need
         result = self.sandbox.run(program)
-        streams = {"stdout": result.stdout, "stderr": result.stderr}
-        parts = [f"{name}:\n{text.rstrip()}" for name, text in streams.items() if text.strip()]
-        summary = result.error_summary()
-        parts += [f"Error: {summary}"] if summary else []
-        return "Python output:\n" + ("\n".join(parts) or "(no output; print the values you need)")
+        return "Python output:\n" + ("\n".join(result.report_lines()) or "(no output; print the values you need)")
 
     def _answer(self, text: str) -> tuple[str, float, dict[str, Any]]:
         verdict = judge(self.question.answer, text, self.tolerance)

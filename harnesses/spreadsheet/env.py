@@ -186,13 +186,8 @@ class SpreadsheetEnv(TextEnv):
         ((result, scored, problem),) = self._execute(code, [0], f"run{self._runs}")
         lines = [f"Ran the program on test case 1 (exit code {result.exit_code if not result.timed_out else 'killed'}, "
                  f"{result.wall_time_s:.1f}s)."]
-        if result.stdout.strip():
-            lines.append(f"stdout:\n{result.stdout.rstrip()}")
-        if result.stderr.strip():
-            lines.append(f"stderr:\n{result.stderr.rstrip()}")
+        lines += result.report_lines()
         summary = result.error_summary()
-        if summary:
-            lines.append(f"Error: {summary}")
         if scored is not None:
             try:
                 lines.append(f"Answer cells in the saved output workbook:\n"

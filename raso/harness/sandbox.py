@@ -98,6 +98,13 @@ class SandboxResult(BaseModel):
         """The program exited with code 0 within its limits."""
         return self.exit_code == 0 and not self.timed_out
 
+    def report_lines(self) -> list[str]:
+        """What a program showed, for an agent's observation: its non-empty stdout and stderr, then the error."""
+        lines = [f"{name}:\n{text.rstrip()}" for name, text in (("stdout", self.stdout), ("stderr", self.stderr))
+                 if text.strip()]
+        summary = self.error_summary()
+        return lines + ([f"Error: {summary}"] if summary else [])
+
     def error_summary(self) -> str | None:
         """One clear line for a failed run, None when the program exited cleanly."""
         if self.timed_out:
