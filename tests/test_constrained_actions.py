@@ -169,3 +169,64 @@ def test_the_evidence_script_tabulates_reward_and_valid_action_rate(tmp_path, ca
     assert main(["--harness", "webshop", "--model", model.model, "--skill", "none", "--grammar", "on",
                  "--limit", "2", "--max-steps", "2", "--out", str(tmp_path)]) == 0
     assert model.remaining == 0 and len(model.calls) == 4
+
+
+# ---------------------------------------------------------------- the cycle rule
+def test_choices_without_drops_the_avoided_but_never_every_choice():
+    from raso.harness.grammar import choices_without
+
+    assert choices_without(["a", "b", "a", "c"], {"b"}) == ["a", "c"]
+    assert choices_without(["a", "b"], {"a", "b"}) == ["a", "b"]  # all tried: keep them rather than allow nothing
+    assert choices_without(["Go To X"], {"go to x"}, key=str.lower) == ["Go To X"]
+    assert choices_without(["Go To X", "look"], {"go to x"}, key=str.lower) == ["look"]
+
+
+def test_webshop_grammar_leaves_out_the_clicks_to_avoid():
+    harness = WebShopHarness()
+    search_info, results_info = _results_info(harness)
+    back = "click[back to search]"
+    assert back in results_info["available_actions"]
+    on_results = harness.reply_grammar(results_info, avoid={back})
+    assert gbnf_literal(back) not in on_results
+    assert all(gbnf_literal(a) in on_results for a in results_info["available_actions"] if a != back)
+    every_click = set(results_info["available_actions"])
+    assert all(gbnf_literal(a) in harness.reply_grammar(results_info, avoid=every_click) for a in every_click)
+    assert harness.reply_grammar(search_info, avoid={"search[yoga pants]"}) == harness.reply_grammar(search_info)
+
+
+def test_alfworld_grammar_leaves_out_the_commands_to_avoid():
+    info = {"admissible_commands": ["go to fridge 1", "look", "take apple 1 from countertop 1"]}
+    grammar = alfworld_reply_grammar(info, avoid={"Go to fridge 1"})
+    assert '"go to fridge 1"' not in grammar and '"look" | "take apple 1 from countertop 1"' in grammar
+
+
+def test_back_in_a_state_the_grammar_rules_out_what_looped_there():
+    # The 0.5B's measured loop: search, back to search, the same search, back to search ... The scripted model
+    # plays it; the agent must send, on the second visit of the same results page, a grammar without
+    # "back to search" (a grammar-following model then has to click something else).
+    harness = WebShopHarness(max_steps=4)
+    loop = ["Action: search[yoga pants]", "Action: click[back to search]"] * 2
+    gw, model = scripted_gateway(loop)
+    agent = ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True))
+    rollout = harness.rollout(harness.tasks("val")[0], [], agent)
+    grammars = [p["grammar"] for p in model.params]
+    back = gbnf_literal("click[back to search]")
+    assert back in grammars[1] and back not in grammars[3]  # first visit of the results page, then the return
+    assert grammars[2] == grammars[0]  # the search page: a free search cannot be ruled out
+    assert rollout.metadata["cycle_avoiding_turns"] == 2  # the revisited search page and results page
+
+    gw, model = scripted_gateway(loop)
+    off = ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True, avoid_cycles=False))
+    rollout = harness.rollout(harness.tasks("val")[0], [], off)
+    assert back in model.params[3]["grammar"] and "cycle_avoiding_turns" not in rollout.metadata
+
+
+def test_a_harness_without_the_avoid_parameter_still_gets_its_grammar():
+    class OldWebShop(WebShopHarness):
+        def reply_grammar(self, info):  # written before `avoid` existed
+            return super().reply_grammar(info)
+
+    harness = OldWebShop(max_steps=4)
+    gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"] * 2)
+    harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
+    assert len(model.params) == 4 and gbnf_literal("click[back to search]") in model.params[3]["grammar"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,8 +66,8 @@ class AlfworldHarness(Harness):
         return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible,
                            observation=self.observation)
 
-    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
-        return alfworld_reply_grammar(info, allow_think=self.observation == "react")
+    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
+        return alfworld_reply_grammar(info, allow_think=self.observation == "react", avoid=avoid)
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
         return alfworld_action_is_valid(action, info, allow_think=self.observation == "react")

@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from harnesses.alfworld.env import normalize_command
-from raso.harness.grammar import THOUGHT_MAX_CHARS, action_reply_grammar, choice_rule
+from raso.harness.grammar import THOUGHT_MAX_CHARS, action_reply_grammar, choice_rule, choices_without
 
 _THINK_RULE = f'"think: " [^\\n]{{1,{THOUGHT_MAX_CHARS}}}'
 
 
-def alfworld_reply_grammar(info: Mapping[str, Any], *, allow_think: bool = False) -> str | None:
-    """The GBNF of a valid reply in the state `info` describes; None when the game lists no commands."""
-    commands = [str(c) for c in info.get("admissible_commands") or []]
+def alfworld_reply_grammar(info: Mapping[str, Any], *, allow_think: bool = False,
+                           avoid: Collection[str] = ()) -> str | None:
+    """The GBNF of a valid reply in the state `info` describes (less the commands in `avoid`, unless they are all
+    there is); None when the game lists no commands."""
+    commands = choices_without((str(c) for c in info.get("admissible_commands") or []), avoid, key=normalize_command)
     if not commands:
         return None
     rule = choice_rule(commands)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
@@ -111,7 +111,7 @@ class SpreadsheetHarness(Harness):
     def turn_reminder(self) -> str | None:
         return self._resource("turn_reminder.md")
 
-    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
         # Upstream mode keeps SpreadsheetBench's own free-form replies.
         return None if getattr(self, "prompt_mode", "raso") == "upstream" else SPREADSHEET_REPLY_GRAMMAR
 

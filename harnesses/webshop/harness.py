@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -105,8 +105,8 @@ class WebShopHarness(Harness):
         self._search: ProductSearch | None = None
         self._splits: dict[str, list[Task]] | None = None
 
-    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
-        return webshop_reply_grammar(info)
+    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
+        return webshop_reply_grammar(info, avoid)
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
         return webshop_action_is_valid(action, info)

@@ -4,11 +4,11 @@ invent a button."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from harnesses.webshop.env import parse_shop_action
-from raso.harness.grammar import action_reply_grammar, gbnf_literal
+from raso.harness.grammar import action_reply_grammar, choices_without, gbnf_literal
 
 SEARCH_PLACEHOLDER = "search[<keywords>]"
 SEARCH_WORDS_MAX_CHARS = 100
@@ -20,13 +20,17 @@ def _available(info: Mapping[str, Any]) -> list[str]:
     return [str(a) for a in info.get("available_actions") or []]
 
 
-def webshop_reply_grammar(info: Mapping[str, Any]) -> str | None:
-    """The GBNF of a valid reply on the page `info` describes; None on a page without actions."""
+def webshop_reply_grammar(info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
+    """The GBNF of a valid reply on the page `info` describes (less the clicks in `avoid`, unless they are all
+    there is); None on a page without actions."""
     available = _available(info)
     alternatives = []
     if SEARCH_PLACEHOLDER in available:
         alternatives.append("search")
-    alternatives += [gbnf_literal(a) for a in dict.fromkeys(available) if a != SEARCH_PLACEHOLDER and a.startswith("click[")]
+    clicks = [a for a in available if a != SEARCH_PLACEHOLDER and a.startswith("click[")]
+    if alternatives and clicks and all(c.lower() in {a.lower() for a in avoid} for c in clicks):
+        clicks = []  # searching again is still a way out
+    alternatives += [gbnf_literal(a) for a in choices_without(clicks, avoid, key=str.lower)]
     if not alternatives:
         return None
     rules = {"search": _SEARCH_RULE} if "search" in alternatives else None

@@ -19,6 +19,7 @@ error recorded; `run` never raises an `Exception`.
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 import traceback
@@ -90,6 +91,12 @@ class AgentConfig(BaseModel):
         description="temperature after the same invalid reply came twice in a row (with a warning), until a valid "
         "action: the agent must change something rather than repeat it until the step budget is gone",
     )
+    avoid_cycles: bool = Field(
+        default=True,
+        description="under a reply grammar, rule out of it the actions already taken in an identical observation: "
+        "the agent came back to that state, so repeating them would loop (a small model otherwise goes search -> "
+        "back to search until the budget is gone); free-text models are unaffected",
+    )
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
 
 
@@ -119,6 +126,20 @@ class _RepeatGuard:
         if repeated:
             self.temperature = repeat_temperature
         return repeated
+
+
+class _CycleGuard:
+    """The actions taken from each observation seen so far in a rollout: coming back to an observation after an
+    action means that action (in that state) led round in a circle, so the grammar rules it out next time."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, set[str]] = {}
+
+    def avoid(self, observation: str) -> frozenset[str]:
+        return frozenset(self._taken.get(observation, ()))
+
+    def note(self, observation: str, action: str) -> None:
+        self._taken.setdefault(observation, set()).add(action)
 
 
 class RolloutTimeout(RuntimeError):
@@ -261,6 +282,7 @@ class ExecutionAgent:
         observation = str(observation)
         info = dict(info or {})
         guard = _RepeatGuard()
+        cycles = _CycleGuard()
         constrained = self._grammar_supported()
 
         in_prompt: list[Skill] = []
@@ -290,7 +312,12 @@ class ExecutionAgent:
                 raise RolloutTimeout(f"rollout exceeded its wall-clock limit of {cfg.max_wall_s:g} s")
             turn += 1
             messages = self.build_messages(system, first, state.turns, reminder)
-            grammar = self._reply_grammar(harness, info) if constrained else None
+            grammar = None
+            if constrained:
+                avoid = cycles.avoid(observation) if cfg.avoid_cycles else frozenset()
+                grammar = self._reply_grammar(harness, info, avoid)
+                if avoid:
+                    state.metadata["cycle_avoiding_turns"] = state.metadata.get("cycle_avoiding_turns", 0) + 1
             reply = self._complete(messages, state, self._reply_tokens(harness), grammar=grammar,
                                    temperature=guard.temperature)
             if grammar is not None:
@@ -319,6 +346,7 @@ class ExecutionAgent:
             warning = guard.after_reply(reply, valid, self.config.repeat_temperature)
             if warning:
                 state.metadata["repeat_interventions"] = state.metadata.get("repeat_interventions", 0) + 1
+            cycles.note(observation, action)
             result_obs, reward, terminated, truncated, info = env.step(action)
             state.env_steps += 1
             result_obs = str(result_obs)
@@ -442,9 +470,13 @@ class ExecutionAgent:
         return supports_grammar(role_cfg.model)
 
     @staticmethod
-    def _reply_grammar(harness: Harness, info: dict[str, Any]) -> str | None:
+    def _reply_grammar(harness: Harness, info: dict[str, Any], avoid: frozenset[str] = frozenset()) -> str | None:
         declare = getattr(harness, "reply_grammar", None)  # harnesses from before the method was added
-        return declare(info) if declare is not None else None
+        if declare is None:
+            return None
+        if avoid and "avoid" in inspect.signature(declare).parameters:  # older harnesses take `info` only
+            return declare(info, avoid=avoid)
+        return declare(info)
 
     @staticmethod
     def _action_is_valid(harness: Harness, action: str, info: dict[str, Any]) -> bool | None:

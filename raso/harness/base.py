@@ -15,7 +15,7 @@ import re
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
@@ -206,11 +206,15 @@ class Harness(ABC):
         actions = [a for a in _ACTION_LINE.findall(reply) if a]
         return actions[-1] if actions else reply.strip()
 
-    def reply_grammar(self, info: Mapping[str, Any]) -> str | None:
+    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
         """The GBNF grammar (llama.cpp's format) of a valid reply in the state that the environment's latest
         `info` (from reset or step) describes, or None for free text (the default). The agent sends it to
         models that support grammars, so each of their turns is a valid action; raso.harness.grammar has the
-        building blocks."""
+        building blocks.
+
+        `avoid`: actions the agent wants ruled out this turn (it took them before in this very state and came
+        back to it, so taking them again would loop). Drop those of your fixed choices that are in it, but
+        never all of them (raso.harness.grammar.choices_without does both)."""
         return None
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:

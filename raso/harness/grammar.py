@@ -7,7 +7,7 @@ grammar is the whole reply: an optional one-line thought, then `Action: <action>
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 # A thought is one bounded line, so a model cannot spend its token budget before it reaches the action.
 THOUGHT_MAX_CHARS = 200
@@ -40,6 +40,15 @@ def choice_rule(options: Iterable[str]) -> str:
     return " | ".join(gbnf_literal(o) for o in unique)
 
 
+def choices_without(options: Iterable[str], avoid: Collection[str], *, key: Callable[[str], str] = str) -> list[str]:
+    """`options` (duplicates dropped, order kept) minus those in `avoid` (compared through `key`), unless that
+    would leave none: a state whose every action was tried keeps them all rather than allowing nothing."""
+    unique = list(dict.fromkeys(o for o in options if o))
+    avoided = {key(a) for a in avoid}
+    kept = [o for o in unique if key(o) not in avoided]
+    return kept or unique
+
+
 def free_argument_rule(max_chars: int = 100) -> str:
     """Text for a bracketed argument: 1..max_chars characters, no bracket or newline."""
     return f"[^\\[\\]\\n]{{1,{max_chars}}}"
@@ -61,13 +70,14 @@ def action_reply_grammar(action_rule: str, *, extra_rules: dict[str, str] | None
     return "\n".join(lines) + "\n"
 
 
-def command_choice_grammar(commands: Iterable[str], *, thought: bool = True) -> str | None:
-    """A reply whose action is one of `commands` exactly; None when there are no commands to choose from."""
-    commands = [c for c in commands if c]
+def command_choice_grammar(commands: Iterable[str], *, thought: bool = True, avoid: Collection[str] = ()) -> str | None:
+    """A reply whose action is one of `commands` exactly (less those in `avoid`, see choices_without); None when
+    there are no commands to choose from."""
+    commands = choices_without(commands, avoid)
     if not commands:
         return None
     return action_reply_grammar(choice_rule(commands), thought=thought)
 
 
-__all__ = ["THOUGHT_MAX_CHARS", "action_reply_grammar", "choice_rule", "command_choice_grammar",
+__all__ = ["THOUGHT_MAX_CHARS", "action_reply_grammar", "choice_rule", "choices_without", "command_choice_grammar",
            "free_argument_rule", "gbnf_literal"]
