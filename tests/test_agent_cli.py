@@ -76,6 +76,26 @@ def test_eval_reports_when_every_rollout_fails(tmp_path: Path, capsys: pytest.Ca
     assert all(r.reward == 0.0 and r.error for r in load_trajectories(tmp_path / "o" / "trajectories"))
 
 
+def test_eval_counts_rollouts_without_an_agent_result_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raso.llm._litellm import litellm
+
+    def fail_midway(messages: list) -> str:  # count-1 (target 3) loses its model half-way; count-0 finishes
+        if "You are at 2." in messages[-1]["content"]:
+            raise litellm.AuthenticationError(message="key revoked", llm_provider="scripted", model="m")
+        return count_script(messages)
+
+    model = ScriptedModel(fail_midway)
+    out = tmp_path / "o"
+    args = parse("eval", "--harness", TOY, "--model", model.model, "--limit", "2", "--workers", "1", "--out", str(out))
+    assert args.func(args) == 1  # a batch script must notice that the mean is not the skill's
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_reward"] == 0.5 and summary["infrastructure_failures"] == 1
+    assert summary["mean_reward_of_completed"] == 1.0
+    assert [t["failure_kind"] for t in summary["per_task"]] == [None, "unusable"]
+    err = capsys.readouterr().err
+    assert "1 of 2 rollout(s) got no agent result" in err and "mean over the rest: 1.000" in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -206,3 +206,30 @@ def test_an_interrupted_cell_resumes_from_its_run_directory(tmp_path: Path) -> N
     assert sum(1 for e in events if e["kind"] == "batch_started" and e.get("batch") == "s0_val") == 1
     result = read_results(Path(summary.results_dir))[0]
     assert result["test_mean"] == 1.0 and result["rollouts_used"] <= result["budget_rollouts"]
+
+
+def test_a_test_evaluation_hit_by_an_outage_is_not_recorded_and_reruns(tmp_path: Path) -> None:
+    from test_experiments_support import agent_reply
+
+    from raso.llm._litellm import litellm
+    from raso.llm.scripted import ScriptedModel
+
+    outage = {"on": True}
+
+    def agent_with_outage(messages: list) -> str:
+        if outage["on"]:
+            raise litellm.AuthenticationError(message="key revoked", llm_provider="scripted", model="m")
+        return agent_reply(messages)
+
+    agent = ScriptedModel(agent_with_outage, name="exp-agent-outage")
+    _, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["none"], jobs=1)
+    values["optimize"] = SMALL
+    summary = run_experiment(CONFIGS / "init_table.yaml", values)
+    assert summary.ran == 0 and len(summary.failed) == 1 and "got no agent result" in summary.failed[0]
+    assert read_results(Path(summary.results_dir)) == []  # the outage's zeros are not the method's score
+
+    outage["on"] = False
+    again = run_experiment(CONFIGS / "init_table.yaml", values)
+    assert (again.ran, again.failed) == (1, [])
+    assert [r["test_mean"] for r in read_results(Path(again.results_dir))] == [0.0]  # scored now: no skill

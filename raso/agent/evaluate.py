@@ -54,6 +54,18 @@ class EvalResult(BaseModel):
     def errors(self) -> int:
         return sum(1 for r in self.rollouts if r.error)
 
+    @property
+    def infrastructure_failures(self) -> int:
+        """Rollouts that got no agent result (model calls kept failing, the model is unusable, the USD budget
+        ran out): their 0 says nothing about the skill, so they are counted apart (the engine refuses them)."""
+        return sum(1 for r in self.rollouts if not _agent_result(r))
+
+    @property
+    def mean_reward_of_completed(self) -> float | None:
+        """Mean reward over the rollouts that got an agent result (None when none did)."""
+        completed = [r.reward for r in self.rollouts if _agent_result(r)]
+        return statistics.fmean(completed) if completed else None
+
     def totals(self) -> dict[str, Any]:
         return {
             "prompt_tokens": sum(r.prompt_tokens for r in self.rollouts),
@@ -73,13 +85,16 @@ class EvalResult(BaseModel):
             "success_rate": self.success_rate,
             "mean_soft_score": self.mean_soft_score,
             "errors": self.errors,
+            "infrastructure_failures": self.infrastructure_failures,
+            "mean_reward_of_completed": self.mean_reward_of_completed,
             "wall_time_s": self.wall_time_s,
             **self.totals(),
             "per_task": [
                 {"task_id": r.task_id, "reward": r.reward, "soft_score": r.soft_score, "env_steps": r.env_steps,
                  "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                  "cost_usd": r.cost_usd, "wall_time_s": r.wall_time_s,
-                 "error": (r.error or "").splitlines()[0][:300] if r.error else None}
+                 "error": (r.error or "").splitlines()[0][:300] if r.error else None,
+                 "failure_kind": r.failure_kind}
                 for r in self.rollouts
             ],
         }
@@ -91,6 +106,10 @@ class EvalResult(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
         return cls(harness=data["harness"], rollouts=[Rollout.model_validate(r) for r in data.get("rollouts", [])],
                    skill_names=data.get("skill_names", []), wall_time_s=data.get("wall_time_s", 0.0))
+
+
+def _agent_result(rollout: Rollout) -> bool:
+    return not rollout.model_unusable and rollout.failure_kind not in ("infrastructure", "unusable", "budget")
 
 
 def _guarded_rollout(harness: Harness, agent: RolloutRunner, task: Task, skills: Sequence[Skill]) -> Rollout:

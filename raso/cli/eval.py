@@ -159,6 +159,15 @@ def _run_eval(args: argparse.Namespace) -> int:
         first = next(r.error for r in result.rollouts if r.error)
         print(f"raso eval: every rollout failed; first error: {first.splitlines()[0]}", file=sys.stderr)
         return 1
+    if result.infrastructure_failures:
+        completed = result.mean_reward_of_completed
+        first = next(r.error for r in result.rollouts if r.error and r.failure_kind != "agent")
+        print(f"raso eval: {result.infrastructure_failures} of {len(result.rollouts)} rollout(s) got no agent result "
+              f"(first: {(first or '').splitlines()[0][:200]}); they count 0 in the mean reward, which therefore "
+              f"understates the skill; mean over the rest: "
+              f"{'-' if completed is None else f'{completed:.3f}'}. Re-run when the model is reachable.",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -170,14 +179,15 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("mean reward", justify="right")
     table.add_column("soft score", justify="right")
-    table.add_column("errors", justify="right")
+    table.add_column("errors (infra)", justify="right")
     table.add_column("prompt tok", justify="right")
     table.add_column("completion tok", justify="right")
     table.add_column("cost USD", justify="right")
     table.add_column("wall s", justify="right")
     soft = summary["mean_soft_score"]
     table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
-                  str(summary["errors"]), str(summary["prompt_tokens"]), str(summary["completion_tokens"]),
+                  f"{summary['errors']} ({summary['infrastructure_failures']})", str(summary["prompt_tokens"]),
+                  str(summary["completion_tokens"]),
                   f"{summary['cost_usd']:.4f}", f"{summary['wall_time_s']:.1f}")
     Console().print(table)
     print(f"trajectories and summary written to {out}")
