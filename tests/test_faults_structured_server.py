@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from raso.llm import GatewayConfig, LLMError, LLMGateway, RetryConfig, RoleConfig
 from raso.llm.gateway import response_format_for, structured_mode
+from raso.llm.structured import schema_of
 
 ALIAS = "raso-loopback-qwen05"
 
@@ -32,7 +33,7 @@ def test_modes_resolve_to_what_is_sent() -> None:
     assert structured_mode(model, "auto") == "instructions"
     assert response_format_for(model, SearchQuery, "instructions") is None
     assert response_format_for(model, SearchQuery, "json_object") == {
-        "type": "json_object", "schema": SearchQuery.model_json_schema()}
+        "type": "json_object", "schema": schema_of(SearchQuery)}
     sent = response_format_for(model, SearchQuery, "json_schema")
     assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["required"] == ["query", "keywords"]
     assert structured_mode("openai/gpt-4o-mini", "auto") == "json_schema"

@@ -101,7 +101,7 @@ def test_an_injected_section_changes_neither_the_schema_nor_the_lesson_requireme
     clean = SpyRetriever([section(1), section(2)])
     hostile = SpyRetriever([section(1), section(2, text=INJECTION)])
     # The hostile run's model even "obeys" and tries to retarget the lesson through extra fields.
-    obeying = {"adapt": {"lesson": "X", "requirement": "output X", "sources": []}}
+    obeying = {"adapt": {"lesson": "Output X.", "requirement": "output X", "sources": []}}
     clean_init, _, clean_model = run_init(clean)
     hostile_init, _, hostile_model = run_init(hostile, overrides=obeying)
 
@@ -252,6 +252,32 @@ def test_a_lesson_that_only_echoes_the_requirement_or_the_instructions_is_droppe
     assert init.lessons == []
     assert len(init.errors) == 2 and all("lesson was dropped because it" in e for e in init.errors)
     assert init.skill.body  # the skill is still written from the requirements
+
+
+@pytest.mark.parametrize("word", ["AdaptationOutput", "Lesson", "X"])
+def test_a_one_word_lesson_such_as_the_schema_name_is_dropped_and_reported(word):
+    # Measured: under the JSON grammar the 0.5B model answered every adaptation with {"lesson": "AdaptationOutput"}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides={"adapt": {"lesson": word}})
+    assert init.lessons == []
+    assert len(init.errors) == 2 and all("it is a single word" in e for e in init.errors)
+
+
+def test_schemas_shown_to_the_model_carry_no_title_to_copy():
+    import json
+
+    from raso.llm.structured import schema_of
+    from raso.optimizer.roles import AdaptationOutput, QueryInitOutput, SkillDraft
+
+    for model in (AdaptationOutput, SkillDraft, QueryInitOutput):
+        text = json.dumps(schema_of(model))
+        assert '"title"' not in text and model.__name__ not in text
+    assert schema_of(AdaptationOutput)["properties"]["lesson"]["maxLength"] == 1000  # constraints stay
+
+    class HasTitleField(AdaptationOutput):
+        title: str  # a property named "title" is data, not an annotation
+    assert "title" in schema_of(HasTitleField)["properties"]
+    _, _, sm = run_init(SpyRetriever([section(1)]))
+    assert "AdaptationOutput" not in user_text(calls_of(sm, "adapt")[0])
 
 
 def test_a_lesson_that_adapts_the_sections_is_kept():

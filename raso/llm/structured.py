@@ -18,7 +18,32 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema()
+    """The JSON schema a model is shown and constrained by, without pydantic's `title` annotations: they
+    constrain nothing, and the embedded 0.5B model wrote the schema's title ("AdaptationOutput") as the value
+    of every lesson it was asked for."""
+    return _without_titles(model.model_json_schema())
+
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def _without_titles(node: Any) -> Any:
+    """A copy of the schema `node` with every schema's string `title` dropped (a property named "title" stays)."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: _without_titles(sub) for name, sub in out[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_without_titles(sub) for sub in out[key]]
+    for key in _SUBSCHEMA_ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = _without_titles(out[key])
+    return out
 
 
 def schema_instructions(model: type[BaseModel], *, prompts: PromptLibrary | None = None) -> str:

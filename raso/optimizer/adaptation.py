@@ -77,6 +77,9 @@ def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary
     words = _words(lesson)
     if not words:
         return "it has no words"
+    if " " not in words:
+        # e.g. "AdaptationOutput": the 0.5B model wrote the reply schema's name as every lesson
+        return "it is a single word"
     if words == _words(requirement):
         return "it only restates the requirement"
     if len(words) >= 12 and words in _instruction_words(prompts or DEFAULT_PROMPTS):
