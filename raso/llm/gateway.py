@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -30,7 +31,7 @@ from .errors import (
     StructuredOutputError,
 )
 from .ledger import CallRecord, UsageLedger
-from .structured import parse_structured, repair_prompt, schema_of, with_instructions
+from .structured import bound_strings, parse_structured, repair_prompt, schema_of, with_instructions
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -115,13 +116,14 @@ def structured_mode(model: str, mode: StructuredOutputMode = "auto") -> Structur
     return "json_schema" if supports_schema_mode(model) else "instructions"
 
 
-def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOutputMode = "json_schema"
-                        ) -> dict[str, Any] | None:
-    """The `response_format` for a structured call in `mode` (None: instructions only)."""
+def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOutputMode = "json_schema",
+                        json_schema: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The `response_format` for a structured call in `mode` (None: instructions only); `json_schema` replaces
+    the schema's own (e.g. with length bounds)."""
     mode = structured_mode(model, mode)
     if mode == "instructions":
         return None
-    json_schema = schema_of(schema)
+    json_schema = json_schema if json_schema is not None else schema_of(schema)
     if provider_of(model) == local.PROVIDER or mode == "json_object":
         # llama.cpp's servers (llama-server, llama-cpp-python's) constrain the reply to the schema given here;
         # a server that only knows plain JSON mode ignores it
@@ -223,17 +225,21 @@ class LLMGateway:
         stage: str = "default",
         cache_key_extra: str | None = None,
         prompts: PromptLibrary | None = None,
+        field_chars: Mapping[str, int] | None = None,
         **params: Any,
     ) -> T:
         """A validated `schema` instance. Invalid output gets one repair attempt that shows the model the
         validation error; then StructuredOutputError carrying the raw text. `prompts` supplies the schema
-        instruction and repair templates (None = the package defaults)."""
+        instruction and repair templates (None = the package defaults). `field_chars` bounds the named string
+        fields in the schema shown and sent (structured.bound_strings), so a model that follows the schema
+        finishes the object within its token cap."""
         role_name, role_cfg = self._resolve(role)
         call_params = self._call_params(role_cfg, params)
-        response_format = response_format_for(role_cfg.model, schema, role_cfg.structured_output)
+        json_schema = bound_strings(schema_of(schema), field_chars) if field_chars else None
+        response_format = response_format_for(role_cfg.model, schema, role_cfg.structured_output, json_schema)
         if response_format is not None:
             call_params["response_format"] = response_format
-        prompt = with_instructions(messages, schema, prompts=prompts)
+        prompt = with_instructions(messages, schema, prompts=prompts, json_schema=json_schema)
         first = self._complete(role_name, role_cfg, stage, prompt, call_params, cache_key_extra)
         try:
             return parse_structured(first.text, schema)
@@ -242,7 +248,7 @@ class LLMGateway:
         repair = [
             *prompt,
             {"role": "assistant", "content": first.text},
-            {"role": "user", "content": repair_prompt(schema, error, prompts=prompts)},
+            {"role": "user", "content": repair_prompt(schema, error, prompts=prompts, json_schema=json_schema)},
         ]
         second = self._complete(role_name, role_cfg, stage, repair, call_params, cache_key_extra)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -46,20 +47,50 @@ def _without_titles(node: Any) -> Any:
     return out
 
 
-def schema_instructions(model: type[BaseModel], *, prompts: PromptLibrary | None = None) -> str:
-    return (prompts or DEFAULT_PROMPTS).render(INSTRUCTIONS_TEMPLATE, schema=json.dumps(schema_of(model), indent=1))
+def bound_strings(schema: dict[str, Any], field_chars: Mapping[str, int]) -> dict[str, Any]:
+    """A copy of `schema` where each string property named in `field_chars` (at any depth) gets that `maxLength`
+    (a tighter one already there is kept). Sent to a grammar-constrained model, the bound makes the model close
+    the string in time, so the reply is a complete object within its token cap instead of a loop that is cut off
+    (the embedded 0.5B's skill drafts were); the pydantic validation of the reply is unchanged."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: walk(value) for key, value in node.items()}
+        properties = out.get("properties")
+        if isinstance(properties, dict):
+            for name, prop in properties.items():
+                if name in field_chars and isinstance(prop, dict) and prop.get("type") == "string":
+                    prop["maxLength"] = min(int(prop.get("maxLength", field_chars[name])), field_chars[name])
+        return out
+
+    return walk(schema)
 
 
-def repair_prompt(model: type[BaseModel], error: str, *, prompts: PromptLibrary | None = None) -> str:
-    return (prompts or DEFAULT_PROMPTS).render(REPAIR_TEMPLATE, schema=json.dumps(schema_of(model), indent=1),
+def _shown_schema(model: type[BaseModel], json_schema: dict[str, Any] | None) -> str:
+    return json.dumps(json_schema if json_schema is not None else schema_of(model), indent=1)
+
+
+def schema_instructions(model: type[BaseModel], *, prompts: PromptLibrary | None = None,
+                        json_schema: dict[str, Any] | None = None) -> str:
+    """The instructions naming the schema (`json_schema`: the one to show instead of the model's own)."""
+    return (prompts or DEFAULT_PROMPTS).render(INSTRUCTIONS_TEMPLATE, schema=_shown_schema(model, json_schema))
+
+
+def repair_prompt(model: type[BaseModel], error: str, *, prompts: PromptLibrary | None = None,
+                  json_schema: dict[str, Any] | None = None) -> str:
+    return (prompts or DEFAULT_PROMPTS).render(REPAIR_TEMPLATE, schema=_shown_schema(model, json_schema),
                                                error=error)
 
 
 def with_instructions(
-    messages: list[dict[str, Any]], model: type[BaseModel], *, prompts: PromptLibrary | None = None
+    messages: list[dict[str, Any]], model: type[BaseModel], *, prompts: PromptLibrary | None = None,
+    json_schema: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Append the schema instructions to the last user message (or add one). `prompts` None = the defaults."""
-    instructions = schema_instructions(model, prompts=prompts)
+    instructions = schema_instructions(model, prompts=prompts, json_schema=json_schema)
     out = [dict(m) for m in messages]
     for msg in reversed(out):
         if msg.get("role") == "user" and isinstance(msg.get("content"), str):

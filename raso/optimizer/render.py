@@ -41,9 +41,23 @@ class PromptLimits(BaseModel):
     plan_tokens: int | None = Field(default=None, description="query-init, gradient and merge replies")
     lesson_tokens: int | None = Field(default=None, description="adaptation replies")
     skill_tokens: int | None = Field(default=None, description="skill-init and skill-update replies")
+    field_chars: dict[str, int] = Field(
+        default_factory=dict, description="maxLength per reply field name in the schema sent to the model (e.g. a "
+        "skill's body), so a grammar-constrained small model closes each field within its token cap")
 
 
 LOCAL_PROVIDER_PREFIX = "local/"
+
+#: Field bounds for the embedded models, at about 3 characters per token (JSON-escaped markdown) so that every
+#: reply fits its token cap above: a skill draft (name + description + body) in 640 tokens, a lesson in 200, a
+#: requirement list or failure-mode list (up to 4 items) in 400. The 0.5B otherwise looped inside a field until
+#: the cap cut the JSON (measured: skill_init in the init table, "the reply was cut at its token limit").
+LOCAL_FIELD_CHARS: dict[str, int] = {
+    "name": 60, "description": 200, "body": 1400,
+    "lesson": 500,
+    "requirement": 160, "query": 60,
+    "failure_mode": 140, "evidence": 60,
+}
 
 
 def limits_for(gateway: object) -> PromptLimits:
@@ -58,7 +72,8 @@ def limits_for(gateway: object) -> PromptLimits:
         # skill_tokens: the 0.5B model's complete drafts measured 280-440 tokens; a draft that loops until the
         # cap is unusable anyway, and each capped attempt costs ~1 min on a 2-core CPU.
         return PromptLimits(description_chars=2500, section_chars=800, trajectory_chars=4000, step_chars=300,
-                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=640)
+                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=640,
+                            field_chars=LOCAL_FIELD_CHARS)
     return PromptLimits()
 
 

@@ -65,8 +65,12 @@ def _messages(prompts: PromptLibrary | None, name: str, **values: str) -> Messag
     ]
 
 
-def _tokens(limit: int | None) -> dict[str, Any]:
-    return {} if limit is None else {"max_tokens": limit}
+def _tokens(limit: int | None, limits: PromptLimits | None = None) -> dict[str, Any]:
+    """The reply's token cap and, for models that get field bounds (limits.field_chars), those bounds."""
+    params: dict[str, Any] = {} if limit is None else {"max_tokens": limit}
+    if limits is not None and limits.field_chars:
+        params["field_chars"] = limits.field_chars
+    return params
 
 
 class _Input(BaseModel):
@@ -110,7 +114,7 @@ def query_init(
     """(T, H) -> M requirement/query pairs."""
     return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits, prompts=prompts),
                          query_init_schema(inp.num_requirements),
-                         prompts=prompts, stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens))
+                         prompts=prompts, stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens, limits))
 
 
 # ---------------------------------------------------------------------------------------------- adaptation
@@ -145,7 +149,7 @@ def adapt(
 ) -> AdaptationOutput:
     """Cross-Harness Adaptation: (c, T, H, K sections) -> one lesson."""
     return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits, prompts=prompts), AdaptationOutput,
-                         prompts=prompts, stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens))
+                         prompts=prompts, stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens, limits))
 
 
 # ---------------------------------------------------------------------------------------------- skill drafts
@@ -181,7 +185,7 @@ def skill_init(
 ) -> SkillDraft:
     """(T, H, requirements, lessons) -> s0. Without lessons (RFSI) the lessons block is simply absent."""
     return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits, prompts=prompts), SkillDraft,
-                         prompts=prompts, stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens))
+                         prompts=prompts, stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens, limits))
 
 
 # ---------------------------------------------------------------------------------------------- gradient-and-query
@@ -212,7 +216,7 @@ def gradient_query(
 ) -> GradientSet:
     """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
     out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), GradientSet,
-                        prompts=prompts, stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens))
+                        prompts=prompts, stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens, limits))
     return GradientSet(gradients=out.gradients[: limits.max_items])
 
 
@@ -232,7 +236,7 @@ def merge(
 ) -> GradientSet:
     """All chunk outputs -> one consolidated set (same failure mode merged, redundant queries dropped)."""
     out = gw.structured(OPTIMIZER_ROLE, merge_messages(inp, limits, prompts=prompts), GradientSet,
-                        prompts=prompts, stage=STAGE_MERGE, **_tokens(limits.plan_tokens))
+                        prompts=prompts, stage=STAGE_MERGE, **_tokens(limits.plan_tokens, limits))
     return GradientSet(gradients=out.gradients[: limits.max_items])
 
 
@@ -261,4 +265,4 @@ def skill_update(
 ) -> SkillDraft:
     """(s_t, gradients, lessons) -> s_{t+1}. Without lessons (RFSU) the lessons block is simply absent."""
     return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits, prompts=prompts), SkillDraft,
-                         prompts=prompts, stage=STAGE_UPDATE, **_tokens(limits.skill_tokens))
+                         prompts=prompts, stage=STAGE_UPDATE, **_tokens(limits.skill_tokens, limits))

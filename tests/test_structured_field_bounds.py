@@ -1,0 +1,90 @@
+"""Field bounds for small optimizer models (issue 16): the embedded 0.5B looped inside a JSON string until its
+token cap cut the reply (skill_init in the init table). With `field_chars`, the schema shown and sent bounds each
+named string field, so a model under llama.cpp's JSON grammar has to close it in time. Plumbing tested with the
+scripted model (it records the prompt and the parameters of each call)."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from raso.llm import GatewayConfig, LLMGateway
+from raso.llm.scripted import ScriptedModel
+from raso.llm.structured import bound_strings, schema_of
+from raso.optimizer.render import LOCAL_FIELD_CHARS, PromptLimits, limits_for
+from raso.optimizer.roles import AdaptationOutput, SkillDraft
+
+
+class Item(BaseModel):
+    text: str
+    note: str = ""
+
+
+class Reply(BaseModel):
+    body: str
+    items: list[Item]
+    count: int = 0
+
+
+def test_bound_strings_reaches_nested_fields_and_keeps_tighter_bounds() -> None:
+    schema = bound_strings(schema_of(Reply), {"body": 100, "text": 20, "count": 5})
+    assert schema["properties"]["body"]["maxLength"] == 100
+    assert schema["$defs"]["Item"]["properties"]["text"]["maxLength"] == 20
+    assert "maxLength" not in schema["$defs"]["Item"]["properties"]["note"]  # not named
+    assert "maxLength" not in schema["properties"]["count"]  # not a string
+    lesson = bound_strings(schema_of(AdaptationOutput), {"lesson": 5000})["properties"]["lesson"]
+    assert lesson["maxLength"] == 1000  # the model's own, tighter bound stays
+    assert "maxLength" not in schema_of(Reply)["properties"]["body"]  # a copy: the original is untouched
+
+
+def test_the_gateway_shows_and_sends_the_bounded_schema() -> None:
+    model = ScriptedModel(['{"body": "short", "items": []}'], name="bounds-json-object")
+    gw = LLMGateway(GatewayConfig.for_models(target="scripted/unused", optimizer=model.model,
+                                             optimizer_structured_output="json_object"))
+    out = gw.structured("optimizer", [{"role": "user", "content": "go"}], Reply, field_chars={"body": 123})
+    assert out.body == "short"
+    sent = model.params[0]["response_format"]["schema"]
+    assert sent["properties"]["body"]["maxLength"] == 123
+    assert '"maxLength": 123' in model.calls[0][-1]["content"]  # the model is told too
+    plain = ScriptedModel(['{"body": "short", "items": []}'], name="bounds-none")
+    gw = LLMGateway(GatewayConfig.for_models(target="scripted/unused", optimizer=plain.model,
+                                             optimizer_structured_output="json_object"))
+    gw.structured("optimizer", [{"role": "user", "content": "go"}], Reply)
+    assert "maxLength" not in json.dumps(plain.params[0]["response_format"]["schema"])
+
+
+def test_validation_is_not_tightened_by_the_bounds() -> None:
+    # A longer body from a model that ignores the schema (a hosted model in instructions mode) is still accepted.
+    long_body = "x" * 500
+    model = ScriptedModel([json.dumps({"body": long_body, "items": []})], name="bounds-ignored")
+    gw = LLMGateway(GatewayConfig.for_models(target="scripted/unused", optimizer=model.model))
+    assert gw.structured("optimizer", [{"role": "user", "content": "go"}], Reply, field_chars={"body": 10}).body == long_body
+
+
+def test_embedded_limits_bound_every_reply_within_its_token_cap() -> None:
+    gw = LLMGateway(GatewayConfig.for_models(target="local/qwen2.5-coder-0.5b"))
+    limits = limits_for(gw)
+    assert limits.field_chars == LOCAL_FIELD_CHARS
+    chars_per_token = 3  # JSON-escaped markdown; English prose runs nearer 4 on Qwen's tokenizer
+    draft = sum(LOCAL_FIELD_CHARS[f] for f in SkillDraft.model_fields) + 60  # + the JSON around the fields
+    assert draft / chars_per_token <= limits.skill_tokens
+    assert (LOCAL_FIELD_CHARS["lesson"] + 20) / chars_per_token <= limits.lesson_tokens
+    plan_items = limits.max_items * (LOCAL_FIELD_CHARS["failure_mode"] + LOCAL_FIELD_CHARS["evidence"]
+                                     + LOCAL_FIELD_CHARS["query"] + 40)
+    assert plan_items / chars_per_token <= limits.plan_tokens
+    hosted = limits_for(LLMGateway(GatewayConfig.for_models(target="openai/gpt-4o-mini")))
+    assert hosted.field_chars == {} and PromptLimits().field_chars == {}  # hosted models write freely
+
+
+def test_roles_pass_the_bounds_of_their_limits() -> None:
+    from raso.optimizer import roles
+
+    model = ScriptedModel([json.dumps({"name": "n", "description": "d", "body": "b"})], name="bounds-role")
+    gw = LLMGateway(GatewayConfig.for_models(target="scripted/unused", optimizer=model.model,
+                                             optimizer_structured_output="json_object"))
+    limits = PromptLimits(skill_tokens=640, field_chars={"body": 77})
+    roles.skill_init(gw, roles.SkillInitInput(task_description="T", harness_description="H", requirements=[]),
+                     limits)
+    assert model.params[0]["response_format"]["schema"]["properties"]["body"]["maxLength"] == 77
+    assert model.params[0]["max_tokens"] == 640
