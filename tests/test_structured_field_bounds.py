@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pydantic import BaseModel
 
 from raso.llm import GatewayConfig, LLMGateway
@@ -88,3 +89,46 @@ def test_roles_pass_the_bounds_of_their_limits() -> None:
                      limits)
     assert model.params[0]["response_format"]["schema"]["properties"]["body"]["maxLength"] == 77
     assert model.params[0]["max_tokens"] == 640
+
+
+# ---------------------------------------------------------------- the grammar the embedded model gets
+def test_bounded_strings_become_flat_repetitions_in_the_local_grammar() -> None:
+    pytest.importorskip("llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    from raso.llm.local import flatten_char_repetitions, schema_grammar
+
+    schema = bound_strings(schema_of(SkillDraft), LOCAL_FIELD_CHARS)
+    grammar = schema_grammar(schema)
+    assert "(char (char" not in grammar
+    assert 'body ::= "\\"" char char{0,1399} "\\"" space' in grammar  # minLength 1, maxLength 1400
+    assert 'name ::= "\\"" char{0,60} "\\"" space' in grammar
+    assert flatten_char_repetitions("x ::= (char (char (char)?)?)?") == "x ::= char{0,3}"
+    assert flatten_char_repetitions("x ::= (char)?") == "x ::= char{0,1}"
+    assert flatten_char_repetitions('s ::= "\\"" char* "\\""') == 's ::= "\\"" char* "\\""'  # unbounded: as is
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_takes_the_bounded_skill_draft_grammar() -> None:
+    # In a child process: llama.cpp crashed the whole interpreter (SIGSEGV) on the nested form of this grammar.
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from raso.llm import DEFAULT_LOCAL_MODEL\n"
+        "from raso.llm.local import get_llama, check_grammar, schema_grammar\n"
+        "from raso.llm.structured import bound_strings, schema_of\n"
+        "from raso.optimizer.render import LOCAL_FIELD_CHARS\n"
+        "from raso.optimizer.roles import SkillDraft\n"
+        "llm = get_llama(DEFAULT_LOCAL_MODEL)\n"
+        "grammar = schema_grammar(bound_strings(schema_of(SkillDraft), {**LOCAL_FIELD_CHARS, 'body': 12}))\n"
+        "check_grammar(llm, grammar)\n"
+        "from raso.llm import GatewayConfig, LLMGateway\n"
+        "gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL))\n"
+        "draft = gw.structured('optimizer', [{'role': 'user', 'content': 'A skill for adding numbers.'}], SkillDraft,\n"
+        "                      field_chars={'name': 8, 'description': 16, 'body': 12}, max_tokens=48, temperature=0.0)\n"
+        "print(json.dumps(draft.model_dump()))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    draft = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert 1 <= len(draft["body"]) <= 12 and len(draft["name"]) <= 8 and len(draft["description"]) <= 16

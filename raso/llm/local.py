@@ -15,7 +15,9 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -282,6 +284,32 @@ _GEN_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "response_f
 DEFAULT_MAX_TOKENS = 1024
 
 
+# llama-cpp-python's JSON-schema converter writes a string's maxLength N as N nested optional groups,
+# "(char (char (char)?)?)?"; llama.cpp parses that recursively and crashed (SIGSEGV) at N = 1400. Its own
+# repetition syntax, char{0,N}, means the same and parses flat.
+_NESTED_CHARS = re.compile(r"((?:\(char )*)\(char((?:\)\?)+)")
+
+
+def flatten_char_repetitions(gbnf: str) -> str:
+    """`gbnf` with every "(char (char ... (char)?)?)?" run (n levels) written as "char{0,n}"."""
+
+    def flat(match: re.Match[str]) -> str:
+        levels = match.group(1).count("(char ") + 1
+        closers = match.group(2).count(")?")
+        if closers < levels:  # not one whole run (cannot happen in the converter's output); leave it as it is
+            return match.group(0)
+        return f"char{{0,{levels}}}" + ")?" * (closers - levels)
+
+    return _NESTED_CHARS.sub(flat, gbnf)
+
+
+def schema_grammar(schema: dict[str, Any]) -> str:
+    """The GBNF of a JSON schema (llama-cpp-python's converter), with its bounded strings written flat."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return flatten_char_repetitions(json_schema_to_gbnf(json.dumps(schema)))
+
+
 class _LocalProvider(CustomLLM):
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         optional_params = kwargs.get("optional_params") or {}
@@ -293,6 +321,11 @@ class _LocalProvider(CustomLLM):
         gen = {k: optional_params[k] for k in _GEN_PARAMS if optional_params.get(k) is not None}
         gen.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         started = time.perf_counter()
+        response_format = gen.get("response_format")
+        if isinstance(response_format, dict) and isinstance(response_format.get("schema"), dict):
+            # the schema becomes our grammar (see schema_grammar) rather than llama-cpp-python's
+            gen.pop("response_format")
+            gen["grammar"] = schema_grammar(response_format["schema"])
         try:
             if isinstance(gen.get("grammar"), str):
                 check_grammar(llm, gen["grammar"])
