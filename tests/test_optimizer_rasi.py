@@ -280,6 +280,33 @@ def test_schemas_shown_to_the_model_carry_no_title_to_copy():
     assert "AdaptationOutput" not in user_text(calls_of(sm, "adapt")[0])
 
 
+def test_a_lesson_that_only_copies_a_section_heading_is_dropped_and_reported():
+    # Measured: the 0.5B's spreadsheet lesson was "Verify visually (mandatory)", a heading of a pdf-to-html skill
+    heading = {"adapt": {"lesson": "Step 1"}}  # section(1)'s heading path is "skill 1 › Step 1"
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=heading)
+    assert init.lessons == [] and all("it only copies a section heading" in e for e in init.errors)
+    numbered = {"adapt": {"lesson": "verify visually (mandatory)"}}
+    sec = section(1)
+    sec.heading_path = "pdf-to-html › Workflow › 5. Verify visually (mandatory)"
+    init, _, _ = run_init(SpyRetriever([sec]), overrides=numbered)
+    assert init.lessons == [] and all("it only copies a section heading" in e for e in init.errors)
+    longer = {"adapt": {"lesson": "Step 1 of every task: open the workbook and read the header row."}}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=longer)
+    assert len(init.lessons) == 2  # a lesson that starts like a heading but says more is kept
+
+
+def test_a_skill_draft_without_instructions_falls_back_to_the_assembled_skill():
+    # Measured: the 0.5B's skill_init body was "... 868 more characters cut", a clip marker copied from its prompt
+    copied = {"skill_init": {"name": "s", "description": "d", "body": "... 868 more characters cut"}}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=copied)
+    assert any("without instructions" in e for e in init.errors)
+    assert "868 more characters" not in init.skill.body
+    assert init.lessons and all(lesson.text in init.skill.body for lesson in init.lessons)  # assembled instead
+    two_words = {"skill_init": {"name": "s", "description": "d", "body": "Be careful."}}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=two_words)
+    assert any("without instructions" in e for e in init.errors)
+
+
 def test_a_lesson_that_adapts_the_sections_is_kept():
     own = {"adapt": lambda messages: json.dumps({"lesson": "Write 0 into empty cells only when the task says so."})}
     init, _, _ = run_init(SpyRetriever([section(1)]), overrides=own)

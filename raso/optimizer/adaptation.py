@@ -70,10 +70,15 @@ def _instruction_words(prompts: PromptLibrary) -> str:
     return _words(prompts.template(roles.ADAPTATION_TEMPLATE))
 
 
-def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary | None = None) -> str | None:
+_NUMBERING = re.compile(r"^[\s\d.)]+")  # "5. Verify visually" -> "Verify visually"
+
+
+def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary | None = None,
+                        headings: Sequence[str] = ()) -> str | None:
     """Why `lesson` adds nothing to the skill, or None. Small models often echo their input instead of
-    adapting the sections: the requirement itself, or a phrase of the prompt's instructions (of the
-    adaptation template in `prompts`, None = the package default)."""
+    adapting the sections: the requirement itself, a phrase of the prompt's instructions (of the
+    adaptation template in `prompts`, None = the package default), or a heading of a retrieved section
+    (`headings`: their heading paths, "a › b › c")."""
     words = _words(lesson)
     if not words:
         return "it has no words"
@@ -84,6 +89,9 @@ def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary
         return "it only restates the requirement"
     if len(words) >= 12 and words in _instruction_words(prompts or DEFAULT_PROMPTS):
         return "it copies the prompt's instructions"
+    # e.g. "Verify visually (mandatory)", a heading of a pdf-to-html skill, as a spreadsheet lesson
+    if any(words == _words(_NUMBERING.sub("", part)) for path in headings for part in re.split(r"\s*[›>]\s*", path)):
+        return "it only copies a section heading"
     return None
 
 
@@ -103,7 +111,8 @@ def adapt_lesson(
         requirement=requirement, task_description=task_description, harness_description=harness_description,
         sections=list(sections),
     ), limits, prompts=prompts)
-    reason = empty_lesson_reason(out.lesson, requirement, prompts=prompts)
+    reason = empty_lesson_reason(out.lesson, requirement, prompts=prompts,
+                                 headings=[s.ref.heading_path for s in sections])
     if reason is not None:
         raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from raso.llm import LLMGateway, StructuredOutputError
 from raso.prompts import PromptLibrary
+from raso.skill import Skill
 
 from . import roles
 from .adaptation import gather_lessons
@@ -85,23 +86,25 @@ def initialize_skill(
             exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers, prompts=prompts,
         )
 
+    def to_skill(draft: roles.SkillDraft) -> Skill:
+        return draft_to_skill(
+            draft,
+            default_name=skill_name or fallback_name(task_description),
+            default_description=fallback_description(task_description),
+            keep_name=skill_name is not None,
+        )
+
     try:
-        draft = roles.skill_init(gw, roles.SkillInitInput(
+        skill = to_skill(roles.skill_init(gw, roles.SkillInitInput(
             task_description=task_description, harness_description=harness_description,
             requirements=requirements, lessons=lessons,
-        ), limits, prompts=prompts)
+        ), limits, prompts=prompts))
     except StructuredOutputError as exc:
         # The requirements and lessons already cost model calls and are sound on their own: keep them as the
         # skill rather than lose the whole init to one unusable draft (small models can run out of tokens
-        # mid-JSON). The fallback is reported in `errors`, never silent.
+        # mid-JSON, or write a body without instructions). The fallback is reported in `errors`, never silent.
         errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
                       f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons without it")
-        draft = roles.SkillDraft(body=assemble_body(requirements, lessons))
-    skill = draft_to_skill(
-        draft,
-        default_name=skill_name or fallback_name(task_description),
-        default_description=fallback_description(task_description),
-        keep_name=skill_name is not None,
-    )
+        skill = to_skill(roles.SkillDraft(body=assemble_body(requirements, lessons)))
     return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=lessons, retrieved=retrieved,
                       errors=errors)

@@ -36,6 +36,12 @@ def fallback_description(task_description: str) -> str:
     return f"How to solve tasks of this kind: {sentence}" if sentence else "How to solve the tasks of this harness."
 
 
+#: A body shorter than this carries no instructions; a one-line rule ("Always call save().") has more.
+MIN_BODY_WORDS = 3
+#: raso.optimizer.render's clip markers, which a small model may copy from its prompt as the whole body
+_CLIP_MARKER = re.compile(r"\[?\s*\.\.\.\s*\d+ (?:more|earlier) characters cut\s*\]?", re.IGNORECASE)
+
+
 def draft_to_skill(
     draft: SkillDraft,
     *,
@@ -62,6 +68,13 @@ def draft_to_skill(
         raise StructuredOutputError(
             "the model returned a skill with an empty body",
             raw_text=draft.model_dump_json(), validation_error="body: empty after stripping front matter",
+        )
+    if len(re.findall(r"[A-Za-z0-9]+", body)) < MIN_BODY_WORDS or _CLIP_MARKER.fullmatch(body):
+        # e.g. "... 868 more characters cut": the 0.5B model copied a clip marker of its prompt as the body
+        raise StructuredOutputError(
+            f"the model returned a skill body without instructions (under {MIN_BODY_WORDS} words, or a copied "
+            f"clip marker): {body[:80]!r}",
+            raw_text=draft.model_dump_json(), validation_error="body: too short to instruct an agent",
         )
     final_name = default_name if keep_name else slugify(name, fallback="")[:MAX_NAME].strip("-")
     final_description = " ".join(description.split())[:MAX_DESCRIPTION]
