@@ -171,6 +171,20 @@ def test_the_evidence_script_tabulates_reward_and_valid_action_rate(tmp_path, ca
     assert model.remaining == 0 and len(model.calls) == 4
 
 
+def test_the_evidence_script_passes_harness_options_and_labels_the_cell(tmp_path, capsys):
+    from experiments.offline_evidence import load_cells, main
+    from raso.testing import ScriptedModel
+
+    model = ScriptedModel(["Action: search[pants]", "Action: click[back to search]"])
+    assert main(["--harness", "webshop", "--model", model.model, "--skill", "none", "--grammar", "on",
+                 "--harness-arg", "reply_thought=false", "--limit", "1", "--max-steps", "2",
+                 "--out", str(tmp_path)]) == 0
+    [cell] = load_cells(tmp_path)
+    assert cell.harness == "webshop[reply_thought=False]"
+    assert all("thought" not in p["grammar"] for p in model.params)  # the option reached the harness
+    assert "| webshop[reply_thought=False] |" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- the cycle rule
 def test_choices_without_drops_the_avoided_but_never_every_choice():
     from raso.harness.grammar import choices_without
@@ -230,3 +244,12 @@ def test_a_harness_without_the_avoid_parameter_still_gets_its_grammar():
     gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"] * 2)
     harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
     assert len(model.params) == 4 and gbnf_literal("click[back to search]") in model.params[3]["grammar"]
+
+
+def test_webshop_grammar_without_the_thought_line():
+    search_info, results_info = _results_info(WebShopHarness())
+    with_thought = WebShopHarness().reply_grammar(results_info)
+    without = WebShopHarness(reply_thought=False).reply_grammar(results_info)
+    assert "thought ::=" in with_thought and 'root ::= thought? "Action: " action' in with_thought
+    assert "thought" not in without and 'root ::= "Action: " action' in without
+    assert with_thought.split("action ::=")[1] == without.split("action ::=")[1]  # the same actions

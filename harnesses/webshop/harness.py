@@ -56,6 +56,8 @@ class WebShopHarness(Harness):
     `observation`: "annotated" (default: lines, selected options marked, an action list) or "text" (upstream's
     " [SEP] "-joined page text; see env.py). `type_match`: "words" (default, no dependency) or "spacy"
     (upstream's POS-tag nouns; needs the `webshop-spacy` extra and `spacy_model`, default en_core_web_sm).
+    `reply_thought`: whether the reply grammar (embedded models) allows a one-line thought before the action
+    (default True; the 0.5B's thought restated the task every turn and kept pulling it back to searching).
     """
 
     name: ClassVar[str] = "webshop"
@@ -75,12 +77,14 @@ class WebShopHarness(Harness):
         observation: str = "annotated",
         type_match: str = "words",
         spacy_model: str = "en_core_web_sm",
+        reply_thought: bool = True,
     ):
         if observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.max_steps = max_steps
         self.seed = seed
         self.observation = observation
+        self.reply_thought = reply_thought
         self.type_match = type_match
         self.nouns = noun_tagger(type_match, spacy_model)  # fails here, not mid-run, when spaCy is missing
         if data_dir is not None:
@@ -106,7 +110,7 @@ class WebShopHarness(Harness):
         self._splits: dict[str, list[Task]] | None = None
 
     def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
-        return webshop_reply_grammar(info, avoid)
+        return webshop_reply_grammar(info, avoid, thought=self.reply_thought)
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
         return webshop_action_is_valid(action, info)

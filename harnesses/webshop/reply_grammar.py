@@ -20,7 +20,7 @@ def _available(info: Mapping[str, Any]) -> list[str]:
     return [str(a) for a in info.get("available_actions") or []]
 
 
-def webshop_reply_grammar(info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
+def webshop_reply_grammar(info: Mapping[str, Any], avoid: Collection[str] = (), *, thought: bool = True) -> str | None:
     """The GBNF of a valid reply on the page `info` describes (less the clicks in `avoid`, unless they are all
     there is); None on a page without actions."""
     available = _available(info)
@@ -34,7 +34,7 @@ def webshop_reply_grammar(info: Mapping[str, Any], avoid: Collection[str] = ()) 
     if not alternatives:
         return None
     rules = {"search": _SEARCH_RULE} if "search" in alternatives else None
-    return action_reply_grammar(" | ".join(alternatives), extra_rules=rules)
+    return action_reply_grammar(" | ".join(alternatives), extra_rules=rules, thought=thought)
 
 
 def webshop_action_is_valid(action: str, info: Mapping[str, Any]) -> bool:
