@@ -311,3 +311,16 @@ def test_a_lesson_that_adapts_the_sections_is_kept():
     own = {"adapt": lambda messages: json.dumps({"lesson": "Write 0 into empty cells only when the task says so."})}
     init, _, _ = run_init(SpyRetriever([section(1)]), overrides=own)
     assert [lesson.text for lesson in init.lessons] == ["Write 0 into empty cells only when the task says so."] * 2
+
+
+def test_repeated_sentences_of_a_looping_draft_are_kept_once():
+    # Measured: the 0.5B's s0 repeated one 190-character sentence five times until its length bound
+    rule = "The agent must use openpyxl to transform the input workbooks as the instruction asks."
+    code = "```python\nwb.save(path)  # save the workbook to the output path right now\n" * 2 + "```"
+    looping = {"skill_init": {"name": "s", "description": "d",
+                              "body": f"{rule} {rule}\n{rule}\n- Save.\n- Save.\n{code}\nCheck every test case."}}
+    init, _, _ = run_init(SpyRetriever([section(1)]), overrides=looping)
+    body = init.skill.body
+    assert body.count(rule) == 1 and body.count("- Save.") == 2  # short items may recur
+    assert body.count("wb.save(path)") == 2  # code is left as written
+    assert body.rstrip().endswith("Check every test case.")

@@ -36,6 +36,36 @@ def fallback_description(task_description: str) -> str:
     return f"How to solve tasks of this kind: {sentence}" if sentence else "How to solve the tasks of this harness."
 
 
+#: Sentences at least this long are compared for repeats; shorter ones ("Save it.", "- [ ] Done") may recur.
+MIN_REPEAT_CHARS = 40
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def drop_repeated_sentences(body: str) -> str:
+    """`body` without the second and later copies of a long sentence outside code blocks. Small models loop:
+    the 0.5B's s0 said the same 190-character sentence five times until its length bound; a repeat carries
+    nothing an agent needs, and it costs the agent's context on every turn."""
+    seen: set[str] = set()
+    out: list[str] = []
+    in_code = False
+    for line in body.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        if in_code or line.lstrip().startswith("```"):
+            out.append(line)
+            continue
+        kept = []
+        for sentence in _SENTENCE_END.split(line):
+            key = " ".join(sentence.lower().split())
+            if len(key) >= MIN_REPEAT_CHARS and key in seen:
+                continue
+            seen.add(key)
+            kept.append(sentence)
+        if kept or not line.strip():
+            out.append(" ".join(kept) if kept else line)
+    return "\n".join(out).strip()
+
+
 #: A body shorter than this carries no instructions; a one-line rule ("Always call save().") has more.
 MIN_BODY_WORDS = 3
 #: raso.optimizer.render's clip markers, which a small model may copy from its prompt as the whole body
@@ -76,6 +106,7 @@ def draft_to_skill(
             f"clip marker): {body[:80]!r}",
             raw_text=draft.model_dump_json(), validation_error="body: too short to instruct an agent",
         )
+    body = drop_repeated_sentences(body)
     final_name = default_name if keep_name else slugify(name, fallback="")[:MAX_NAME].strip("-")
     final_description = " ".join(description.split())[:MAX_DESCRIPTION]
     return Skill(
