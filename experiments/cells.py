@@ -197,9 +197,8 @@ class CellRunner:
         if result.infrastructure_failures:
             # as the engine does: an outage's zeros are not the method's score; the cell stays unfinished and
             # the next run of the experiment redoes it (the rollouts that worked replay from the cache)
-            first = next((r.error for r in result.rollouts if r.error), "") or ""
             raise RuntimeError(f"{result.infrastructure_failures} test rollout(s) got no agent result "
-                               f"({first.splitlines()[0][:200] if first else 'no error text'}); not scored")
+                               f"({result.first_infrastructure_error or 'no error text'}); not scored")
         return {"mean": result.mean_reward, "success_rate": result.success_rate,
                 "per_task": [{"task_id": r.task_id, "reward": r.reward, "error": bool(r.error)}
                              for r in result.rollouts],

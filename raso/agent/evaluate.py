@@ -55,10 +55,20 @@ class EvalResult(BaseModel):
         return sum(1 for r in self.rollouts if r.error)
 
     @property
-    def infrastructure_failures(self) -> int:
+    def without_agent_result(self) -> list[Rollout]:
         """Rollouts that got no agent result (model calls kept failing, the model is unusable, the USD budget
         ran out): their 0 says nothing about the skill, so they are counted apart (the engine refuses them)."""
-        return sum(1 for r in self.rollouts if not _agent_result(r))
+        return [r for r in self.rollouts if not _agent_result(r)]
+
+    @property
+    def infrastructure_failures(self) -> int:
+        return len(self.without_agent_result)
+
+    @property
+    def first_infrastructure_error(self) -> str:
+        """The first line of the first such rollout's error ("" when there is none)."""
+        errors = [r.error for r in self.without_agent_result if r.error]
+        return errors[0].splitlines()[0][:200] if errors else ""
 
     @property
     def mean_reward_of_completed(self) -> float | None:

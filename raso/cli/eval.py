@@ -161,9 +161,8 @@ def _run_eval(args: argparse.Namespace) -> int:
         return 1
     if result.infrastructure_failures:
         completed = result.mean_reward_of_completed
-        first = next(r.error for r in result.rollouts if r.error and r.failure_kind != "agent")
         print(f"raso eval: {result.infrastructure_failures} of {len(result.rollouts)} rollout(s) got no agent result "
-              f"(first: {(first or '').splitlines()[0][:200]}); they count 0 in the mean reward, which therefore "
+              f"(first: {result.first_infrastructure_error}); they count 0 in the mean reward, which therefore "
               f"understates the skill; mean over the rest: "
               f"{'-' if completed is None else f'{completed:.3f}'}. Re-run when the model is reachable.",
               file=sys.stderr)

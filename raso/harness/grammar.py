@@ -70,10 +70,9 @@ def action_reply_grammar(action_rule: str, *, extra_rules: dict[str, str] | None
     return "\n".join(lines) + "\n"
 
 
-def command_choice_grammar(commands: Iterable[str], *, thought: bool = True, avoid: Collection[str] = ()) -> str | None:
-    """A reply whose action is one of `commands` exactly (less those in `avoid`, see choices_without); None when
-    there are no commands to choose from."""
-    commands = choices_without(commands, avoid)
+def command_choice_grammar(commands: Iterable[str], *, thought: bool = True) -> str | None:
+    """A reply whose action is one of `commands` exactly; None when there are no commands to choose from."""
+    commands = [c for c in commands if c]
     if not commands:
         return None
     return action_reply_grammar(choice_rule(commands), thought=thought)
