@@ -49,9 +49,9 @@ def drop_repeated_sentences(body: str) -> str:
     out: list[str] = []
     in_code = False
     for line in body.split("\n"):
-        if line.lstrip().startswith("```"):
-            in_code = not in_code
-        if in_code or line.lstrip().startswith("```"):
+        fence = line.lstrip().startswith("```")
+        in_code = in_code != fence  # a fence line opens or closes a block and is kept like the code inside
+        if fence or in_code:
             out.append(line)
             continue
         kept = []
