@@ -104,17 +104,32 @@ def summarize(cell_dir: Path) -> CellResult | None:
     )
 
 
-def harness_label(harness: str, options: dict[str, Any]) -> str:
-    """The harness column of a cell: its name, plus its constructor options when any were given."""
-    return harness + (f"[{','.join(f'{k}={v}' for k, v in sorted(options.items()))}]" if options else "")
+def option_label(name: str, options: dict[str, Any]) -> str:
+    """A column of a cell: a harness or model name, plus the options given for it (a path option by
+    its last component, so the cell stays one folder)."""
+    def shown(value: Any) -> str:
+        return str(value).rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+    return name + (f"[{','.join(f'{k}={shown(v)}' for k, v in sorted(options.items()))}]" if options else "")
+
+
+def skill_label(skill: str) -> str:
+    """The skill column of a cell: 'none', 'expert', or a skill file's folder (SKILL.md) or stem."""
+    if skill in (NO_SKILL, EXPERT):
+        return skill
+    path = Path(skill)
+    return path.parent.name if path.name == "SKILL.md" and path.parent.name else path.stem
 
 
 def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int, max_steps: int,
-             max_tokens: int | None, out: Path, harness_options: dict[str, Any] | None = None) -> None:
+             max_tokens: int | None, out: Path, harness_options: dict[str, Any] | None = None,
+             agent_options: dict[str, Any] | None = None) -> None:
     import raso
 
     harness_options = dict(harness_options or {})
-    name = cell_name(harness_label(harness, harness_options), model, skill, grammar, max_steps, limit)
+    agent_options = dict(agent_options or {})
+    name = cell_name(option_label(harness, harness_options), option_label(model, agent_options),
+                     skill_label(skill), grammar, max_steps, limit)
     skill_arg = None if skill == NO_SKILL else (expert_skill_path(harness) if skill == EXPERT else Path(skill))
 
     (out / name).mkdir(parents=True, exist_ok=True)
@@ -134,7 +149,7 @@ def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int,
 
     raso.evaluate(harness, skill_arg, split="val", model=model, limit=limit, agent_max_steps=max_steps,
                   agent_max_tokens=max_tokens, workers=1, out_dir=out / name,
-                  agent_options={"constrain_replies": grammar}, on_rollout=progress,
+                  agent_options={**agent_options, "constrain_replies": grammar}, on_rollout=progress,
                   **({"harness_options": harness_options} if harness_options else {}))
     (out / name / "DONE").write_text("", encoding="utf-8")
 
@@ -173,18 +188,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--harness-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a harness constructor option for every cell (repeatable; VALUE parsed as JSON if it can "
                         "be), e.g. reply_thought=false; it shows in the harness column")
+    parser.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="an AgentConfig option for every cell (repeatable; VALUE parsed as JSON if it can be), "
+                        "e.g. history_thoughts=false; it shows in the model column")
     parser.add_argument("--out", type=Path, default=Path("runs/offline_evidence"))
     parser.add_argument("--table-only", action="store_true", help="print the table of the saved cells and exit")
     args = parser.parse_args(argv)
-    options: dict[str, Any] = {}
-    for item in args.harness_arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--harness-arg {item!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value
+    def key_values(items: list[str], flag: str) -> dict[str, Any]:
+        parsed: dict[str, Any] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                parser.error(f"{flag} {item!r}: expected KEY=VALUE")
+            try:
+                parsed[key] = json.loads(value)
+            except ValueError:
+                parsed[key] = value
+        return parsed
+
+    options = key_values(args.harness_arg, "--harness-arg")
+    agent_options = key_values(args.agent_arg, "--agent-arg")
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         for harness in args.harness or ["webshop"]:
@@ -192,13 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                 for grammar in args.grammar or ["on", "off"]:
                     for skill in args.skill or [NO_SKILL, EXPERT]:
                         on = grammar == "on"
-                        name = cell_name(harness_label(harness, options), model, skill, on, args.max_steps,
-                                         args.limit)
+                        name = cell_name(option_label(harness, options), option_label(model, agent_options),
+                                         skill_label(skill), on, args.max_steps, args.limit)
                         if (args.out / name / "DONE").is_file():
                             print(f"cell done already: {name}", flush=True)
                             continue
                         run_cell(harness, model, skill, on, limit=args.limit, max_steps=args.max_steps,
-                                 max_tokens=args.max_tokens, out=args.out, harness_options=options)
+                                 max_tokens=args.max_tokens, out=args.out, harness_options=options,
+                                 agent_options=agent_options)
                         print(table([summarize(args.out / name)]).splitlines()[-1], flush=True)
     print(table(load_cells(args.out)))
     return 0

@@ -185,6 +185,30 @@ def test_the_evidence_script_passes_harness_options_and_labels_the_cell(tmp_path
     assert "| webshop[reply_thought=False] |" in capsys.readouterr().out
 
 
+def test_the_evidence_script_passes_agent_options_and_labels_the_model(tmp_path):
+    from experiments.offline_evidence import load_cells, main
+    from raso.testing import ScriptedModel
+
+    model = ScriptedModel(["Thought: look for pants\nAction: search[pants]", "Action: click[back to search]"])
+    assert main(["--harness", "webshop", "--model", model.model, "--skill", "none", "--grammar", "on",
+                 "--agent-arg", "history_thoughts=false", "--limit", "1", "--max-steps", "2",
+                 "--out", str(tmp_path)]) == 0
+    [cell] = load_cells(tmp_path)
+    assert cell.model == f"{model.model}[history_thoughts=False]"
+    second_turn = model.calls[1]
+    assert [m["content"] for m in second_turn if m["role"] == "assistant"] == ["Action: search[pants]"]
+
+
+def test_a_path_option_or_skill_file_labels_its_cell_by_a_short_name():
+    from experiments.offline_evidence import option_label, skill_label
+
+    # a data_dir such as /work/shared/envdata/alfworld must not turn the cell's folder name into nested folders
+    assert option_label("alfworld", {"data_dir": "/data/envdata/alfworld/"}) == "alfworld[data_dir=alfworld]"
+    assert option_label("webshop", {"reply_thought": False}) == "webshop[reply_thought=False]"
+    assert skill_label("/tmp/variants/short/SKILL.md") == "short" and skill_label("/tmp/v3.md") == "v3"
+    assert skill_label("expert") == "expert"
+
+
 # ---------------------------------------------------------------- the cycle rule
 def test_choices_without_drops_the_avoided_but_never_every_choice():
     from raso.harness.grammar import choices_without

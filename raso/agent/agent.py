@@ -43,6 +43,8 @@ _LOAD_ACTION = re.compile(r"^\s*LOAD_SKILL\s*\[\s*([^\]\n]*?)\s*\]\s*$", re.IGNO
 _LOAD_IN_REPLY = re.compile(r"^\s*(?:Action\s*:\s*)?`?LOAD_SKILL\s*\[\s*([^\]\n]*?)\s*\]", re.IGNORECASE | re.MULTILINE)
 _SKILL_CLOSE = re.compile(r"</\s*skill", re.IGNORECASE)
 _FIRST_INT = re.compile(r"-?\d+")
+# A reply's leading one-line thought (the reply grammars' `Thought: ...` line), up to what follows it.
+_LEADING_THOUGHT = re.compile(r"\A\s*Thought\s*:[^\n]*\n+(?=\S)", re.IGNORECASE)
 
 
 class AgentConfig(BaseModel):
@@ -66,6 +68,11 @@ class AgentConfig(BaseModel):
     )
     max_observation_chars: int = Field(default=6_000, ge=200, description="longer observations keep head and tail")
     max_reply_chars: int = Field(default=4_000, ge=200, description="longer replies are cut in the history sent back")
+    history_thoughts: bool = Field(
+        default=True,
+        description="send earlier replies back with their leading `Thought:` line; False keeps what follows it (the "
+        "action), because a small model copies its previous thought verbatim into every later turn",
+    )
     max_tokens: int | None = Field(
         default=None, ge=1, description="reply length limit per model turn; None = the harness's max_reply_tokens"
     )
@@ -438,6 +445,8 @@ class ExecutionAgent:
         return f"Observation ({actions_left} actions left):\n{cut_middle(observation, self.config.max_observation_chars)}"
 
     def _history_reply(self, reply: str) -> str:
+        if not self.config.history_thoughts:
+            reply = _LEADING_THOUGHT.sub("", reply, count=1)
         return cut_middle(reply, self.config.max_reply_chars)
 
     # ------------------------------------------------------------------ model calls
