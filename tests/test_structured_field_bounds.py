@@ -132,3 +132,27 @@ def test_the_embedded_model_takes_the_bounded_skill_draft_grammar() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     draft = json.loads(proc.stdout.strip().splitlines()[-1])
     assert 1 <= len(draft["body"]) <= 12 and len(draft["name"]) <= 8 and len(draft["description"]) <= 16
+
+
+def test_the_requirement_schema_asks_for_exactly_m_pairs_but_accepts_more() -> None:
+    # The embedded 0.5B repeated one requirement pair until its token cap cut the JSON (a WebShop main job):
+    # the schema it is sent closes the array after M pairs; a hosted model's extra pairs still validate.
+    from raso.optimizer.roles import query_init_schema
+
+    schema = query_init_schema(2)
+    shown = schema_of(schema)["properties"]["requirements"]
+    assert (shown["minItems"], shown["maxItems"]) == (2, 2)
+    pair = {"requirement": "Buy the product", "query": "buy now"}
+    assert len(schema.model_validate({"requirements": [pair] * 3}).requirements) == 3
+    with pytest.raises(ValueError):
+        schema.model_validate({"requirements": [pair]})
+
+
+def test_the_local_grammar_of_the_requirement_schema_stops_at_m_pairs() -> None:
+    pytest.importorskip("llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    from raso.llm.local import schema_grammar
+    from raso.optimizer.roles import query_init_schema
+
+    rule = next(line for line in schema_grammar(schema_of(query_init_schema(3))).splitlines()
+                if line.startswith("requirements ::="))
+    assert rule.count("requirements-item") == 3 and "*" not in rule and "?" not in rule

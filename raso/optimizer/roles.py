@@ -91,11 +91,13 @@ class QueryInitOutput(BaseModel):
 
 @cache
 def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
-    """The output schema asking for at least M pairs: a grammar-constrained model (llama.cpp JSON mode) then
-    has to write all M; extra pairs are cut off by the caller."""
+    """The output schema asking for M pairs: a grammar-constrained model (llama.cpp JSON mode) then has to write
+    all M and stop there (the schema's maxItems; the embedded 0.5B otherwise repeated one pair until its token
+    cap cut the JSON). Validation still accepts more, which the caller cuts off (a hosted model may write them)."""
     return create_model(  # type: ignore[call-overload, no-any-return]
         "QueryInitOutput", __base__=QueryInitOutput,
-        requirements=(list[Requirement], Field(min_length=num_requirements)),
+        requirements=(list[Requirement], Field(min_length=num_requirements,
+                                               json_schema_extra={"maxItems": num_requirements})),
     )
 
 
