@@ -6,6 +6,8 @@ check that the real 0.5B, under the grammar, writes a reply that parses as a val
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
@@ -13,7 +15,7 @@ from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.harness.grammar import choice_rule, command_choice_grammar, gbnf_literal
+from raso.harness.grammar import choice_rule, command_choice_grammar, gbnf_caseless, gbnf_literal
 from raso.testing import scripted_gateway
 
 
@@ -41,7 +43,39 @@ def test_webshop_grammar_follows_the_page():
     on_results = harness.reply_grammar(results_info)
     clickables = [a for a in results_info["available_actions"]]
     assert "search[" not in on_results and len(clickables) > 2
-    assert all(gbnf_literal(a) in on_results for a in clickables)
+    assert all(gbnf_caseless(a[len("click["):-1]) in on_results for a in clickables)
+
+
+def _click_gbnf(click: str) -> str:
+    """The grammar text of one WebShop click (its button in any letter case)."""
+    return gbnf_caseless(click[len("click["):-1])
+
+
+def _sequence_regex(sequence: str) -> re.Pattern[str]:
+    """A regex for a GBNF sequence of quoted literals and one-character classes (what gbnf_caseless writes)."""
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\[[^\]]+\])', sequence)
+    return re.compile("".join(re.escape(lit.replace('\\"', '"')) if lit else cls for lit, cls in parts))
+
+
+def test_caseless_literals_match_any_letter_case_and_nothing_else():
+    rule = _sequence_regex(gbnf_caseless("buy now"))
+    assert all(rule.fullmatch(t) for t in ("buy now", "Buy Now", "BUY NOW"))
+    assert not rule.fullmatch("buy later") and not rule.fullmatch("buynow")
+    assert _sequence_regex(gbnf_caseless("< Prev 2")).fullmatch("< PREV 2")
+    assert gbnf_caseless("Straße") == '[sS] [tT] [rR] [aA] "ß" [eE]'  # no one-letter upper case for ß
+    assert gbnf_caseless("") == '""'
+
+
+def test_webshop_grammar_takes_a_click_in_the_case_the_page_shows():
+    # The page shows [Buy Now] and [B0WS000029]; the 1.5B, made to write them in lower case, went Back to Search.
+    harness = WebShopHarness()
+    _, results_info = _results_info(harness)
+    asin = next(a for a in results_info["available_actions"] if a.startswith("click[b0"))
+    grammar = harness.reply_grammar(results_info)
+    assert _sequence_regex(gbnf_caseless(asin[len("click["):-1])).fullmatch(asin[len("click["):-1].upper())
+    assert gbnf_caseless(asin[len("click["):-1]) in grammar
+    assert harness.action_is_valid(asin.replace("click[b0", "click[B0").upper().replace("CLICK", "click"),
+                                   results_info)
 
 
 def test_webshop_validity_matches_what_the_env_accepts():
@@ -141,6 +175,27 @@ def test_an_embedded_reply_under_the_webshop_grammar_parses_as_a_valid_action():
 
 
 @pytest.mark.embedded
+def test_an_embedded_model_can_click_a_button_as_the_page_writes_it():
+    # The item page shows [Buy Now]; told to buy, the model writes the button as shown. A lowercase-only grammar
+    # turned that capital B into the closest lowercase alternative instead (measured: Back to Search, < Prev).
+    from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig
+
+    harness = WebShopHarness()
+    env = harness.make_env(harness.tasks("val")[0])
+    env.reset()
+    observation, _, _, _, info = env.step("search[yoga pants]")
+    asin = next(a for a in info["available_actions"] if a.startswith("click[b0"))
+    observation, _, _, _, info = env.step(asin)
+    assert "click[buy now]" in info["available_actions"]
+    gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
+    messages = [{"role": "user", "content": f"{observation}\n\nThis is the product to buy. Click [Buy Now]."}]
+    reply = gw.complete("agent", messages, stage="test", max_tokens=64, temperature=0.0,
+                        grammar=harness.reply_grammar(info)).text
+    action = harness.parse_action(reply)
+    assert harness.action_is_valid(action, info) and action == "click[Buy Now]", reply  # as the page writes it
+
+
+@pytest.mark.embedded
 def test_an_embedded_reply_under_a_command_grammar_is_one_of_the_commands():
     from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig
 
@@ -225,10 +280,10 @@ def test_webshop_grammar_leaves_out_the_clicks_to_avoid():
     back = "click[back to search]"
     assert back in results_info["available_actions"]
     on_results = harness.reply_grammar(results_info, avoid={back})
-    assert gbnf_literal(back) not in on_results
-    assert all(gbnf_literal(a) in on_results for a in results_info["available_actions"] if a != back)
+    assert _click_gbnf(back) not in on_results
+    assert all(_click_gbnf(a) in on_results for a in results_info["available_actions"] if a != back)
     every_click = set(results_info["available_actions"])
-    assert all(gbnf_literal(a) in harness.reply_grammar(results_info, avoid=every_click) for a in every_click)
+    assert all(_click_gbnf(a) in harness.reply_grammar(results_info, avoid=every_click) for a in every_click)
     assert harness.reply_grammar(search_info, avoid={"search[yoga pants]"}) == harness.reply_grammar(search_info)
 
 
@@ -248,7 +303,7 @@ def test_back_in_a_state_the_grammar_rules_out_what_looped_there():
     agent = ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True))
     rollout = harness.rollout(harness.tasks("val")[0], [], agent)
     grammars = [p["grammar"] for p in model.params]
-    back = gbnf_literal("click[back to search]")
+    back = _click_gbnf("click[back to search]")
     assert back in grammars[1] and back not in grammars[3]  # first visit of the results page, then the return
     assert grammars[2] == grammars[0]  # the search page: a free search cannot be ruled out
     assert rollout.metadata["cycle_avoiding_turns"] == 2  # the revisited search page and results page
@@ -267,7 +322,7 @@ def test_a_harness_without_the_avoid_parameter_still_gets_its_grammar():
     harness = OldWebShop(max_steps=4)
     gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"] * 2)
     harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
-    assert len(model.params) == 4 and gbnf_literal("click[back to search]") in model.params[3]["grammar"]
+    assert len(model.params) == 4 and _click_gbnf("click[back to search]") in model.params[3]["grammar"]
 
 
 def test_webshop_grammar_without_the_thought_line():

@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from harnesses.webshop.env import parse_shop_action
-from raso.harness.grammar import action_reply_grammar, choices_without, gbnf_literal
+from raso.harness.grammar import action_reply_grammar, choices_without, gbnf_caseless
 
 SEARCH_PLACEHOLDER = "search[<keywords>]"
 SEARCH_WORDS_MAX_CHARS = 100
@@ -30,11 +30,17 @@ def webshop_reply_grammar(info: Mapping[str, Any], avoid: Collection[str] = (), 
     clicks = [a for a in available if a != SEARCH_PLACEHOLDER and a.startswith("click[")]
     if alternatives and clicks and all(c.lower() in {a.lower() for a in avoid} for c in clicks):
         clicks = []  # searching again is still a way out
-    alternatives += [gbnf_literal(a) for a in choices_without(clicks, avoid, key=str.lower)]
+    # a click in any letter case (the env reads them so): the page shows `[Buy Now]`, `[B0WS000029]`
+    alternatives += [_click_rule(a) for a in choices_without(clicks, avoid, key=str.lower)]
     if not alternatives:
         return None
     rules = {"search": _SEARCH_RULE} if "search" in alternatives else None
     return action_reply_grammar(" | ".join(alternatives), extra_rules=rules, thought=thought)
+
+
+def _click_rule(click: str) -> str:
+    """`click[<button>]` with the button in any letter case."""
+    return '"click[" ' + gbnf_caseless(click[len("click["):-1]) + ' "]"'
 
 
 def webshop_action_is_valid(action: str, info: Mapping[str, Any]) -> bool:

@@ -32,6 +32,33 @@ def gbnf_literal(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def gbnf_caseless(text: str) -> str:
+    """`text` as a GBNF sequence that matches it in any letter case: each cased letter becomes a class such as
+    `[bB]`, the rest stays quoted. For environments that read their actions case-insensitively and show them
+    in another case than they list them: a model under the grammar copies what it sees on the page (WebShop's
+    `[B0WS000029]`, `[Buy Now]`); a lowercase-only literal turns its first letter into whatever lowercase
+    alternative comes closest (`b` -> `back to search`)."""
+    parts: list[str] = []
+    run: list[str] = []
+    for char in text:
+        lower, upper = char.lower(), char.upper()
+        if lower != upper and len(lower) == len(upper) == 1:
+            if run:
+                parts.append(gbnf_literal("".join(run)))
+                run = []
+            parts.append(f"[{gbnf_class_char(lower)}{gbnf_class_char(upper)}]")
+        else:
+            run.append(char)
+    if run:
+        parts.append(gbnf_literal("".join(run)))
+    return " ".join(parts) if parts else '""'
+
+
+def gbnf_class_char(char: str) -> str:
+    """One character as written inside a GBNF character class."""
+    return "\\" + char if char in "]\\^-[" else char
+
+
 def choice_rule(options: Iterable[str]) -> str:
     """An alternation of literal options (duplicates dropped, order kept); ValueError when there are none."""
     unique = list(dict.fromkeys(o for o in options if o))
