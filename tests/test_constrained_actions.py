@@ -332,3 +332,21 @@ def test_webshop_grammar_without_the_thought_line():
     assert "thought ::=" in with_thought and 'root ::= thought? "Action: " action' in with_thought
     assert "thought" not in without and 'root ::= "Action: " action' in without
     assert with_thought.split("action ::=")[1] == without.split("action ::=")[1]  # the same actions
+
+
+# ---------------------------------------------------------------- thoughts in the history
+@pytest.mark.parametrize(("constrain", "history_thoughts", "thought_kept"), [
+    (True, None, False),  # grammar-constrained: the earlier thought is not sent back (it was copied verbatim)
+    (False, None, True),  # free text keeps whole replies
+    (True, True, True),
+    (False, False, False),
+])
+def test_earlier_thoughts_are_sent_back_as_configured(constrain, history_thoughts, thought_kept):
+    harness = WebShopHarness(max_steps=2)
+    gw, model = scripted_gateway(["Thought: pants are wanted\nAction: search[yoga pants]",
+                                  "Action: click[back to search]"])
+    config = AgentConfig(mode="none", constrain_replies=constrain, history_thoughts=history_thoughts)
+    harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, config))
+    sent_back = [m["content"] for m in model.calls[1] if m["role"] == "assistant"]
+    expected = "Thought: pants are wanted\nAction: search[yoga pants]" if thought_kept else "Action: search[yoga pants]"
+    assert sent_back == [expected]

@@ -68,10 +68,11 @@ class AgentConfig(BaseModel):
     )
     max_observation_chars: int = Field(default=6_000, ge=200, description="longer observations keep head and tail")
     max_reply_chars: int = Field(default=4_000, ge=200, description="longer replies are cut in the history sent back")
-    history_thoughts: bool = Field(
-        default=True,
-        description="send earlier replies back with their leading `Thought:` line; False keeps what follows it (the "
-        "action), because a small model copies its previous thought verbatim into every later turn",
+    history_thoughts: bool | None = Field(
+        default=None,
+        description="send earlier replies back with their leading `Thought:` line: None = not when the replies are "
+        "grammar-constrained (embedded models: the 1.5B copied its previous thought verbatim into every later turn, "
+        "and the thought, not the page, then chose the action), True = always, False = never",
     )
     max_tokens: int | None = Field(
         default=None, ge=1, description="reply length limit per model turn; None = the harness's max_reply_tokens"
@@ -341,7 +342,7 @@ class ExecutionAgent:
                 result = self._load(load_key, catalog, state, loads_allowed)
                 state.steps.append(Step(observation=observation, action=f"LOAD_SKILL[{load_key}]", reply=reply,
                                         kind="load_skill", result=result))
-                state.turns.append(_Turn(reply=self._history_reply(reply), observation=result,
+                state.turns.append(_Turn(reply=self._history_reply(reply, constrained), observation=result,
                                          pinned=result.startswith("<skill")))
                 continue
 
@@ -377,7 +378,7 @@ class ExecutionAgent:
             message = self._observation_message(result_obs, left)
             if warning:
                 message += "\n\n" + self.prompts.render("agent_repeated_invalid.md").strip()
-            state.turns.append(_Turn(reply=self._history_reply(reply), observation=message))
+            state.turns.append(_Turn(reply=self._history_reply(reply, constrained), observation=message))
         if not state.terminated:
             state.reward = 0.0
             state.truncated = True
@@ -444,8 +445,9 @@ class ExecutionAgent:
     def _observation_message(self, observation: str, actions_left: int) -> str:
         return f"Observation ({actions_left} actions left):\n{cut_middle(observation, self.config.max_observation_chars)}"
 
-    def _history_reply(self, reply: str) -> str:
-        if not self.config.history_thoughts:
+    def _history_reply(self, reply: str, constrained: bool = False) -> str:
+        keep = self.config.history_thoughts
+        if not (keep if keep is not None else not constrained):
             reply = _LEADING_THOUGHT.sub("", reply, count=1)
         return cut_middle(reply, self.config.max_reply_chars)
 
