@@ -79,6 +79,20 @@ def test_quick_defaults_apply_only_to_the_local_model_without_a_schedule() -> No
     assert partial.val_limit == 5 and partial.minibatch == QUICK_LOCAL_DEFAULTS["minibatch"]
 
 
+def test_a_harness_replaces_the_quick_defaults_it_names() -> None:
+    from harnesses.webshop import WebShopHarness
+
+    shop = build_config(None, {"harness": "webshop"})
+    assert WebShopHarness.quick_defaults["agent_max_steps"] > QUICK_LOCAL_DEFAULTS["agent_max_steps"]
+    assert {k: getattr(shop, k) for k in WebShopHarness.quick_defaults} == WebShopHarness.quick_defaults
+    assert shop.minibatch == QUICK_LOCAL_DEFAULTS["minibatch"] and "agent_max_steps" in shop.quick_defaults_applied
+    assert build_config(None, {"harness": "webshop", "agent_max_steps": 5}).agent_max_steps == 5  # the user's wins
+    assert build_config(None, {"harness": "spreadsheet"}).agent_max_steps == QUICK_LOCAL_DEFAULTS["agent_max_steps"]
+    # a harness that cannot be loaded gets the generic ones (building it reports the error later)
+    assert (build_config(None, {"harness": "no.such.module:Harness"}).agent_max_steps
+            == QUICK_LOCAL_DEFAULTS["agent_max_steps"])
+
+
 def test_resolved_config_round_trips(tmp_path: Path) -> None:
     config = OptimizeConfig(model="openai/gpt-4o", budget_rollouts=100, run_dir=tmp_path / "r")
     path = tmp_path / "config.resolved.json"

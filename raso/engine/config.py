@@ -204,6 +204,17 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def harness_quick_defaults(harness: str) -> dict[str, Any]:
+    """The harness's own quick defaults (Harness.quick_defaults); none when its class cannot be loaded (the run
+    then reports that error where it builds the harness)."""
+    from raso.harness.registry import harness_class
+
+    try:
+        return dict(harness_class(harness).quick_defaults)
+    except Exception:
+        return {}
+
+
 def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
     """Fill QUICK_LOCAL_DEFAULTS for an embedded target model where the user set none of the schedule fields."""
     model = values.get("model", DEFAULT_LOCAL_MODEL)
@@ -211,10 +222,11 @@ def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
         return values
     if any(key in values for key in ("epochs", "minibatch", "budget_rollouts", "budget_usd", "max_iterations")):
         return values
+    quick = {**QUICK_LOCAL_DEFAULTS, **harness_quick_defaults(str(values.get("harness", "spreadsheet")))}
     out = dict(values)
-    applied = [key for key in QUICK_LOCAL_DEFAULTS if key not in values]
+    applied = [key for key in quick if key not in values]
     for key in applied:
-        out[key] = QUICK_LOCAL_DEFAULTS[key]
+        out[key] = quick[key]
     out["quick_defaults_applied"] = applied
     return out
 

@@ -164,6 +164,9 @@ class Harness(ABC):
     resource_dir: ClassVar[Path]
     max_steps: int = 20
     max_reply_tokens: int = 512  # reply length the agent allows per turn unless AgentConfig.max_tokens says otherwise
+    #: OptimizeConfig fields that replace the embedded model's quick defaults (raso.engine.config.QUICK_LOCAL_DEFAULTS)
+    #: for this harness, e.g. the agent steps one of its tasks needs at the least
+    quick_defaults: ClassVar[dict[str, Any]] = {}
 
     @abstractmethod
     def splits(self) -> dict[str, list[Task]]:

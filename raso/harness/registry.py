@@ -58,19 +58,25 @@ def _load_target(target: str) -> type[Harness]:
     return obj
 
 
+def harness_class(name: str) -> type[Harness]:
+    """The class of a registered harness name or an explicit 'package.module:ClassName', not instantiated.
+    Raises like get_harness."""
+    registered = available_harnesses()
+    if name in registered:
+        return _load_target(registered[name])
+    if ":" in name:
+        return _load_target(name)
+    known = ", ".join(sorted(registered)) or "none"
+    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+
+
 def get_harness(name: str, **kwargs: Any) -> Harness:
     """Instantiate a harness by registered name, or by an explicit 'package.module:ClassName'.
 
     Raises HarnessNotFoundError (a ValueError) for an unknown name, HarnessLoadError when the harness's
     module cannot be imported (e.g. its optional dependencies are not installed).
     """
-    registered = available_harnesses()
-    if name in registered:
-        return _load_target(registered[name])(**kwargs)
-    if ":" in name:
-        return _load_target(name)(**kwargs)
-    known = ", ".join(sorted(registered)) or "none"
-    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+    return harness_class(name)(**kwargs)
 
 
 def describe_harnesses(names: Sequence[str] | None = None) -> list[HarnessInfo]:
