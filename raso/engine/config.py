@@ -19,7 +19,8 @@ from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMod
 from raso.retrieval.retrievers import RetrievalOptions
 
 #: Applied when the target model is the embedded one and the user set none of these fields: the README's main
-#: job (`raso optimize --harness spreadsheet`) must finish offline on a 2-core machine in about 15 minutes.
+#: job (`raso optimize --harness webshop`) must finish offline on a 2-core machine in about 15 minutes. A harness
+#: replaces the ones it names (Harness.quick_defaults).
 #: One iteration: s0 on 2 val tasks, a minibatch of 3 train tasks, the candidate on the same 2 val tasks.
 QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
     "epochs": 1,
