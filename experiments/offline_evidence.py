@@ -175,6 +175,20 @@ def table(cells: list[CellResult]) -> str:
     return "\n".join(lines)
 
 
+def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str) -> dict[str, Any]:
+    """KEY=VALUE options as a dict (VALUE parsed as JSON when it can be); a malformed one is a usage error."""
+    parsed: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"{flag} {item!r}: expected KEY=VALUE")
+        try:
+            parsed[key] = json.loads(value)
+        except ValueError:
+            parsed[key] = value
+    return parsed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--harness", action="append", default=None, help="harness name (repeatable)")
@@ -194,20 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/offline_evidence"))
     parser.add_argument("--table-only", action="store_true", help="print the table of the saved cells and exit")
     args = parser.parse_args(argv)
-    def key_values(items: list[str], flag: str) -> dict[str, Any]:
-        parsed: dict[str, Any] = {}
-        for item in items:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                parser.error(f"{flag} {item!r}: expected KEY=VALUE")
-            try:
-                parsed[key] = json.loads(value)
-            except ValueError:
-                parsed[key] = value
-        return parsed
-
-    options = key_values(args.harness_arg, "--harness-arg")
-    agent_options = key_values(args.agent_arg, "--agent-arg")
+    options = key_values(parser, args.harness_arg, "--harness-arg")
+    agent_options = key_values(parser, args.agent_arg, "--agent-arg")
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         for harness in args.harness or ["webshop"]:

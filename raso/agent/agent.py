@@ -445,9 +445,11 @@ class ExecutionAgent:
     def _observation_message(self, observation: str, actions_left: int) -> str:
         return f"Observation ({actions_left} actions left):\n{cut_middle(observation, self.config.max_observation_chars)}"
 
-    def _history_reply(self, reply: str, constrained: bool = False) -> str:
-        keep = self.config.history_thoughts
-        if not (keep if keep is not None else not constrained):
+    def _history_reply(self, reply: str, constrained: bool) -> str:
+        keep_thought = self.config.history_thoughts
+        if keep_thought is None:
+            keep_thought = not constrained
+        if not keep_thought:
             reply = _LEADING_THOUGHT.sub("", reply, count=1)
         return cut_middle(reply, self.config.max_reply_chars)
 

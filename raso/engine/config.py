@@ -208,11 +208,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def harness_quick_defaults(harness: str) -> dict[str, Any]:
     """The harness's own quick defaults (Harness.quick_defaults); none when its class cannot be loaded (the run
     then reports that error where it builds the harness)."""
-    from raso.harness.registry import harness_class
+    from raso.harness.registry import HarnessLoadError, harness_class
 
     try:
         return dict(harness_class(harness).quick_defaults)
-    except Exception:
+    except (ValueError, TypeError, HarnessLoadError):  # unknown name, not a Harness, import failure
         return {}
 
 
@@ -223,7 +223,8 @@ def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
         return values
     if any(key in values for key in ("epochs", "minibatch", "budget_rollouts", "budget_usd", "max_iterations")):
         return values
-    quick = {**QUICK_LOCAL_DEFAULTS, **harness_quick_defaults(str(values.get("harness", "spreadsheet")))}
+    harness = str(values.get("harness", OptimizeConfig.model_fields["harness"].default))
+    quick = {**QUICK_LOCAL_DEFAULTS, **harness_quick_defaults(harness)}
     out = dict(values)
     applied = [key for key in quick if key not in values]
     for key in applied:
