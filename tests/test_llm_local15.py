@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raso.llm import GatewayConfig, LLMError, LLMGateway, RetryConfig, local
+from raso.llm.profiles import profile_for
 
 MODEL_15 = "local/qwen2.5-coder-1.5b"
 MODEL_05 = "local/qwen2.5-coder-0.5b"
@@ -31,8 +32,8 @@ def test_missing_1_5b_parts_name_its_own_extra(monkeypatch, tmp_path):
 
 
 def test_only_embedded_models_take_a_grammar():
-    assert local.supports_grammar(MODEL_15) and local.supports_grammar(MODEL_05)
-    assert not local.supports_grammar("openai/gpt-4o-mini") and not local.supports_grammar("scripted/x")
+    assert profile_for(MODEL_15).grammar and profile_for(MODEL_05).grammar
+    assert not profile_for("openai/gpt-4o-mini").grammar and not profile_for("scripted/x").grammar
 
 
 @pytest.mark.embedded

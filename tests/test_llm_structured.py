@@ -67,10 +67,11 @@ def test_repair_succeeds_and_shows_the_model_the_validation_error():
     assert "priority" in repair[-1]["content"]
 
 
-def test_schema_mode_sends_response_format(monkeypatch):
-    monkeypatch.setattr(gateway_module, "supports_schema_mode", lambda model: True)
+def test_schema_mode_sends_response_format():
     sm = ScriptedModel(['{"requirement": "r", "query": "q", "priority": 3}'])
-    gateway_for(sm).structured("optimizer", MSG, Requirement)
+    # a model whose profile takes a JSON schema
+    gw = LLMGateway(GatewayConfig.for_models(target=sm.model, retry=FAST, profile={"structured_output": "json_schema"}))
+    gw.structured("optimizer", MSG, Requirement)
     rf = sm.params[0]["response_format"]
     assert rf["type"] == "json_schema"
     assert rf["json_schema"]["schema"]["required"] == ["requirement", "query", "priority"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .profiles import check_overrides
 
 #: The model that runs offline, in-process, from the `local` extra.
 DEFAULT_LOCAL_MODEL = "local/qwen2.5-coder-0.5b"
@@ -74,6 +76,13 @@ class RoleConfig(BaseModel):
     retry: RetryConfig | None = Field(default=None, description="overrides GatewayConfig.retry for this role")
     structured_output: StructuredOutputMode = Field(default="auto", description="how structured output is asked "
                                                     "for (see StructuredOutputMode)")
+    profile: dict[str, Any] = Field(default_factory=dict, description="overrides of the model profile's fields "
+                                    "(raso.llm.profiles.ModelProfile), e.g. {\"sanitizers\": []}")
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_overrides(value)
 
 
 class GatewayConfig(BaseModel):
@@ -98,15 +107,22 @@ class GatewayConfig(BaseModel):
         optimizer_api_base: str | None = None,
         structured_output: StructuredOutputMode = "auto",
         optimizer_structured_output: StructuredOutputMode | None = None,
+        profile: dict[str, Any] | None = None,
+        optimizer_profile: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> "GatewayConfig":
-        """Roles `agent` (the target model) and `optimizer` (every RASO role); optimizer defaults to target."""
-        agent = RoleConfig(model=target, api_base=api_base, structured_output=structured_output)
+        """Roles `agent` (the target model) and `optimizer` (every RASO role); optimizer defaults to target.
+        `profile` / `optimizer_profile` override fields of each model's profile (the optimizer's defaults to
+        `profile` when no optimizer model is given)."""
+        agent = RoleConfig(model=target, api_base=api_base, structured_output=structured_output,
+                           profile=profile or {})
         opt_mode = optimizer_structured_output or (structured_output if optimizer is None else "auto")
+        opt_profile = optimizer_profile if optimizer_profile is not None else (profile if optimizer is None else None)
         if optimizer is None:
-            opt = RoleConfig(model=target, api_base=api_base, structured_output=opt_mode)
+            opt = RoleConfig(model=target, api_base=api_base, structured_output=opt_mode, profile=opt_profile or {})
         else:
-            opt = RoleConfig(model=optimizer, api_base=optimizer_api_base, structured_output=opt_mode)
+            opt = RoleConfig(model=optimizer, api_base=optimizer_api_base, structured_output=opt_mode,
+                             profile=opt_profile or {})
         return cls(roles={"agent": agent, "optimizer": opt}, **kwargs)
 
     def resolve_role(self, role: str) -> tuple[str, RoleConfig]:

@@ -31,12 +31,10 @@ from .errors import (
     StructuredOutputError,
 )
 from .ledger import CallRecord, UsageLedger
+from .profiles import ModelProfile, profile_for, provider_of
 from .structured import bound_strings, parse_structured, repair_prompt, schema_of, with_instructions
 
 T = TypeVar("T", bound=BaseModel)
-
-# Providers implemented in-process: no API key, no cost, their own schema support.
-_IN_PROCESS_PROVIDERS = {local.PROVIDER, scripted.PROVIDER}
 
 _PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.AuthenticationError,
@@ -92,39 +90,30 @@ class Completion(BaseModel):
     latency_s: float = 0.0
 
 
-def provider_of(model: str) -> str:
-    return model.split("/", 1)[0] if "/" in model else ""
-
-
 def supports_schema_mode(model: str) -> bool:
-    """Whether to send the JSON schema as `response_format` (else: instructions in the prompt + parsing)."""
-    provider = provider_of(model)
-    if provider == local.PROVIDER:
-        return True
-    if provider == scripted.PROVIDER:
-        return False
-    try:
-        return bool(litellm.supports_response_schema(model=model))
-    except Exception:  # unknown model in litellm's map: be conservative
-        return False
+    """Whether `model`'s profile takes a JSON schema as `response_format` (else: instructions in the prompt +
+    parsing)."""
+    return profile_for(model).takes_json_schema
 
 
-def structured_mode(model: str, mode: StructuredOutputMode = "auto") -> StructuredOutputMode:
-    """The structured-output mode a role's setting means for `model` (`auto` resolved)."""
+def structured_mode(model: str, mode: StructuredOutputMode = "auto",
+                    profile: ModelProfile | None = None) -> StructuredOutputMode:
+    """The structured-output mode a role's setting means for `model` (`auto`: what its profile takes)."""
     if mode != "auto":
         return mode
-    return "json_schema" if supports_schema_mode(model) else "instructions"
+    return (profile or profile_for(model)).structured_output
 
 
-def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOutputMode = "json_schema",
-                        json_schema: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def response_format_for(model: str, schema: type[BaseModel], mode: StructuredOutputMode = "auto",
+                        json_schema: dict[str, Any] | None = None,
+                        profile: ModelProfile | None = None) -> dict[str, Any] | None:
     """The `response_format` for a structured call in `mode` (None: instructions only); `json_schema` replaces
-    the schema's own (e.g. with length bounds)."""
-    mode = structured_mode(model, mode)
+    the schema's own (e.g. with length bounds). `profile` resolves `auto` (None: the model's own profile)."""
+    mode = structured_mode(model, mode, profile)
     if mode == "instructions":
         return None
     json_schema = json_schema if json_schema is not None else schema_of(schema)
-    if provider_of(model) == local.PROVIDER or mode == "json_object":
+    if mode == "json_object":
         # llama.cpp's servers (llama-server, llama-cpp-python's) constrain the reply to the schema given here;
         # a server that only knows plain JSON mode ignores it
         return {"type": "json_object", "schema": json_schema}
@@ -139,7 +128,7 @@ def price_of(model: str, prices: dict[str, ModelPrice] | None = None) -> ModelPr
     price; None when nobody knows (its cost would silently read $0)."""
     if prices and model in prices:
         return prices[model]
-    if provider_of(model) in _IN_PROCESS_PROVIDERS:
+    if profile_for(model).in_process:
         return _FREE
     try:
         info = litellm.get_model_info(model=model)
@@ -191,10 +180,19 @@ class LLMGateway:
         self._credentials_ok: set[tuple[str, str | None]] = set()
         self._budget_lock = threading.Lock()
         self._reserved_usd = 0.0  # worst-case cost of the calls in flight (the USD budget counts them as spent)
+        self._profiles: dict[str, ModelProfile] = {}
         if config.prices:
             register_prices(config.prices)
 
     # ------------------------------------------------------------------ public API
+    def profile(self, role: str) -> ModelProfile:
+        """The model profile of `role`'s model with the role's overrides, resolved once per role."""
+        role_name, role_cfg = self._resolve(role)
+        found = self._profiles.get(role_name)
+        if found is None:
+            found = self._profiles[role_name] = profile_for(role_cfg.model, role_cfg.profile)
+        return found
+
     def complete(
         self,
         role: str,
@@ -236,7 +234,8 @@ class LLMGateway:
         role_name, role_cfg = self._resolve(role)
         call_params = self._call_params(role_cfg, params)
         json_schema = bound_strings(schema_of(schema), field_chars) if field_chars else None
-        response_format = response_format_for(role_cfg.model, schema, role_cfg.structured_output, json_schema)
+        response_format = response_format_for(role_cfg.model, schema, role_cfg.structured_output, json_schema,
+                                              self.profile(role_name))
         if response_format is not None:
             call_params["response_format"] = response_format
         prompt = with_instructions(messages, schema, prompts=prompts, json_schema=json_schema)
@@ -303,9 +302,10 @@ class LLMGateway:
                     finish_reason=hit.get("finish_reason"),
                 )
 
-        if provider_of(model) not in _IN_PROCESS_PROVIDERS:
+        profile = self.profile(role)
+        if not profile.in_process:
             self._check_credentials(model, role, role_cfg)
-        if provider_of(model) == local.PROVIDER:
+        if profile.backend == "embedded":
             try:
                 local.ensure_ready(model)
             except LLMError as exc:
@@ -314,7 +314,7 @@ class LLMGateway:
         started = time.perf_counter()
         attempts = 0
         retry_cfg = role_cfg.retry or self.config.retry
-        kwargs = self._litellm_kwargs(role_cfg, params)
+        kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process)
         reserved = self._reserve_budget(model, role, messages, params)
         try:
             for attempt in self._retrying(retry_cfg):
@@ -360,12 +360,11 @@ class LLMGateway:
         is installed and its weights assemble; a hosted model's API key is set. Raises LLMError saying what to
         do. A reachable server is not probed here (the first call's retries handle a slow start)."""
         for role, role_cfg in self.config.roles.items():
-            model = role_cfg.model
-            provider = provider_of(model)
-            if provider == local.PROVIDER:
-                local.ensure_ready(model)
-            elif provider != scripted.PROVIDER:
-                self._check_credentials(model, role, role_cfg)
+            backend = self.profile(role).backend
+            if backend == "embedded":
+                local.ensure_ready(role_cfg.model)
+            elif backend == "litellm":
+                self._check_credentials(role_cfg.model, role, role_cfg)
 
     def _check_credentials(self, model: str, role: str, role_cfg: RoleConfig) -> None:
         """Fail before any request when litellm knows the provider's key env var is unset."""
@@ -395,7 +394,7 @@ class LLMGateway:
         )
 
     @staticmethod
-    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any]) -> dict[str, Any]:
+    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any], in_process: bool) -> dict[str, Any]:
         kwargs = dict(params)
         if role_cfg.api_base:
             kwargs["api_base"] = role_cfg.api_base
@@ -403,7 +402,7 @@ class LLMGateway:
             kwargs["api_key"] = os.environ[role_cfg.api_key_env]
         if role_cfg.timeout_s is not None:
             kwargs["timeout"] = role_cfg.timeout_s
-        if provider_of(role_cfg.model) not in _IN_PROCESS_PROVIDERS:
+        if not in_process:
             kwargs.setdefault("num_retries", 0)  # retries are ours (counted in the ledger), not litellm's
             kwargs.setdefault("max_retries", 0)  # nor the provider SDK's
             kwargs.setdefault("drop_params", True)  # e.g. temperature on models that reject it
@@ -420,7 +419,7 @@ class LLMGateway:
         """The call's cost in USD; None when the model has no known price (never silently 0)."""
         if model in self.config.prices:
             return self.config.prices[model].cost(prompt_tokens, completion_tokens)
-        if provider_of(model) in _IN_PROCESS_PROVIDERS:
+        if profile_for(model).in_process:
             return 0.0
         hidden = getattr(response, "_hidden_params", None) or {}
         cost = hidden.get("response_cost")

