@@ -13,7 +13,8 @@ from pydantic import BaseModel
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
 from raso.llm.structured import bound_strings, schema_of
-from raso.optimizer.render import LOCAL_FIELD_CHARS, PromptLimits, limits_for
+from raso.llm.profiles import EMBEDDED_FIELD_CHARS as LOCAL_FIELD_CHARS
+from raso.optimizer.render import PromptLimits, limits_for
 from raso.optimizer.roles import AdaptationOutput, SkillDraft
 
 
@@ -117,7 +118,7 @@ def test_the_embedded_model_takes_the_bounded_skill_draft_grammar() -> None:
         "from raso.llm import DEFAULT_LOCAL_MODEL\n"
         "from raso.llm.local import get_llama, check_grammar, schema_grammar\n"
         "from raso.llm.structured import bound_strings, schema_of\n"
-        "from raso.optimizer.render import LOCAL_FIELD_CHARS\n"
+        "from raso.llm.profiles import EMBEDDED_FIELD_CHARS as LOCAL_FIELD_CHARS\n"
         "from raso.optimizer.roles import SkillDraft\n"
         "llm = get_llama(DEFAULT_LOCAL_MODEL)\n"
         "grammar = schema_grammar(bound_strings(schema_of(SkillDraft), {**LOCAL_FIELD_CHARS, 'body': 12}))\n"

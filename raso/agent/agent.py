@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
-from raso.llm.errors import failure_kind, makes_model_unusable
+from raso.llm.errors import LLMError, failure_kind, makes_model_unusable
+from raso.llm.profiles import ModelProfile
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
@@ -474,13 +475,15 @@ class ExecutionAgent:
         """Whether this agent's model takes a reply grammar (forced on or off by AgentConfig.constrain_replies)."""
         if self.config.constrain_replies is not None:
             return self.config.constrain_replies
-        from raso.llm.local import supports_grammar
+        profile = self._profile()
+        return profile is not None and profile.grammar
 
+    def _profile(self) -> ModelProfile | None:
+        """The agent role's model profile; None for a gateway stand-in that has no profiles."""
         try:
-            _, role_cfg = self.gateway.config.resolve_role(self.config.role)
-        except (AttributeError, KeyError):
-            return False
-        return supports_grammar(role_cfg.model)
+            return self.gateway.profile(self.config.role)
+        except (AttributeError, LLMError):
+            return None
 
     @staticmethod
     def _reply_grammar(harness: Harness, info: dict[str, Any], avoid: frozenset[str] = frozenset()) -> str | None:
@@ -512,7 +515,7 @@ class ExecutionAgent:
     # ------------------------------------------------------------------ select mode
     def _select(self, harness: Harness, task: Task, observation: str, skills: list[Skill], state: _State) -> Skill | None:
         """One call: the model names one skill by number (0 = none). Junk means no skill, noted in metadata."""
-        from raso.llm.gateway import response_format_for, supports_schema_mode
+        from raso.llm.gateway import response_format_for
         from raso.llm.structured import parse_structured, with_instructions
 
         prompt = self.prompts.render(
@@ -526,8 +529,9 @@ class ExecutionAgent:
         params: dict[str, Any] = {"max_tokens": 64}
         if self.config.temperature is not None:
             params["temperature"] = self.config.temperature
-        if supports_schema_mode(role_cfg.model):
-            params["response_format"] = response_format_for(role_cfg.model, SkillChoice)
+        response_format = response_format_for(role_cfg.model, SkillChoice, profile=self._profile())
+        if response_format is not None:
+            params["response_format"] = response_format
         completion = self.gateway.complete(self.config.role, messages, stage=f"{self.config.stage}.select", **params)
         self._account(completion, state)
         text = completion.text or ""

@@ -102,11 +102,12 @@ def run_describe(args: argparse.Namespace) -> int:
             check_drafts_absent(out)
         except DraftsExistError as exc:
             return _fail(str(exc))
-    if config.model.startswith("local/"):
-        print(f"note: drafting with the embedded model {config.model}; a small model's drafts are rough, a "
-              "stronger --optimizer-model writes better ones", file=sys.stderr)
     try:
-        drafts = draft_descriptions(make_gateway(config), harness)
+        gateway = make_gateway(config)
+        caveat = gateway.profile("optimizer").caveat
+        if caveat:
+            print(f"note: drafting with {config.model}: {caveat}", file=sys.stderr)
+        drafts = draft_descriptions(gateway, harness)
     except LLMError as exc:
         print(f"error: the optimizer model could not draft the descriptions: {exc}", file=sys.stderr)
         return 1

@@ -16,24 +16,27 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from raso.choices import AgentMode, RetrievalKind, UpdateKind, choices_of
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
+from raso.llm.profiles import profile_for
 from raso.retrieval.retrievers import RetrievalOptions
 
-#: Applied when the target model is the embedded one and the user set none of these fields: the README's main
-#: job (`raso optimize --harness webshop`) must finish offline on a 2-core machine in about 15 minutes. A harness
-#: replaces the ones it names (Harness.quick_defaults).
-#: One iteration: s0 on 2 val tasks, a minibatch of 3 train tasks, the candidate on the same 2 val tasks.
-QUICK_LOCAL_DEFAULTS: dict[str, Any] = {
-    "epochs": 1,
-    "minibatch": 3,
-    "val_limit": 2,
-    "max_iterations": 1,
-    "num_requirements": 2,
-    "k": 3,
-    "budget_rollouts": 7,
-    "agent_max_steps": 3,
-    "agent_max_tokens": 256,  # 384 let the 0.5B model ramble (restating the task) for ~2 min of a 16-min run
-    "test_limit": 2,  # the final test evaluation is capped like val, so the main job keeps its time
+#: This flat config's field for each dotted key of a model profile's quick schedule (raso.llm.profiles).
+_QUICK_FIELDS: dict[str, str] = {
+    "schedule.epochs": "epochs", "schedule.minibatch": "minibatch", "schedule.val_limit": "val_limit",
+    "schedule.max_iterations": "max_iterations", "schedule.test_limit": "test_limit",
+    "init.num_requirements": "num_requirements", "retrieval.k": "k", "budget.rollouts": "budget_rollouts",
+    "agent.max_steps": "agent_max_steps", "agent.max_tokens": "agent_max_tokens",
 }
+
+
+def quick_schedule(model: str) -> dict[str, Any]:
+    """`model`'s profile's quick schedule under this config's field names (empty for a hosted model)."""
+    return {_QUICK_FIELDS[key]: value for key, value in profile_for(model).quick_schedule.items()}
+
+
+#: Applied when the target model is the embedded one and the user set none of these fields: the embedded model
+#: profile's quick schedule (raso.llm.profiles.EMBEDDED_QUICK_SCHEDULE). A harness replaces the ones it names
+#: (Harness.quick_defaults).
+QUICK_LOCAL_DEFAULTS: dict[str, Any] = quick_schedule(DEFAULT_LOCAL_MODEL)
 
 
 def cli(*flags: str, **extra: Any) -> dict[str, Any]:
@@ -217,14 +220,14 @@ def harness_quick_defaults(harness: str) -> dict[str, Any]:
 
 
 def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
-    """Fill QUICK_LOCAL_DEFAULTS for an embedded target model where the user set none of the schedule fields."""
-    model = values.get("model", DEFAULT_LOCAL_MODEL)
-    if not str(model).startswith("local/"):
+    """Fill the target model profile's quick schedule where the user set none of the schedule fields."""
+    profile_quick = quick_schedule(str(values.get("model", DEFAULT_LOCAL_MODEL)))
+    if not profile_quick:
         return values
     if any(key in values for key in ("epochs", "minibatch", "budget_rollouts", "budget_usd", "max_iterations")):
         return values
     harness = str(values.get("harness", OptimizeConfig.model_fields["harness"].default))
-    quick = {**QUICK_LOCAL_DEFAULTS, **harness_quick_defaults(harness)}
+    quick = {**profile_quick, **harness_quick_defaults(harness)}
     out = dict(values)
     applied = [key for key in quick if key not in values]
     for key in applied:

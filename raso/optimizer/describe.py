@@ -19,7 +19,7 @@ from raso.harness import SPLITS, Harness, Task
 from raso.llm import LLMGateway
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
-from .render import LOCAL_PROVIDER_PREFIX, clip, quote_block
+from .render import clip, profile_limits, quote_block
 
 DESCRIBE_TEMPLATE = "harness_describe.md"
 STAGE_DESCRIBE = "harness.describe"
@@ -42,14 +42,9 @@ class DescribeLimits(BaseModel):
     reply_tokens: int | None = Field(default=None, ge=64, description="the reply's token limit (None: the role's)")
 
 
-LOCAL_LIMITS = DescribeLimits(file_chars=3_000, total_chars=9_000, max_files=12, example_tasks=2, example_chars=300,
-                              reply_tokens=700)  # the embedded model has an 8k-token context
-
-
 def limits_for(gateway: LLMGateway) -> DescribeLimits:
-    """Tighter limits for the embedded optimizer model, the generous defaults for any other."""
-    _, role = gateway.config.resolve_role(OPTIMIZER_ROLE)
-    return LOCAL_LIMITS if role.model.startswith(LOCAL_PROVIDER_PREFIX) else DescribeLimits()
+    """The limits the optimizer model's profile sets (tighter for a small-context model) over the defaults."""
+    return profile_limits(DescribeLimits, gateway.profile(OPTIMIZER_ROLE).describe_limits)
 
 
 class HarnessDescriptionDrafts(BaseModel):

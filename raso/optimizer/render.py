@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from raso.harness import Rollout
+from raso.llm.errors import LLMError
 from raso.skill import Skill
 
 from .types import Gradient, Lesson, RetrievedSection
@@ -24,6 +26,7 @@ DELIMITER_TAGS = (
 )
 _TAG_OPENING = re.compile(r"<(?=\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\b)", re.IGNORECASE)
 _ATTR_BAD = re.compile(r'["<>\r\n\t]+')
+LimitsT = TypeVar("LimitsT", bound=BaseModel)
 
 
 class PromptLimits(BaseModel):
@@ -46,35 +49,22 @@ class PromptLimits(BaseModel):
         "skill's body), so a grammar-constrained small model closes each field within its token cap")
 
 
-LOCAL_PROVIDER_PREFIX = "local/"
-
-#: Field bounds for the embedded models, at about 3 characters per token (JSON-escaped markdown) so that every
-#: reply fits its token cap above: a skill draft (name + description + body) in 640 tokens, a lesson in 200, a
-#: requirement list or failure-mode list (up to 4 items) in 400. The 0.5B otherwise looped inside a field until
-#: the cap cut the JSON (measured: skill_init in the init table, "the reply was cut at its token limit").
-LOCAL_FIELD_CHARS: dict[str, int] = {
-    "name": 60, "description": 200, "body": 1400,
-    "lesson": 500,
-    "requirement": 160, "query": 60,
-    "failure_mode": 140, "evidence": 60,
-}
-
-
-def limits_for(gateway: object) -> PromptLimits:
-    """Default budgets for the gateway's optimizer model: tighter for the embedded model (8k context,
-    ~20 tokens/s on one core), the generous defaults for everything else."""
+def limits_for(gateway: object, role: str = "optimizer") -> PromptLimits:
+    """The budgets `role`'s model profile sets (raso.llm.profiles: tighter for a small-context model), over the
+    defaults; the defaults for a gateway stand-in without profiles."""
     try:
-        _, role = gateway.config.resolve_role("optimizer")  # type: ignore[attr-defined]
-        model = role.model
-    except Exception:  # a gateway stand-in without a config: the defaults
+        overrides = gateway.profile(role).prompt_limits  # type: ignore[attr-defined]
+    except (AttributeError, LLMError):  # a stand-in without profiles, or no such role
         return PromptLimits()
-    if model.startswith(LOCAL_PROVIDER_PREFIX):
-        # skill_tokens: the 0.5B model's complete drafts measured 280-440 tokens; a draft that loops until the
-        # cap is unusable anyway, and each capped attempt costs ~1 min on a 2-core CPU.
-        return PromptLimits(description_chars=2500, section_chars=800, trajectory_chars=4000, step_chars=300,
-                            skill_chars=6000, max_items=4, plan_tokens=400, lesson_tokens=200, skill_tokens=640,
-                            field_chars=LOCAL_FIELD_CHARS)
-    return PromptLimits()
+    return profile_limits(PromptLimits, overrides)
+
+
+def profile_limits(kind: type[LimitsT], overrides: dict[str, Any]) -> LimitsT:
+    """`kind` with a model profile's field values; ValueError naming a field the limits do not have."""
+    unknown = sorted(set(overrides) - set(kind.model_fields))
+    if unknown:
+        raise ValueError(f"model profile: {kind.__name__} has no field(s) {', '.join(unknown)}")
+    return kind(**overrides)
 
 
 def clip(text: str, limit: int) -> str:
