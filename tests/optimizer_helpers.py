@@ -109,9 +109,9 @@ def router(overrides: dict[str, Any] | None = None) -> Callable[[list[dict[str, 
     return answer
 
 
-def gateway(script: Any) -> tuple[LLMGateway, ScriptedModel]:
+def gateway(script: Any, profile: dict[str, Any] | None = None) -> tuple[LLMGateway, ScriptedModel]:
     sm = script if isinstance(script, ScriptedModel) else ScriptedModel(script, name="optimizer")
-    gw = LLMGateway(GatewayConfig.for_models(target=sm.model))
+    gw = LLMGateway(GatewayConfig.for_models(target=sm.model, profile=profile))
     return gw, sm
 
 

@@ -21,6 +21,7 @@ from optimizer_helpers import (
 )
 
 from raso.llm import StructuredOutputError
+from raso.llm.profiles import ALL_SANITIZERS
 from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import render_lessons_block
 from raso.optimizer.types import InitResult, SectionRef
@@ -28,7 +29,8 @@ from raso.skill import Skill
 
 
 def run_init(retriever=None, overrides=None, **kw):
-    gw, sm = gateway(router(overrides))
+    # The optimizer model plays a small model here: its profile switches on every small-model repair.
+    gw, sm = gateway(router(overrides), profile={"sanitizers": list(ALL_SANITIZERS)})
     init = initialize_skill(gw, task_description=T, harness_description=H, retriever=retriever, k=3,
                             num_requirements=2, **kw)
     return init, gw, sm

@@ -6,7 +6,6 @@ lesson (Cross-Harness Adaptation) or, for the adaptation-off ablation, keep them
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
 from . import roles
 from .render import PromptLimits, render_section
+from .sanitizers import Context, lesson_rejection, sanitizers_for, words_of
 from .types import Lesson, RetrievedSection, SectionRef
 
 if TYPE_CHECKING:
@@ -61,40 +61,6 @@ class EmptyLessonError(ValueError):
     """The adaptation reply was valid JSON but carried no knowledge (it restated the requirement or the prompt)."""
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
-def _instruction_words(prompts: PromptLibrary) -> str:
-    # The slot markers' names become words too; harmless, as a lesson is judged by containment.
-    return _words(prompts.template(roles.ADAPTATION_TEMPLATE))
-
-
-_NUMBERING = re.compile(r"^[\s\d.)]+")  # "5. Verify visually" -> "Verify visually"
-
-
-def empty_lesson_reason(lesson: str, requirement: str, *, prompts: PromptLibrary | None = None,
-                        headings: Sequence[str] = ()) -> str | None:
-    """Why `lesson` adds nothing to the skill, or None. Small models often echo their input instead of
-    adapting the sections: the requirement itself, a phrase of the prompt's instructions (of the
-    adaptation template in `prompts`, None = the package default), or a heading of a retrieved section
-    (`headings`: their heading paths, "a › b › c")."""
-    words = _words(lesson)
-    if not words:
-        return "it has no words"
-    if " " not in words:
-        # e.g. "AdaptationOutput": the 0.5B model wrote the reply schema's name as every lesson
-        return "it is a single word"
-    if words == _words(requirement):
-        return "it only restates the requirement"
-    if len(words) >= 12 and words in _instruction_words(prompts or DEFAULT_PROMPTS):
-        return "it copies the prompt's instructions"
-    # e.g. "Verify visually (mandatory)", a heading of a pdf-to-html skill, as a spreadsheet lesson
-    if any(words == _words(_NUMBERING.sub("", part)) for path in headings for part in re.split(r"\s*[›>]\s*", path)):
-        return "it only copies a section heading"
-    return None
-
-
 def adapt_lesson(
     gw: LLMGateway,
     *,
@@ -111,8 +77,9 @@ def adapt_lesson(
         requirement=requirement, task_description=task_description, harness_description=harness_description,
         sections=list(sections),
     ), limits, prompts=prompts)
-    reason = empty_lesson_reason(out.lesson, requirement, prompts=prompts,
-                                 headings=[s.ref.heading_path for s in sections])
+    reason = None if words_of(out.lesson) else "it has no words"  # an error for every model
+    reason = reason or lesson_rejection(out.lesson, sanitizers_for(gw), Context(
+        requirement=requirement, prompts=prompts, headings=[s.ref.heading_path for s in sections]))
     if reason is not None:
         raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])

@@ -17,6 +17,7 @@ from raso.skill import Skill
 from . import roles
 from .adaptation import gather_lessons
 from .render import PromptLimits, limits_for
+from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import assemble_body, draft_to_skill, fallback_description, fallback_name
 from .types import InitMode, InitResult, Requirement
 
@@ -86,7 +87,11 @@ def initialize_skill(
             exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers, prompts=prompts,
         )
 
+    sanitizers = sanitizers_for(gw)
+
     def to_skill(draft: roles.SkillDraft) -> Skill:
+        draft, repairs = sanitize_draft(draft, sanitizers)
+        errors.extend(repairs)
         return draft_to_skill(
             draft,
             default_name=skill_name or fallback_name(task_description),
@@ -102,7 +107,7 @@ def initialize_skill(
     except StructuredOutputError as exc:
         # The requirements and lessons already cost model calls and are sound on their own: keep them as the
         # skill rather than lose the whole init to one unusable draft (small models can run out of tokens
-        # mid-JSON, or write a body without instructions). The fallback is reported in `errors`, never silent.
+        # mid-JSON, or write a body a sanitizer rejects). The fallback is reported in `errors`, never silent.
         errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
                       f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons without it")
         skill = to_skill(roles.SkillDraft(body=assemble_body(requirements, lessons)))

@@ -20,6 +20,7 @@ from raso.skill import Skill
 from . import roles
 from .adaptation import gather_lessons
 from .render import PromptLimits, limits_for
+from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import draft_to_skill
 from .types import Gradient, UpdateMode, UpdateProposal
 
@@ -130,6 +131,8 @@ def propose_update(
         task_description=task_description, harness_description=harness_description, skill=skill,
         gradients=gradients, lessons=lessons,
     ), limits, prompts=prompts)
+    draft, repairs = sanitize_draft(draft, sanitizers_for(gw))
+    errors.extend(repairs)
     candidate = draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
                                keep_name=True, metadata=skill.metadata)
     return UpdateProposal(mode=mode, candidate=candidate, gradients=gradients, chunk_gradients=chunk_gradients,
