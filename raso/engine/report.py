@@ -125,6 +125,17 @@ def _proposal_errors(run_dir: RunDir) -> list[tuple[str, str]]:
     return out
 
 
+def _profile_lines(config: Any) -> list[str]:
+    """The model profiles the run used (raso.llm.profiles): what each model can do and which repairs ran."""
+    from raso.llm.profiles import profile_for
+
+    target, optimizer = config.model, config.resolved_optimizer_model()
+    if target == optimizer:
+        return [f"- model profile: {profile_for(target).summary()}"]
+    return [f"- target model profile: {profile_for(target).summary()}",
+            f"- optimizer model profile: {profile_for(optimizer).summary()}"]
+
+
 def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
     """Everything that ran in a weaker way than configured: infrastructure failures and retries, fallbacks
     logged by retrieval, and optimizer steps skipped or replaced (junk drafts, dropped or echoed lessons)."""
@@ -142,7 +153,8 @@ def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, An
     kinds = {"assembled": "RASI fallback skill (the draft was unusable; assembled from requirements and lessons)",
              "lesson was dropped": "lesson dropped (empty or an echo of its input)",
              "gradient for chunk": "gradient chunk skipped (unusable reply)",
-             "merge failed": "gradient merge failed (chunk outputs used)"}
+             "merge failed": "gradient merge failed (chunk outputs used)",
+             "sanitizer ": "small-model repair (the optimizer model profile's sanitizers)"}
     for unit, error in errors:
         label = next((v for k, v in kinds.items() if k in error), "step skipped")
         text = error if len(error) <= 300 else error[:297] + "..."
@@ -174,6 +186,7 @@ def build_report(run_dir: RunDir) -> str:
         f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
         f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
     ]
+    lines += _profile_lines(config)
     index_line = _index_line(config)
     if index_line:
         lines.append(index_line)
