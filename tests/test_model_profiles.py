@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from optimizer_helpers import H, T, SpyRetriever, gateway, router, section
+from optimizer_helpers import H, SpyRetriever, T, gateway, router, section
 from pydantic import ValidationError
 
 from raso.agent import AgentConfig, ExecutionAgent

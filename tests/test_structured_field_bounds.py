@@ -11,9 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 from raso.llm import GatewayConfig, LLMGateway
+from raso.llm.profiles import EMBEDDED_FIELD_CHARS as LOCAL_FIELD_CHARS
 from raso.llm.scripted import ScriptedModel
 from raso.llm.structured import bound_strings, schema_of
-from raso.llm.profiles import EMBEDDED_FIELD_CHARS as LOCAL_FIELD_CHARS
 from raso.optimizer.render import PromptLimits, limits_for
 from raso.optimizer.roles import AdaptationOutput, SkillDraft
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from raso.llm import LLMGateway, StructuredOutputError
-from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
+from raso.prompts import PromptLibrary
 
 from . import roles
 from .render import PromptLimits, render_section
