@@ -234,3 +234,37 @@ def test_no_behaviour_switches_on_the_local_model_name_outside_the_profile_regis
     probe.write_text('if model.startswith("local/"):\n    pass\nif provider_of(m) == local.PROVIDER:\n    pass\n'
                      'X = "local/qwen"\n', encoding="utf-8")
     assert len(_name_checks(probe)) == 3
+
+
+def test_the_embedded_backend_reads_the_schema_in_either_wire_format() -> None:
+    from raso.llm.local import _schema_of_response_format
+
+    schema = {"type": "object", "properties": {"lesson": {"type": "string"}}}
+    assert _schema_of_response_format({"type": "json_object", "schema": schema}) == schema
+    assert _schema_of_response_format({"type": "json_schema", "json_schema": {"name": "X", "schema": schema}}) == schema
+    assert _schema_of_response_format({"type": "json_object"}) is None and _schema_of_response_format(None) is None
+
+
+def test_the_report_names_the_profiles_and_lists_sanitizer_repairs(tmp_path: Path) -> None:
+    from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+
+    from raso.api import optimize
+    from raso.engine import OptimizeConfig, RunDir
+    from raso.llm.scripted import ScriptedModel
+
+    def repaired_propose(gw, **kwargs):
+        proposal = toy_propose(gw, **kwargs)
+        return proposal.model_copy(update={"errors": [
+            "sanitizer repeated_sentences: removed 2 repeated sentence(s) from the skill body"]})
+
+    agent = ScriptedModel(toy_agent_reply, name="agent")
+    optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=2\nBe brief.", "LEVEL=1\nShorter."], name="optimizer")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, workers=2, seed=3, max_iterations=1,
+                            run_dir=tmp_path / "run", test=False)
+    optimize(ToyHarness(), config, initializer=toy_initialize, proposer=repaired_propose)
+    report = RunDir(config.run_dir).report.read_text()
+    assert "- target model profile: scripted (scripted); context unknown tokens; grammar no" in report
+    assert "- optimizer model profile: scripted (scripted)" in report
+    assert ("iter001: small-model repair (the optimizer model profile's sanitizers): sanitizer repeated_sentences: "
+            "removed 2 repeated sentence(s)") in report
