@@ -57,13 +57,13 @@ class WebShopHarness(Harness):
     " [SEP] "-joined page text; see env.py). `type_match`: "words" (default, no dependency) or "spacy"
     (upstream's POS-tag nouns; needs the `webshop-spacy` extra and `spacy_model`, default en_core_web_sm).
     `reply_thought`: whether the reply grammar (embedded models) allows a one-line thought before the action
-    (default True; the 0.5B's thought restated the task every turn and kept pulling it back to searching).
+    (default True; a small model's thought may restate the task every turn and pull it back to searching).
     """
 
     name: ClassVar[str] = "webshop"
     resource_dir: ClassVar[Path] = RESOURCE_DIR
     # A purchase takes search, a product, its options and Buy Now: the generic 3 quick steps end most episodes
-    # before it; short replies keep 8 steps of the embedded model within the main job's time (issue 16).
+    # before it; short replies keep 8 steps of the embedded model within the main job's time.
     quick_defaults: ClassVar[dict[str, Any]] = {"agent_max_steps": 8, "agent_max_tokens": 128}
 
     def __init__(

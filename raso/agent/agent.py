@@ -49,7 +49,7 @@ _LEADING_THOUGHT = re.compile(r"\A\s*Thought\s*:[^\n]*\n+(?=\S)", re.IGNORECASE)
 
 
 class AgentConfig(BaseModel):
-    """How the execution agent runs. Defaults suit the embedded 0.5B model (8k-token context)."""
+    """How the execution agent runs. Defaults suit a small embedded model (8k-token context)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -72,8 +72,8 @@ class AgentConfig(BaseModel):
     history_thoughts: bool | None = Field(
         default=None,
         description="send earlier replies back with their leading `Thought:` line: None = not when the replies are "
-        "grammar-constrained (embedded models: the 1.5B copied its previous thought verbatim into every later turn, "
-        "and the thought, not the page, then chose the action), True = always, False = never",
+        "grammar-constrained (a small model copies its previous thought into every later turn, and the "
+        "thought, not the page, then chooses the action), True = always, False = never",
     )
     max_tokens: int | None = Field(
         default=None, ge=1, description="reply length limit per model turn; None = the harness's max_reply_tokens"

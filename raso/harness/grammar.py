@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 
 # A thought is one bounded line, so a model cannot spend its token budget before it reaches the action. 320
-# characters (~75 tokens) leave room for the action within a 128-token reply; at 200 the grammar cut 62 of the
-# 1.5B's 97 WebShop thoughts mid-sentence and forced an action the thought had not reached.
+# characters (~75 tokens) leave room for the action within a 128-token reply; a tighter bound cuts thoughts
+# mid-sentence and forces an action the thought had not reached (docs/model-profiles.md).
 THOUGHT_MAX_CHARS = 320
 
 

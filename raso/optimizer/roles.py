@@ -92,8 +92,8 @@ class QueryInitOutput(BaseModel):
 @cache
 def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
     """The output schema asking for M pairs: a grammar-constrained model (llama.cpp JSON mode) then has to write
-    all M and stop there (the schema's maxItems; the embedded 0.5B otherwise repeated one pair until its token
-    cap cut the JSON). Validation still accepts more, which the caller cuts off (a hosted model may write them)."""
+    all M and stop there (the schema's maxItems; a small model otherwise repeats one pair until its token cap
+    cuts the JSON). Validation still accepts more, which the caller cuts off (a hosted model may write them)."""
     return create_model(  # type: ignore[call-overload, no-any-return]
         "QueryInitOutput", __base__=QueryInitOutput,
         requirements=(list[Requirement], Field(min_length=num_requirements,
@@ -130,7 +130,7 @@ class AdaptationOutput(BaseModel):
     # Only the text: which requirement a lesson serves is fixed by the caller, never by the model.
 
     # The cap stops a small model from copying the whole prompt into the lesson; no field description either:
-    # the 0.5B model returned it verbatim as the lesson.
+    # a small model may return it verbatim as the lesson.
     lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS)
 
 
