@@ -37,6 +37,7 @@ def test_only_embedded_models_take_a_grammar():
 
 
 @pytest.mark.embedded
+@pytest.mark.local15
 def test_the_1_5b_answers_and_shares_the_process_with_the_0_5b():
     # roles on different embedded models: agent 0.5B, optimizer 1.5B, each its own llama.cpp instance
     gw = LLMGateway(GatewayConfig.for_models(target=MODEL_05, optimizer=MODEL_15,

@@ -38,6 +38,7 @@ def test_exactly_the_known_tasks_have_answers_without_cached_values():
     assert uncached == TASKS_WITH_UNCACHED_ANSWERS | TASKS_WITH_UNCACHED_CELLS_ELSEWHERE
 
 
+@pytest.mark.libreoffice
 def test_every_answer_submitted_as_the_output_scores_one(harness, tmp_path):
     """All 50 tasks x 3 cases through the env's own output path (recalculation, then scoring)."""
     scored_cases = 0
@@ -127,6 +128,7 @@ def test_an_answer_the_engine_cannot_recalculate_is_scored_as_it_is(tmp_path):
     assert compare_workbooks(answer, produced, "A1:A3").passed  # as before: empty matches empty
 
 
+@pytest.mark.libreoffice
 def test_the_answer_cache_is_hidden_from_model_written_programs(harness):
     cached = harness.answers.resolve([next(c.answer_path for t in load_tasks() if t.id == "32255"
                                            for c in t.cases)])[0]

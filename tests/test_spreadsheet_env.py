@@ -98,6 +98,7 @@ def test_subtly_wrong_solution_scores_zero(harness, task_id):
         assert info["soft_score"] == pytest.approx(2 / 3)
 
 
+@pytest.mark.libreoffice
 def test_run_reports_stdout_errors_and_the_answer_cells(harness):
     env = harness.make_env(task("37609"))
     env.reset()
@@ -173,6 +174,7 @@ def test_reading_the_answer_workbook_is_refused(tight_harness):
     assert "is not allowed (outside the working directory)" in obs
 
 
+@pytest.mark.libreoffice
 def test_full_rollout_to_reward_one_with_a_scripted_model_through_the_agent(harness):
     from raso.agent import AgentConfig, ExecutionAgent
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig
