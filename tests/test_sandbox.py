@@ -329,3 +329,51 @@ def test_a_command_sees_only_the_system_its_work_dir_and_what_is_bound(command_d
         assert not (shared / "x").exists()
     finally:
         sandbox_module.shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.sandbox_os
+def test_a_command_reaches_only_the_loopback_ports_it_was_given(command_dir):
+    import socket
+    import threading
+
+    def echo_server() -> tuple[socket.socket, list[bytes]]:
+        server, seen = socket.socket(), []
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                data = conn.recv(1024)
+                seen.append(data)
+                conn.sendall(b"echo:" + data)
+                conn.close()
+        threading.Thread(target=serve, daemon=True).start()
+        return server, seen
+
+    (allowed, allowed_seen), (other, other_seen) = echo_server(), echo_server()
+    port, other_port = allowed.getsockname()[1], other.getsockname()[1]
+    code = ("import socket\n"
+            "for port in (%d, %d):\n"
+            "    try:\n"
+            "        s = socket.create_connection(('127.0.0.1', port), timeout=5)\n"
+            "        s.sendall(b'hello'); print(port, s.recv(100).decode())\n"
+            "    except OSError as e:\n"
+            "        print(port, 'refused', e.errno)\n" % (port, other_port))
+    try:
+        box = Sandbox(LIMITS)
+        assert box.isolation_level == "os", f"bubblewrap is needed: {box.support.notes}"
+        cmd = [box.python, "-I", "-c", code]
+        res = box.run_command(cmd, command_dir, ro_binds=box.python_roots, loopback_ports=[port])
+        assert res.ok, res.stderr
+        assert res.stdout.splitlines() == [f"{port} echo:hello", f"{other_port} refused 111"]
+        assert "loopback-ports-only" in res.isolation
+        assert allowed_seen == [b"hello"] and other_seen == []
+        res = box.run_command(cmd, command_dir, ro_binds=box.python_roots)  # no ports: no network at all
+        assert res.stdout.split()[1:3] == ["refused", "111"] and allowed_seen == [b"hello"]
+    finally:
+        allowed.close()
+        other.close()

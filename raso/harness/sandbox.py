@@ -42,9 +42,12 @@ import logging
 import os
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -338,6 +341,101 @@ _main()
 """
 
 
+# Runs first inside a run that may reach some host loopback ports: listens on 127.0.0.1:<port> in the run's own
+# network namespace, passes each connection to the Unix socket <dir>/<port>.sock (the host side), then starts the
+# command and exits with its status.
+_RELAY = r"""
+import json, os, socket, sys, threading
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+def serve(listener, path):
+    while True:
+        conn, _ = listener.accept()
+        upstream = socket.socket(socket.AF_UNIX)
+        try:
+            upstream.connect(path)
+        except OSError:
+            conn.close()
+            continue
+        for a, b in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+cfg, argv = json.loads(sys.argv[1]), sys.argv[2:]
+for port in cfg["ports"]:
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    threading.Thread(target=serve, args=(listener, "%s/%d.sock" % (cfg["dir"], port)), daemon=True).start()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+os._exit(code if code >= 0 else 128 - code)
+"""
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class _PortForwarder:
+    """Host side of a run's loopback ports: each Unix socket <folder>/<port>.sock leads to 127.0.0.1:<port>."""
+
+    def __init__(self, folder: Path, ports: Sequence[int]) -> None:
+        self.listeners: list[socket.socket] = []
+        for port in ports:
+            path = folder / f"{port}.sock"
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+            os.chmod(path, 0o777)  # the run's uid connects to it
+            listener.listen(16)
+            self.listeners.append(listener)
+            threading.Thread(target=self._serve, args=(listener, port), daemon=True).start()
+
+    @staticmethod
+    def _serve(listener: socket.socket, port: int) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except OSError:
+                conn.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            except OSError:
+                pass
+            listener.close()
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -371,7 +469,8 @@ def _minimal_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str,
 
 
 def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro_binds: Sequence[str],
-                hide: Sequence[str], env: Mapping[str, str], limits: SandboxLimits) -> list[str]:
+                hide: Sequence[str], env: Mapping[str, str], limits: SandboxLimits,
+                rw_binds: Sequence[str] = ()) -> list[str]:
     """The full command line: launcher, bwrap and its options, then `argv` run in `work`."""
     assert support.bwrap is not None
     cmd = [*support.launcher, support.bwrap, "--unshare-all", "--unshare-user", *support.bwrap_options,
@@ -401,7 +500,8 @@ def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro
             continue
         mounts.append((path.count("/"), 0, ["--ro-bind", path, path]))
         sources.append(path)
-    mounts.append((work.count("/"), 1, ["--bind", work, work]))
+    for path in (work, *rw_binds):
+        mounts.append((path.count("/"), 1, ["--bind", path, path]))
     covered = []
     for path in dict.fromkeys(hide):
         if not any(_is_under(path, s) for s in sources) or path == work:
@@ -575,19 +675,32 @@ class Sandbox:
             shutil.rmtree(root, ignore_errors=True)
 
     def run_command(self, argv: Sequence[str], work_dir: Path, *, ro_binds: Sequence[Path] = (),
-                    env: Mapping[str, str] | None = None) -> SandboxResult:
+                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = ()) -> SandboxResult:
         """Run any command line `argv` in `work_dir` (the one writable folder), with `ro_binds` also visible
-        read-only, this sandbox's limits, `deny_read` hidden, no network and a minimal environment plus `env`.
+        read-only, this sandbox's limits, `deny_read` hidden and a minimal environment plus `env`.
+
+        No network, except that each of `loopback_ports` (1024 and up) on the host's 127.0.0.1 (a model
+        endpoint) is reachable at the same address inside: a relay in the run listens there and passes each
+        connection through a Unix socket to a host thread that connects to the real port. Nothing else on the
+        host or beyond is reachable.
 
         The command needs the OS layer (IsolationRequiredError otherwise: nothing but bwrap contains a
-        non-Python program). A root caller's run is uid 65534: `work_dir` is handed to that uid for the run and
-        given back to its owner afterwards.
+        non-Python program). A root caller's run is uid 65534: `work_dir` must be reachable by that uid (not
+        under a private home such as /root); it is handed to that uid for the run and given back afterwards.
         """
         if self.support.level != "os":
             raise IsolationRequiredError(f"running a command needs OS-level isolation: {INSTALL_HINT}")
         work = Path(work_dir).resolve()
         if not work.is_dir():
             raise ValueError(f"work dir {work} is not a folder")
+        if self.support.launcher:
+            closed = [str(p) for p in work.parents if not os.stat(p).st_mode & stat.S_IXOTH]
+            if closed:
+                raise ValueError(f"work dir {work} is not reachable by the sandbox's uid {SANDBOX_UID}: "
+                                 f"{closed[0]} is not searchable by others")
+        ports = [int(p) for p in loopback_ports]
+        if any(not 1024 <= p <= 65535 for p in ports):
+            raise ValueError(f"loopback ports must be between 1024 and 65535, got {ports}")
         limits = self.limits
         prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
         caps = [prlimit, f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", f"--as={limits.memory_bytes}",
@@ -597,27 +710,39 @@ class Sandbox:
         binds = [str(Path(p).resolve()) for p in ro_binds]
         owner = work.stat()
         root = Path(tempfile.mkdtemp(prefix="raso-sandbox-"))
+        forwarder = None
         try:
-            return self._execute([*caps, "--", *argv], root, work, ro_binds=binds,
-                                 env=_minimal_env(str(work), env))
+            command = [*caps, "--", *argv]
+            rw_binds: list[str] = []
+            if ports:
+                sockets = root / "net"
+                sockets.mkdir(mode=0o755)
+                forwarder = _PortForwarder(sockets, ports)
+                rw_binds.append(str(sockets))
+                binds += self.python_roots
+                relay = {"ports": ports, "dir": str(sockets)}
+                command = [*caps, "--", self.python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
+            return self._execute(command, root, work, ro_binds=binds, env=_minimal_env(str(work), env),
+                                 rw_binds=rw_binds, network="loopback" if ports else "none")
         finally:
+            if forwarder is not None:
+                forwarder.close()
             shutil.rmtree(root, ignore_errors=True)
             if self.support.launcher:
                 _chown_tree(work, owner.st_uid, owner.st_gid)
 
     def _execute(self, argv: Sequence[str], root: Path, work: Path, *, ro_binds: Sequence[str],
-                 env: Mapping[str, str]) -> SandboxResult:
+                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none") -> SandboxResult:
         """Run `argv` contained (OS layer where available), wait within the wall clock, and read what it left."""
         limits, support = self.limits, self.support
         if support.level == "os":
             if support.launcher:  # the run's uid must reach and own its working directory
                 os.chmod(root, 0o711)
-                if work.parent != root:
-                    os.chmod(work.parent, os.stat(work.parent).st_mode | 0o111)
                 _chown_tree(work, SANDBOX_UID, SANDBOX_UID)
             cmd = _bwrap_argv(support, work=str(work), argv=argv, ro_binds=ro_binds, hide=self.deny_read, env=env,
-                              limits=limits)
-            isolation = ["bwrap", "user-namespace", "pid-namespace", "no-network", "read-only-system",
+                              limits=limits, rw_binds=rw_binds)
+            isolation = ["bwrap", "user-namespace", "pid-namespace",
+                         "no-network" if network == "none" else "loopback-ports-only", "read-only-system",
                          "private-tmp", "rlimits"]
         else:
             cmd = list(argv)
