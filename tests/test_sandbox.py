@@ -357,12 +357,12 @@ def test_a_command_reaches_only_the_loopback_ports_it_was_given(command_dir):
     (allowed, allowed_seen), (other, other_seen) = echo_server(), echo_server()
     port, other_port = allowed.getsockname()[1], other.getsockname()[1]
     code = ("import socket\n"
-            "for port in (%d, %d):\n"
+            f"for port in ({port}, {other_port}):\n"
             "    try:\n"
             "        s = socket.create_connection(('127.0.0.1', port), timeout=5)\n"
             "        s.sendall(b'hello'); print(port, s.recv(100).decode())\n"
             "    except OSError as e:\n"
-            "        print(port, 'refused', e.errno)\n" % (port, other_port))
+            "        print(port, 'refused', e.errno)\n")
     try:
         box = Sandbox(LIMITS)
         assert box.isolation_level == "os", f"bubblewrap is needed: {box.support.notes}"
