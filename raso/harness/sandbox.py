@@ -446,7 +446,7 @@ def _is_under(path: str, root: str) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def interpreter_layout(python: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
-    """(folders the interpreter needs, read-only; its site-packages folders) for `python`.
+    """(folders the interpreter needs, read-only; its site-packages folders; its sys.prefix) for `python`.
 
     Asked with `site` on: a virtual environment's prefix and site-packages are set by `site`, which the sandboxed
     program runs without (-S), so the bootstrap puts them back by name."""
