@@ -307,6 +307,15 @@ def test_a_command_reports_which_limit_it_hit(command_dir, argv, limit):
 
 
 @pytest.mark.sandbox_os
+def test_a_command_reports_the_memory_limit(command_dir):
+    box = Sandbox(SandboxLimits(memory_bytes=256 * 1024 * 1024))
+    assert box.isolation_level == "os", f"bubblewrap is needed: {box.support.notes}"
+    res = box.run_command([box.python, "-I", "-c", "blob = bytearray(1 << 30)"], command_dir, ro_binds=box.python_roots)
+    assert res.limit_hit == "memory", (res.exit_code, res.stderr)
+    assert "memory limit exceeded" in res.error_summary()
+
+
+@pytest.mark.sandbox_os
 def test_a_command_sees_only_the_system_its_work_dir_and_what_is_bound(command_dir, tmp_path):
     shared = Path(tempfile.mkdtemp(prefix="raso-shared-"))
     os.chmod(shared, 0o755)
