@@ -386,3 +386,23 @@ def test_a_command_reaches_only_the_loopback_ports_it_was_given(command_dir):
     finally:
         allowed.close()
         other.close()
+
+
+@pytest.mark.parametrize("code, refusal", [
+    ("import os, sys\nos.chdir(sys.prefix)\nopen('planted.pth', 'w')\n", "planted.pth is not allowed"),
+    ("class P(str):\n    def startswith(self, *a):\n        return True\n    def split(self, *a):\n        return ['']\n"
+     "open(P('/etc/escape.txt'), 'w')\n", "writing /etc/escape.txt is not allowed"),
+    ("import sys\nclass M(str):\n    def __str__(self):\n        return 'json'\n"
+     "sys.modules.pop('_posixsubprocess')\n__import__(M('_posixsubprocess'))\n",
+     "importing _posixsubprocess is not allowed"),
+    ("import sys\nsys.settrace(lambda *a: None)\n", "sys.settrace is not allowed"),
+    ("try:\n    open('/etc/x', 'w')\nexcept PermissionError as e:\n    tb = e.__traceback__\n"
+     "while tb.tb_next:\n    tb = tb.tb_next\n"
+     "print(sorted(type(v).__name__ for v in tb.tb_frame.f_locals.values() if hasattr(v, '__closure__')))\n"
+     "open('/etc/y', 'w')\n", "writing /etc/y is not allowed"),
+])
+def test_the_guard_resists_tricks_from_inside_the_interpreter(sandbox, workbook, tmp_path, code, refusal):
+    res = run(sandbox, code, workbook, tmp_path)
+    assert res.exit_code == 1
+    assert refusal in res.error_summary()
+    assert "function" not in res.stdout  # the guard's frame holds no Python function whose cells could be rewritten

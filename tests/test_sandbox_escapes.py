@@ -2,8 +2,8 @@
 
 Every attempt runs twice behind the OS layer (bubblewrap): as a sandboxed program (both layers: the in-process
 audit guard and bwrap), and as a plain Python program in bwrap without the guard (`Sandbox.run_command`), which
-is what an attacker who gets past the guard has (the guard's path checks can be switched off from inside: see
-test_the_guard_can_be_switched_off_from_inside). Each run must leak nothing: the answers' text never appears in
+is what an attacker who gets past the guard has (the walk that switched the old guard off is one of the
+attempts: test_frame_walking_does_not_switch_the_guard_off). Each run must leak nothing: the answers' text never appears in
 the output, no file appears outside the working directory (a host folder the run's uid could write, the
 interpreter's prefix), planted start-up code never runs later (in a sandboxed program or the host interpreter),
 nothing stays in the host's /dev/shm, no connection reaches a host socket and no process outlives the run.
@@ -163,10 +163,9 @@ def os_box(stage) -> Sandbox:
     return make_box(stage)
 
 
-# Switches the in-process guard's path checks off: a refused open's traceback holds the guard's frames; the
-# functions in their locals have closure cells holding the guard's state, and cells are writable.
+# Switched the old in-process guard's path checks off: a refused open's traceback held the guard's frames; the
+# functions in their locals had closure cells holding the guard's state, and cells are writable.
 GUARD_OFF = '''
-import sys as _s
 def _guard_off():
     try:
         open("/proc/raso-guard-probe", "w")
@@ -189,14 +188,13 @@ def _guard_off():
                     cell.cell_contents = wanted[name]
                     changed += 1
         tb = tb.tb_next
-    for mod in ("ctypes", "_posixsubprocess"):
-        _s.modules.pop(mod, None)
     return "guard off (%d cells)" % changed
 print(_guard_off())
 '''
 
 HEADER = Template('''
 import os, sys, socket
+print("attempt started")
 SECRETS = $secrets
 MARK = "$mark"
 OUTSIDE = "$outside"
@@ -217,7 +215,7 @@ for path in SECRETS:
     "read answers by relative path": '''
 for path in SECRETS:
     show("read", lambda: open("../" * 30 + path.lstrip("/")).read())
-    os.chdir("/")
+    show("chdir", lambda: os.chdir("/"))
     show("read", lambda: open(path.lstrip("/")).read())
 ''',
     "read answers through /proc/self/root, /proc/1/root, /proc/<ppid>/root and /proc/<ppid>/cwd": '''
@@ -279,12 +277,10 @@ class Name(str):
 sys.modules.pop("_posixsubprocess", None)
 def spawn():
     mod = __import__(Name("_posixsubprocess"))
-    r, w = os.pipe()
+    import subprocess
+    subprocess._fork_exec = mod.fork_exec  # the real one, in case subprocess holds the placeholder's
     cmd = "cat %s; echo escaped > %s/escape-%s.txt" % (" ".join(SECRETS), OUTSIDE, MARK)
-    pid = mod.fork_exec([b"/bin/sh", b"-c", cmd.encode()], [b"/bin/sh"], True, (), None, None, -1, -1, -1, w, -1, -1,
-                        r, w, True, False, None, None, None, -1, None, False)
-    os.close(w)
-    return os.waitpid(pid, 0)
+    return subprocess.run(["/bin/sh", "-c", cmd], capture_output=True)
 show("fork_exec", spawn)
 ''',
     "mknod and mkfifo outside the working directory": '''
@@ -348,7 +344,7 @@ def _run_unguarded(st: Stage, box: Sandbox, code: str) -> SandboxResult:
     work = Path(tempfile.mkdtemp(prefix="work-", dir=st.root))
     try:
         (work / "attack.py").write_text(code)
-        return box.run_command([st.python, "-I", "attack.py"], work)
+        return box.run_command([st.python, "-I", "attack.py"], work, ro_binds=box.python_roots)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -374,8 +370,8 @@ def attempt(st: Stage, box: Sandbox, name: str, mode: str) -> list[str]:
     output = res.stdout + res.stderr
     if st.secret in output:
         leaks.append("the answers appeared in the output")
-    if res.exit_code is None or res.limit_hit:
-        leaks.append(f"the attempt did not finish normally ({res.error_summary()})")
+    if "attempt started" not in res.stdout or res.exit_code != 0 or res.limit_hit:
+        leaks.append(f"the attempt did not run to its end, so it tested nothing ({res.error_summary()})")
     if f"PLANTED-{st.mark}" in later.stdout + later.stderr:
         leaks.append("planted code ran in a later sandboxed program")
     if f"PLANTED-{st.mark}" in host.stdout + host.stderr:
@@ -419,13 +415,25 @@ def test_the_os_layer_is_bubblewrap(os_box):
     assert res.isolation_level == "os" and "bwrap" in res.isolation
 
 
-def test_the_guard_can_be_switched_off_from_inside(stage, os_box):
-    """Why the OS layer exists: the in-process guard's path checks can be switched off by the program."""
-    res = os_box.run("import os\nprint(sorted(os.listdir('/')))\n")
-    assert "reading / is not allowed" in res.error_summary()
+def test_frame_walking_does_not_switch_the_guard_off(stage, os_box):
+    """The walk that switched the old guard off (rewriting closure cells found through a refused call's
+    traceback) finds no state to rewrite: the hook keeps it in default arguments of a function it never exposes."""
     res = os_box.run(GUARD_OFF + "import os\nprint(sorted(os.listdir('/')))\n")
+    assert res.stdout.splitlines()[0] == "guard off (0 cells)"
+    assert "reading / is not allowed" in res.error_summary()
+    walk_and_trace = GUARD_OFF + "import sys\nsys.settrace(lambda *a: None)\n"
+    assert "sys.settrace is not allowed" in os_box.run(walk_and_trace).error_summary()
+
+
+def test_with_the_guard_off_the_host_is_still_out_of_reach(stage, os_box):
+    """Why the OS layer exists: a program past the guard sees only the system, the interpreter and its folder."""
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=stage.root))
+    try:
+        (work / "look.py").write_text("import os\nprint(sorted(os.listdir('/')))\n")
+        res = os_box.run_command([stage.python, "-I", "look.py"], work, ro_binds=os_box.python_roots)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     assert res.ok, res.stderr
-    assert "guard off" in res.stdout
     listing = res.stdout.splitlines()[-1]
     assert "'usr'" in listing and "'tmp'" in listing
     assert "'work'" not in listing and "'home'" not in listing  # the host's other folders do not exist inside
@@ -438,10 +446,17 @@ def test_escape_attempt_fails_behind_the_os_layer(stage, os_box, name, mode):
 
 
 def test_answers_hidden_inside_site_packages_are_covered(stage, os_box):
-    res = os_box.run(GUARD_OFF + f"import os\nprint(os.listdir({str(stage.answers_in_site)!r}))\n"
-                     f"print(os.path.exists({str(stage.answers_outside)!r}))\n")
+    code = (f"import os\nprint(os.listdir({str(stage.answers_in_site)!r}))\n"
+            f"print(os.path.exists({str(stage.answers_outside)!r}))\n"
+            f"print('site-packages', 'answers_pkg' in os.listdir({str(stage.site_packages)!r}))\n")
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=stage.root))
+    try:
+        (work / "look.py").write_text(code)
+        res = os_box.run_command([stage.python, "-I", "look.py"], work, ro_binds=os_box.python_roots)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     assert res.ok, res.stderr
-    assert res.stdout.splitlines()[-2:] == ["[]", "False"]
+    assert res.stdout.splitlines() == ["[]", "False", "site-packages True"]  # the folder is there, and empty
 
 
 def main() -> None:

@@ -159,8 +159,6 @@ import errno, json, os, resource, signal, sys
 
 
 def _setup(cfg):
-    # Everything the hook needs lives in this closure (no module globals, os functions bound now), so the
-    # program cannot rebind what the hook calls.
     def limit(kind, soft, hard=None):
         try:
             resource.setrlimit(kind, (soft, soft if hard is None else hard))
@@ -179,89 +177,56 @@ def _setup(cfg):
         exit_now(cpu_exit)
     signal.signal(signal.SIGXCPU, on_cpu)
 
-    # Path handling uses only builtins captured here (C functions and str methods), never os.path helpers, whose
-    # module globals the program could rebind. Symlinks are resolved with the captured os.readlink. A str or bytes
-    # subclass is first copied to a plain str/bytes (str.__str__ / bytes.__bytes__ called unbound copy the
-    # characters the system call will see), so overriding startswith, split or __str__ changes nothing here.
-    _any, _isinstance, _str, _bytes, _int, _bool, _range = any, isinstance, str, bytes, int, bool, range
-    _PermissionError, _ImportError, _OSError, _ValueError = PermissionError, ImportError, OSError, ValueError
-    readlink, fspath, getcwd, fs_encoding = os.readlink, os.fspath, os.getcwd, sys.getfilesystemencoding()
-    plain_str, plain_bytes = str.__str__, bytes.__bytes__
-
-    def norm(path):  # absolute, without "", "." and ".." parts
-        parts = []
-        for comp in path.split("/"):
-            if comp == ".." and parts:
-                parts.pop()
-            elif comp not in ("", ".", ".."):
-                parts.append(comp)
-        return "/" + "/".join(parts)
-    def resolve(path):  # like os.path.realpath, for an absolute normalized path
-        out = "/"
-        pending = path.split("/")[1:]
-        hops = 0
-        while pending:
-            comp = pending.pop(0)
-            candidate = norm(out + "/" + comp)
-            try:
-                target = readlink(candidate)
-            except (_OSError, _ValueError):
-                out = candidate
-                continue
-            hops += 1
-            if hops > 40:
-                raise _PermissionError("sandbox: too many symbolic links in %s" % path)
-            base = target if target.startswith("/") else out + "/" + target
-            pending = norm(base).split("/")[1:] + pending
-            out = "/"
-        return out
-    def real(path):
-        path = fspath(path)
-        if _isinstance(path, _bytes):
-            path = plain_bytes(path).decode(fs_encoding, "surrogateescape")
-        path = plain_str(path)
-        # A relative path is relative to the real current directory (the program may have changed it).
-        return resolve(norm(path if path.startswith("/") else plain_str(getcwd()) + "/" + path))
-
     work = os.path.realpath(cfg["work"])
     read_roots = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                       sys.base_exec_prefix, "/usr/share/zoneinfo", *cfg["read_roots"],
                                                       *cfg["site_dirs"]})
     deny_roots = tuple(os.path.realpath(p) for p in cfg["deny_read"])
-    readable_files = frozenset({"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime", "/etc/mime.types"})
-    def under(path, roots):
-        return _any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-    def check_read(path):
-        p = real(path)
-        if p in readable_files:
-            return
-        if under(p, deny_roots) or not (under(p, (work,)) or under(p, read_roots)):
-            raise _PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % p)
-    def check_write(path):
-        p = real(path)
-        if p != "/dev/null" and not under(p, (work,)):
-            raise _PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % p)
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    process_events = frozenset({"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-                                "subprocess.Popen", "pty.spawn", "os.startfile", "os.kill", "os.killpg"})
-    network_events = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-                                "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-                                "socket.getnameinfo"})
-    # gc introspection could reach this closure; links could point out of the working directory.
-    refused_events = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
-                                "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.symlink", "os.link"})
-    blocked_modules = frozenset({"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"})
-    mutate_events = frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
-                               "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.setxattr",
-                               "os.removexattr"})
-    path_like = (str, bytes, os.PathLike)
-    def hook(event, args):
+    return _make_hook(work, read_roots, deny_roots), work
+
+
+def _make_hook(work, read_roots, deny_roots):
+    # The hook is one function with no closure, no helper functions and no global names: all it uses is bound
+    # here as default arguments (C functions, builtin types, strings, tuples, frozensets). A program that reaches
+    # the hook's frame (from a refused call's traceback) finds only immutable values, and rewriting that frame's
+    # locals changes nothing for the next call, which starts from the defaults again. Tracing (which can write
+    # into a running frame) is refused. A str or bytes subclass is copied to plain characters first (str.__str__
+    # and bytes.__bytes__, unbound), so overriding startswith, split or __str__ changes nothing here; relative
+    # paths are resolved against the real current directory, symlinks with os.readlink.
+    def hook(event, args, work=work, work_slash=work.rstrip("/") + "/",
+             read_roots=tuple((r, r.rstrip("/") + "/") for r in read_roots),
+             deny_roots=tuple((r, r.rstrip("/") + "/") for r in deny_roots),
+             readable_files=frozenset({"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime",
+                                       "/etc/mime.types"}),
+             write_flags=os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
+             process_events=frozenset({"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
+                                       "os.system", "subprocess.Popen", "pty.spawn", "os.startfile", "os.kill",
+                                       "os.killpg"}),
+             network_events=frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                                       "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                                       "socket.getnameinfo"}),
+             # gc introspection and tracing could reach the program's own frames and objects; links could point
+             # out of the working directory.
+             refused_events=frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
+                                       "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.symlink",
+                                       "os.link", "sys.settrace", "sys.setprofile"}),
+             blocked_modules=frozenset({"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"}),
+             mutate_events=frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
+                                      "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.setxattr",
+                                      "os.removexattr"}),
+             read_events=frozenset({"os.chdir", "os.listdir", "os.scandir"}),
+             path_like=(str, bytes, os.PathLike), _isinstance=isinstance, _str=str, _bytes=bytes, _int=int,
+             _bool=bool, plain_str=str.__str__, plain_bytes=bytes.__bytes__, fspath=os.fspath,
+             getcwd=os.getcwd, readlink=os.readlink, fs_encoding=sys.getfilesystemencoding(),
+             _PermissionError=PermissionError, _ImportError=ImportError, _OSError=OSError, _ValueError=ValueError):
         if event == "open":
             path, mode, flags = args
             if path is None or _isinstance(path, _int):
                 return
-            writing = (_isinstance(mode, _str) and _any(c in mode for c in "wax+")) or _bool((flags or 0) & write_flags)
-            (check_write if writing else check_read)(path)
+            mode = plain_str(mode) if _isinstance(mode, _str) else mode
+            writing = (_isinstance(mode, _str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) \
+                or _bool((flags or 0) & write_flags)
+            checks = ((path, writing),)
         elif event in process_events:
             raise _PermissionError("sandbox: starting or signalling processes is not allowed (%s)" % event)
         elif event in network_events:
@@ -272,16 +237,62 @@ def _setup(cfg):
             name = plain_str(args[0]) if _isinstance(args[0], _str) else _str(args[0])
             if name in blocked_modules or name.split(".")[0] in blocked_modules:
                 raise _ImportError("sandbox: importing %s is not allowed" % name)
+            return
         elif event in mutate_events:
-            if args and _isinstance(args[0], path_like):
-                check_write(args[0])
-        elif event == "os.chdir" or event in ("os.listdir", "os.scandir"):
-            if args and _isinstance(args[0], path_like):
-                check_read(args[0])
+            checks = ((args[0], True),) if args and _isinstance(args[0], path_like) else ()
+        elif event in read_events:
+            checks = ((args[0], False),) if args and _isinstance(args[0], path_like) else ()
         elif event == "os.rename":
-            check_write(args[0])
-            check_write(args[1])
-    return hook, work
+            checks = ((args[0], True), (args[1], True))
+        else:
+            return
+        for path, writing in checks:
+            path = fspath(path)
+            if _isinstance(path, _bytes):
+                path = plain_bytes(path).decode(fs_encoding, "surrogateescape")
+            path = plain_str(path)
+            if not path.startswith("/"):
+                path = plain_str(getcwd()) + "/" + path
+            # Like os.path.realpath: "..", "." and symlinks resolved left to right.
+            parts, pending, hops = [], path.split("/"), 0
+            while pending:
+                comp = pending.pop(0)
+                if comp == "" or comp == ".":
+                    continue
+                if comp == "..":
+                    if parts:
+                        parts.pop()
+                    continue
+                try:
+                    target = readlink("/" + "/".join(parts + [comp]))
+                except (_OSError, _ValueError):
+                    parts.append(comp)
+                    continue
+                hops += 1
+                if hops > 40:
+                    raise _PermissionError("sandbox: too many symbolic links in %s" % path)
+                if target.startswith("/"):
+                    parts = []
+                pending = target.split("/") + pending
+            real = "/" + "/".join(parts)
+            inside_work = real == work or real.startswith(work_slash)
+            if writing:
+                if real != "/dev/null" and not inside_work:
+                    raise _PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % real)
+                continue
+            if real in readable_files:
+                continue
+            denied = False
+            for root, root_slash in deny_roots:
+                if real == root or real.startswith(root_slash):
+                    denied = True
+            allowed = inside_work
+            for root, root_slash in read_roots:
+                if real == root or real.startswith(root_slash):
+                    allowed = True
+            if denied or not allowed:
+                raise _PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % real)
+    return hook
 
 
 class _RefusedModule(type(sys)):
