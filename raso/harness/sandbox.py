@@ -18,12 +18,13 @@ Two layers, each enough to stop the other's known gaps:
   sitecustomize runs first), installs an audit hook (PEP 578) before the program. It refuses file writes outside
   the working directory, file reads outside the working directory and the Python installation (and always inside
   `deny_read`), links, process creation, sockets, ctypes and gc introspection, each with a one-line
-  `PermissionError("sandbox: ...")`. Its state lives in a closure over captured builtins; a str/bytes subclass is
-  copied to plain characters before any check; relative paths are resolved against the real current directory.
-  It is a guard against accidents and casual escapes, not a boundary: a program can still walk from a traceback
-  to the guard's closure cells and switch it off, and `os.mknod` / `os.mkfifo` / POSIX shared memory raise no
-  audit event. tests/test_sandbox_escapes.py holds those attempts; the README's Security section lists which get
-  through with this layer alone.
+  `PermissionError("sandbox: ...")`. The hook is one closure-free function whose state (captured builtins,
+  immutable values) sits in its default arguments, so walking from a traceback to its frame finds nothing to
+  rewrite; tracing is refused; a str/bytes subclass is copied to plain characters before any check; relative
+  paths are resolved against the real current directory. It is a guard with clear messages, not a boundary:
+  `os.mknod`, `os.mkfifo` and POSIX shared memory raise no audit event, and a path object can change between
+  the check and the system call. tests/test_sandbox_escapes.py holds the attempts; the README's Security section
+  lists which get through with this layer alone.
 
 Where bwrap is missing or user namespaces are refused, `isolation_level()` is "unisolated": the probe logs one
 loud warning, results carry `isolation=["unisolated", ...]`, and runs are guarded by the interpreter layer and
