@@ -1,33 +1,38 @@
-"""Run an untrusted Python program (model-written code) in a contained child process.
+"""Run untrusted programs (model-written code, later whole coding agents) behind an OS boundary.
 
-Each run gets its own temporary working directory holding *copies* of the inputs, a fresh interpreter
-(`sys.executable -I`, so the same packages, e.g. openpyxl, are importable but no user site or PYTHON* variables
-apply), a minimal environment and these layers of containment:
+Two layers, each enough to stop the other's known gaps:
 
-* **OS level.** Resource limits (CPU seconds, address space, file size, open files, no core dumps); a wall-clock
-  timeout that kills the whole process group; where permitted, `unshare --mount --net --pid --fork --kill-child`,
-  so the program has no network interface (not even 127.0.0.1), every process it starts dies with it, and the
-  `deny_read` folders (e.g. a benchmark's answer files) are covered by an empty read-only tmpfs inside the run;
-  where a pids cgroup is writable (root), a per-run cgroup caps the number of processes.
-* **Interpreter level.** A bootstrap installs an audit hook (PEP 578) before the program runs. It refuses file
-  writes outside the working directory, file reads outside the working directory and the Python installation
-  (and always inside `deny_read`), symlinks and hard links, process creation (fork, exec, subprocess,
-  os.system), sockets, ctypes and gc introspection. A refused operation raises `PermissionError("sandbox: ...")`
-  (or ImportError), so the program's stderr says what was refused. `import ctypes` and `import _posixsubprocess`
-  themselves succeed (pandas needs them to import) but yield placeholders whose every attribute refuses to run;
-  the real modules (and ctypes' C part `_ctypes`) cannot be imported. The hook keeps its state in a closure and
-  uses only builtins captured before the program starts, so rebinding `os.path` helpers or builtins does not
-  switch it off.
+* **OS layer: bubblewrap (`bwrap`).** Each run is a fresh process tree in its own user, mount, PID, network, IPC,
+  UTS and cgroup namespaces (`--unshare-all --die-with-parent --new-session`; nested user namespaces disabled).
+  Its file system is built from nothing: the system (`/usr`, `/bin`, `/lib*`, a few files of `/etc`) and the
+  interpreter's prefixes are bound read-only, the run's working directory is the one writable place, `/tmp` and
+  `/dev/shm` are private size-capped tmpfs, and nothing else of the host exists inside, so the answers, the run
+  directory, home folders and other runs are not reachable by any path. A denied folder that does lie under a
+  bound one (data inside site-packages) is covered by an empty read-only tmpfs. The network namespace holds only
+  its own loopback. The environment is cleared to a minimal PATH/HOME/LANG. A root caller's runs drop to uid
+  65534 (`setpriv`) before bwrap, so they run unprivileged exactly like a normal user's; the process-count rlimit
+  then binds (the kernel does not apply it to root). rlimits cap CPU seconds, address space, file size, open
+  files, processes and core dumps; a wall-clock timeout kills the whole tree (killing bwrap ends the PID
+  namespace). docs/sandbox.md says why bwrap rather than unshare + Landlock + seccomp and what was checked.
+* **Interpreter layer** (Python programs only). A bootstrap, started with `-I -S` (no `.pth` file or
+  sitecustomize runs first), installs an audit hook (PEP 578) before the program. It refuses file writes outside
+  the working directory, file reads outside the working directory and the Python installation (and always inside
+  `deny_read`), links, process creation, sockets, ctypes and gc introspection, each with a one-line
+  `PermissionError("sandbox: ...")`. The hook is one closure-free function whose state (captured builtins,
+  immutable values) sits in its default arguments, so walking from a traceback to its frame finds nothing to
+  rewrite; tracing is refused; a str/bytes subclass is copied to plain characters before any check; relative
+  paths are resolved against the real current directory. It is a guard with clear messages, not a boundary:
+  `os.mknod`, `os.mkfifo` and POSIX shared memory raise no audit event, and a path object can change between
+  the check and the system call. tests/test_sandbox_escapes.py holds the attempts; the README's Security section
+  lists which get through with this layer alone.
 
-Which OS layers are available is checked once at start-up (`isolation_support()`). Where `unshare` is refused
-the sandbox still runs, with a logged warning: network access and file reads are then blocked only by the audit
-hook and the wall-clock kill relies on the process group. The audit hook is a strong guard against accidents and
-casual escapes, not a security boundary against a determined attacker (e.g. a custom path object whose
-`__fspath__` changes between the check and the open); the OS layers are the boundary. Model-written code for
-spreadsheets is the threat model here.
+Where bwrap is missing or user namespaces are refused, `isolation_level()` is "unisolated": the probe logs one
+loud warning, results carry `isolation=["unisolated", ...]`, and runs are guarded by the interpreter layer and
+rlimits only. `RASO_REQUIRE_ISOLATION=1` (or `Sandbox(require_isolation=True)`) turns that into a start error.
 
-The caller gets back exit code, truncated stdout/stderr, timing, which limit was hit, and (copied out of the
-working directory, which is then deleted) only the named output file.
+Which limit ended a run is always reported (`SandboxResult.limit_hit`): the wall clock from the parent's timer,
+CPU time from the exit status (SIGXCPU, the bootstrap's code, or SIGKILL at the hard CPU limit), memory and file
+size from the bootstrap's exit codes or the signal (SIGXFSZ), processes from the failed fork.
 """
 
 from __future__ import annotations
@@ -38,13 +43,16 @@ import logging
 import os
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -55,7 +63,24 @@ MiB = 1024 * 1024
 # placeholder whose every attribute refuses to run takes their place, so the import succeeds and the capability
 # stays closed (subprocess.Popen is refused by the audit hook before it would reach _posixsubprocess).
 IMPORTABLE_BUT_REFUSED = ("ctypes", "_posixsubprocess")
-_SANDBOX_EXIT_CPU = 152  # the bootstrap's exit code when the CPU-time limit signal arrives
+# Exit codes that name a limit. 152 and 153 are also what bwrap (128 + signal) and a shell report for a command
+# killed by SIGXCPU / SIGXFSZ, so a non-Python command's limits read the same way.
+EXIT_CODES = {"memory": 151, "cpu_time": 128 + signal.SIGXCPU, "file_size": 128 + signal.SIGXFSZ}
+# How a refused fork (the process limit) shows in stderr: Python, bash, dash.
+FORK_REFUSED = ("BlockingIOError: [Errno 11] Resource temporarily unavailable", "fork: Resource temporarily unavailable",
+                "fork: retry", "Cannot fork")
+REQUIRE_ISOLATION_ENV = "RASO_REQUIRE_ISOLATION"
+SANDBOX_UID = 65534  # nobody: what a root caller's runs drop to
+IsolationLevel = Literal["os", "unisolated"]
+# Host paths bound read-only into every run (when they exist), besides the interpreter's prefixes.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "mime.types", "alternatives", "passwd",
+               "group", "nsswitch.conf", "os-release", "ssl", "ca-certificates")
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+
+
+class IsolationRequiredError(OSError):
+    """OS-level isolation was required (RASO_REQUIRE_ISOLATION=1) but this machine cannot provide it."""
 
 
 class SandboxLimits(BaseModel):
@@ -65,20 +90,21 @@ class SandboxLimits(BaseModel):
     wall_seconds: float = Field(40.0, gt=0)
     memory_bytes: int = Field(1536 * MiB, ge=64 * MiB)  # RLIMIT_AS: address space, not resident memory
     file_size_bytes: int = Field(64 * MiB, ge=1024)
-    max_processes: int = Field(16, ge=1)  # pids cgroup, where writable
+    max_processes: int = Field(16, ge=1)  # RLIMIT_NPROC inside the run's own user namespace (OS layer only)
     max_open_files: int = Field(256, ge=16)
+    tmpfs_bytes: int = Field(64 * MiB, ge=MiB)  # each of the run's private /tmp and /dev/shm
     output_chars: int = Field(4000, ge=200)  # stdout / stderr kept (head and tail)
 
 
 class IsolationSupport(BaseModel):
-    """What the OS lets this process use; probed once."""
+    """What this machine lets the sandbox use; probed once per process."""
 
-    unshare_prefix: list[str] = Field(default_factory=list)
-    network_isolated: bool = False
-    pid_namespace: bool = False
-    mount_namespace: bool = False  # deny_read folders are also hidden under an empty tmpfs
-    mount_bin: str | None = None
-    pids_cgroup_root: str | None = None
+    level: IsolationLevel = "unisolated"
+    bwrap: str | None = None
+    launcher: list[str] = Field(default_factory=list)  # runs before bwrap: setpriv dropping root to SANDBOX_UID
+    run_as: str = ""  # who the sandboxed program runs as, in words
+    limits_processes: bool = False  # RLIMIT_NPROC binds (the run's user is not root)
+    bwrap_options: list[str] = Field(default_factory=list)  # optional hardening this bwrap accepted
     notes: list[str] = Field(default_factory=list)
 
 
@@ -91,6 +117,7 @@ class SandboxResult(BaseModel):
     limit_hit: str | None = None  # "wall_time" | "cpu_time" | "memory" | "file_size" | "processes" | None
     output_file: Path | None = None
     output_error: str | None = None
+    isolation_level: IsolationLevel = "unisolated"
     isolation: list[str] = Field(default_factory=list)
 
     @property
@@ -115,6 +142,8 @@ class SandboxResult(BaseModel):
             return "sandbox: memory limit exceeded (MemoryError)"
         if self.limit_hit == "file_size":
             return "sandbox: file size limit exceeded (a file grew too large)"
+        if self.limit_hit == "processes":
+            return "sandbox: process limit exceeded (too many processes)"
         if self.exit_code == 0:
             return None
         last = [line for line in self.stderr.strip().splitlines() if line.strip()]
@@ -124,132 +153,81 @@ class SandboxResult(BaseModel):
         return f"program exited with code {self.exit_code}: {detail}"
 
 
-# The bootstrap runs in the child before the program. It is trusted code: it applies limits, joins the pids
-# cgroup, installs the audit hook and then runs the program as __main__.
+# The bootstrap runs in the child before the program. It is trusted code: it applies limits, installs the audit
+# hook and then runs the program as __main__.
 _BOOTSTRAP = r"""
-import json, os, resource, signal, sys
+import errno, json, os, resource, signal, sys
 
 
 def _setup(cfg):
-    # Everything the hook needs lives in this closure (no module globals, os functions bound now), so the
-    # program cannot rebind what the hook calls.
     def limit(kind, soft, hard=None):
         try:
             resource.setrlimit(kind, (soft, soft if hard is None else hard))
         except (ValueError, OSError):
             pass
-    if cfg["cgroup_procs"]:
-        try:
-            with open(cfg["cgroup_procs"], "w") as fh:
-                fh.write(str(os.getpid()))
-        except OSError as exc:
-            sys.stderr.write("sandbox warning: could not join the pids cgroup: %s\n" % exc)
-    for hidden in (cfg["hide"] if cfg["mount_bin"] else []):
-        # In the run's own mount namespace: an empty read-only tmpfs over a hidden folder, /dev/null over a file.
-        if os.path.isdir(hidden):
-            argv = [cfg["mount_bin"], "-t", "tmpfs", "-o", "ro,size=4k,mode=000", "raso-hidden", hidden]
-        elif os.path.exists(hidden):
-            argv = [cfg["mount_bin"], "--bind", "/dev/null", hidden]
-        else:
-            continue
-        pid = os.fork()
-        if pid == 0:
-            try:
-                devnull = os.open("/dev/null", os.O_WRONLY)
-                os.dup2(devnull, 1)
-                os.dup2(devnull, 2)
-                os.execv(argv[0], argv)
-            finally:
-                os._exit(127)
-        os.waitpid(pid, 0)
     limit(resource.RLIMIT_CPU, cfg["cpu"], cfg["cpu"] + 1)
     limit(resource.RLIMIT_AS, cfg["mem"])
     limit(resource.RLIMIT_FSIZE, cfg["fsize"])
     limit(resource.RLIMIT_NOFILE, cfg["nofile"])
     limit(resource.RLIMIT_CORE, 0)
-    cpu_exit, write_fd, exit_now = cfg["cpu_exit"], os.write, os._exit
+    if cfg["nproc"]:
+        limit(resource.RLIMIT_NPROC, cfg["nproc"])
+    cpu_exit, write_fd, exit_now = cfg["exit_codes"]["cpu_time"], os.write, os._exit
     def on_cpu(signum, frame):
         write_fd(2, b"\nsandbox: CPU time limit exceeded\n")
         exit_now(cpu_exit)
     signal.signal(signal.SIGXCPU, on_cpu)
 
-    # Path handling uses only builtins captured here (C functions and str methods), never os.path helpers, whose
-    # module globals the program could rebind. Symlinks are resolved with the captured os.readlink.
-    _any, _isinstance, _str, _bytes, _int, _bool, _range = any, isinstance, str, bytes, int, bool, range
-    _PermissionError, _ImportError, _OSError, _ValueError = PermissionError, ImportError, OSError, ValueError
-    readlink, fspath, fs_encoding = os.readlink, os.fspath, sys.getfilesystemencoding()
-
-    def norm(path):  # absolute, without "", "." and ".." parts
-        parts = []
-        for comp in path.split("/"):
-            if comp == ".." and parts:
-                parts.pop()
-            elif comp not in ("", ".", ".."):
-                parts.append(comp)
-        return "/" + "/".join(parts)
-    def resolve(path):  # like os.path.realpath, for an absolute normalized path
-        out = "/"
-        pending = path.split("/")[1:]
-        hops = 0
-        while pending:
-            comp = pending.pop(0)
-            candidate = norm(out + "/" + comp)
-            try:
-                target = readlink(candidate)
-            except (_OSError, _ValueError):
-                out = candidate
-                continue
-            hops += 1
-            if hops > 40:
-                raise _PermissionError("sandbox: too many symbolic links in %s" % path)
-            base = target if target.startswith("/") else out + "/" + target
-            pending = norm(base).split("/")[1:] + pending
-            out = "/"
-        return out
-    def real(path):
-        path = fspath(path)
-        if _isinstance(path, _bytes):
-            path = path.decode(fs_encoding, "surrogateescape")
-        return resolve(norm(path if path.startswith("/") else work + "/" + path))
-
     work = os.path.realpath(cfg["work"])
     read_roots = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                      sys.base_exec_prefix, "/usr/share/zoneinfo", *cfg["read_roots"]})
+                                                      sys.base_exec_prefix, "/usr/share/zoneinfo", *cfg["read_roots"],
+                                                      *cfg["site_dirs"]})
     deny_roots = tuple(os.path.realpath(p) for p in cfg["deny_read"])
-    readable_files = frozenset({"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime", "/etc/mime.types"})
-    def under(path, roots):
-        return _any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-    def check_read(path):
-        p = real(path)
-        if p in readable_files:
-            return
-        if under(p, deny_roots) or not (under(p, (work,)) or under(p, read_roots)):
-            raise _PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % p)
-    def check_write(path):
-        p = real(path)
-        if p != "/dev/null" and not under(p, (work,)):
-            raise _PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % p)
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    process_events = frozenset({"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-                                "subprocess.Popen", "pty.spawn", "os.startfile", "os.kill", "os.killpg"})
-    network_events = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-                                "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-                                "socket.getnameinfo"})
-    # gc introspection could reach this closure; links could point out of the working directory.
-    refused_events = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
-                                "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.symlink", "os.link"})
-    blocked_modules = frozenset({"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"})
-    mutate_events = frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
-                               "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.setxattr",
-                               "os.removexattr"})
-    path_like = (str, bytes, os.PathLike)
-    def hook(event, args):
+    return _make_hook(work, read_roots, deny_roots), work
+
+
+def _make_hook(work, read_roots, deny_roots):
+    # The hook is one function with no closure, no helper functions and no global names: all it uses is bound
+    # here as default arguments (C functions, builtin types, strings, tuples, frozensets). A program that reaches
+    # the hook's frame (from a refused call's traceback) finds only immutable values, and rewriting that frame's
+    # locals changes nothing for the next call, which starts from the defaults again. Tracing (which can write
+    # into a running frame) is refused. A str or bytes subclass is copied to plain characters first (str.__str__
+    # and bytes.__bytes__, unbound), so overriding startswith, split or __str__ changes nothing here; relative
+    # paths are resolved against the real current directory, symlinks with os.readlink.
+    def hook(event, args, work=work, work_slash=work.rstrip("/") + "/",
+             read_roots=tuple((r, r.rstrip("/") + "/") for r in read_roots),
+             deny_roots=tuple((r, r.rstrip("/") + "/") for r in deny_roots),
+             readable_files=frozenset({"/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime",
+                                       "/etc/mime.types"}),
+             write_flags=os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
+             process_events=frozenset({"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
+                                       "os.system", "subprocess.Popen", "pty.spawn", "os.startfile", "os.kill",
+                                       "os.killpg"}),
+             network_events=frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                                       "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                                       "socket.getnameinfo"}),
+             # gc introspection and tracing could reach the program's own frames and objects; links could point
+             # out of the working directory.
+             refused_events=frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof",
+                                       "gc.get_objects", "gc.get_referrers", "gc.get_referents", "os.symlink",
+                                       "os.link", "sys.settrace", "sys.setprofile"}),
+             blocked_modules=frozenset({"_posixsubprocess", "_ctypes", "ctypes", "multiprocessing"}),
+             mutate_events=frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
+                                      "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.setxattr",
+                                      "os.removexattr"}),
+             read_events=frozenset({"os.chdir", "os.listdir", "os.scandir"}),
+             path_like=(str, bytes, os.PathLike), _isinstance=isinstance, _str=str, _bytes=bytes, _int=int,
+             _bool=bool, plain_str=str.__str__, plain_bytes=bytes.__bytes__, fspath=os.fspath,
+             getcwd=os.getcwd, readlink=os.readlink, fs_encoding=sys.getfilesystemencoding(),
+             _PermissionError=PermissionError, _ImportError=ImportError, _OSError=OSError, _ValueError=ValueError):
         if event == "open":
             path, mode, flags = args
             if path is None or _isinstance(path, _int):
                 return
-            writing = (_isinstance(mode, _str) and _any(c in mode for c in "wax+")) or _bool((flags or 0) & write_flags)
-            (check_write if writing else check_read)(path)
+            mode = plain_str(mode) if _isinstance(mode, _str) else mode
+            writing = (_isinstance(mode, _str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) \
+                or _bool((flags or 0) & write_flags)
+            checks = ((path, writing),)
         elif event in process_events:
             raise _PermissionError("sandbox: starting or signalling processes is not allowed (%s)" % event)
         elif event in network_events:
@@ -257,19 +235,65 @@ def _setup(cfg):
         elif event in refused_events:
             raise _PermissionError("sandbox: %s is not allowed" % event)
         elif event == "import":
-            name = _str(args[0])
+            name = plain_str(args[0]) if _isinstance(args[0], _str) else _str(args[0])
             if name in blocked_modules or name.split(".")[0] in blocked_modules:
                 raise _ImportError("sandbox: importing %s is not allowed" % name)
+            return
         elif event in mutate_events:
-            if args and _isinstance(args[0], path_like):
-                check_write(args[0])
-        elif event == "os.chdir" or event in ("os.listdir", "os.scandir"):
-            if args and _isinstance(args[0], path_like):
-                check_read(args[0])
+            checks = ((args[0], True),) if args and _isinstance(args[0], path_like) else ()
+        elif event in read_events:
+            checks = ((args[0], False),) if args and _isinstance(args[0], path_like) else ()
         elif event == "os.rename":
-            check_write(args[0])
-            check_write(args[1])
-    return hook, work
+            checks = ((args[0], True), (args[1], True))
+        else:
+            return
+        for path, writing in checks:
+            path = fspath(path)
+            if _isinstance(path, _bytes):
+                path = plain_bytes(path).decode(fs_encoding, "surrogateescape")
+            path = plain_str(path)
+            if not path.startswith("/"):
+                path = plain_str(getcwd()) + "/" + path
+            # Like os.path.realpath: "..", "." and symlinks resolved left to right.
+            parts, pending, hops = [], path.split("/"), 0
+            while pending:
+                comp = pending.pop(0)
+                if comp == "" or comp == ".":
+                    continue
+                if comp == "..":
+                    if parts:
+                        parts.pop()
+                    continue
+                try:
+                    target = readlink("/" + "/".join(parts + [comp]))
+                except (_OSError, _ValueError):
+                    parts.append(comp)
+                    continue
+                hops += 1
+                if hops > 40:
+                    raise _PermissionError("sandbox: too many symbolic links in %s" % path)
+                if target.startswith("/"):
+                    parts = []
+                pending = target.split("/") + pending
+            real = "/" + "/".join(parts)
+            inside_work = real == work or real.startswith(work_slash)
+            if writing:
+                if real != "/dev/null" and not inside_work:
+                    raise _PermissionError("sandbox: writing %s is not allowed (outside the working directory)" % real)
+                continue
+            if real in readable_files:
+                continue
+            denied = False
+            for root, root_slash in deny_roots:
+                if real == root or real.startswith(root_slash):
+                    denied = True
+            allowed = inside_work
+            for root, root_slash in read_roots:
+                if real == root or real.startswith(root_slash):
+                    allowed = True
+            if denied or not allowed:
+                raise _PermissionError("sandbox: reading %s is not allowed (outside the working directory)" % real)
+    return hook
 
 
 class _RefusedModule(type(sys)):
@@ -286,6 +310,14 @@ class _RefusedModule(type(sys)):
         return refused
 
 
+def _print_traceback():
+    try:
+        import traceback
+        traceback.print_exc()
+    except BaseException:
+        pass
+
+
 def _main():
     cfg = json.loads(sys.argv[1])
     hook, work = _setup(cfg)
@@ -293,80 +325,288 @@ def _main():
         sys.modules[name] = _RefusedModule(name, "sandbox: a refusing placeholder for %s" % name)
     os.chdir(work)
     sys.argv = [cfg["program"], *cfg["args"]]
+    # -S: no .pth file or sitecustomize runs before this guard; site-packages (and a virtual environment's
+    # prefix, which `site` would set) are put back here, by name only.
     sys.path[:0] = [work]
+    sys.path.extend(cfg["site_dirs"])
+    sys.prefix = sys.exec_prefix = cfg["prefix"]
     import runpy
     sys.addaudithook(hook)
     del hook
-    runpy.run_path(cfg["program"], run_name="__main__")
+    # A program that dies of a limit exits with the code the parent reads as that limit.
+    codes = cfg["exit_codes"]
+    try:
+        runpy.run_path(cfg["program"], run_name="__main__")
+    except MemoryError:
+        _print_traceback()
+        os.write(2, b"\nsandbox: memory limit exceeded (MemoryError)\n")
+        os._exit(codes["memory"])
+    except OSError as exc:
+        if exc.errno != errno.EFBIG:
+            raise
+        _print_traceback()
+        os.write(2, ("\nsandbox: file size limit exceeded (%s)\n" % exc).encode())
+        os._exit(codes["file_size"])
 
 
 _main()
 """
 
 
-def _find_pids_cgroup_root() -> str | None:
-    """A writable cgroup directory with a pids controller (v1 `pids` hierarchy or a v2 mount), or None."""
-    candidates = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-    for root in candidates:
-        if not os.path.isdir(root):
-            continue
-        probe = Path(root) / f"raso-sandbox-probe-{uuid.uuid4().hex[:8]}"
+# Runs first inside a run that may reach some host loopback ports: listens on 127.0.0.1:<port> in the run's own
+# network namespace, passes each connection to the Unix socket <dir>/<port>.sock (the host side), then starts the
+# command and exits with its status.
+_RELAY = r"""
+import json, os, socket, sys, threading
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+def serve(listener, path):
+    while True:
+        conn, _ = listener.accept()
+        upstream = socket.socket(socket.AF_UNIX)
         try:
-            probe.mkdir()
+            upstream.connect(path)
         except OSError:
+            conn.close()
             continue
-        try:
-            if (probe / "pids.max").exists():
-                return root
-        finally:
+        for a, b in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+cfg, argv = json.loads(sys.argv[1]), sys.argv[2:]
+for port in cfg["ports"]:
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    threading.Thread(target=serve, args=(listener, "%s/%d.sock" % (cfg["dir"], port)), daemon=True).start()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+os._exit(code if code >= 0 else 128 - code)
+"""
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class _PortForwarder:
+    """Host side of a run's loopback ports: each Unix socket <folder>/<port>.sock leads to 127.0.0.1:<port>."""
+
+    def __init__(self, folder: Path, ports: Sequence[int]) -> None:
+        self.listeners: list[socket.socket] = []
+        for port in ports:
+            path = folder / f"{port}.sock"
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+            os.chmod(path, 0o777)  # the run's uid connects to it
+            listener.listen(16)
+            self.listeners.append(listener)
+            threading.Thread(target=self._serve, args=(listener, port), daemon=True).start()
+
+    @staticmethod
+    def _serve(listener: socket.socket, port: int) -> None:
+        while True:
             try:
-                probe.rmdir()
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except OSError:
+                conn.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
             except OSError:
                 pass
-    return None
+            listener.close()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@functools.lru_cache(maxsize=8)
+def interpreter_layout(python: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """(folders the interpreter needs, read-only; its site-packages folders; its sys.prefix) for `python`.
+
+    Asked with `site` on: a virtual environment's prefix and site-packages are set by `site`, which the sandboxed
+    program runs without (-S), so the bootstrap puts them back by name."""
+    code = ("import json, site, sys\n"
+            "print(json.dumps([[sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],"
+            " [p for p in sys.path if p.endswith('-packages')]]))\n")
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    prefixes, site_dirs = json.loads(out.stdout)
+    roots = {os.path.realpath(p) for p in prefixes} | {os.path.abspath(p) for p in prefixes}
+    exe = Path(python)
+    roots |= {str(exe.absolute().parent), str(exe.resolve().parent)}
+    return tuple(sorted(roots)), tuple(site_dirs), prefixes[0]
+
+
+def _minimal_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": home,
+           "TMPDIR": home}
+    env.update(extra or {})
+    return env
+
+
+def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro_binds: Sequence[str],
+                hide: Sequence[str], env: Mapping[str, str], limits: SandboxLimits,
+                rw_binds: Sequence[str] = ()) -> list[str]:
+    """The full command line: launcher, bwrap and its options, then `argv` run in `work`."""
+    assert support.bwrap is not None
+    cmd = [*support.launcher, support.bwrap, "--unshare-all", "--unshare-user", *support.bwrap_options,
+           "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
+            "--size", str(limits.tmpfs_bytes), "--tmpfs", "/dev/shm"]
+    sources: list[str] = []
+    for folder in SYSTEM_DIRS:
+        if os.path.islink(folder):
+            cmd += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            cmd += ["--ro-bind", folder, folder]
+            sources.append(folder)
+    for entry in ETC_ENTRIES:
+        path = f"/etc/{entry}"
+        if os.path.exists(path):
+            cmd += ["--ro-bind", path, path]
+            sources.append(path)
+    # Deeper mounts go later so they land on top: a bound folder inside a hidden one stays visible, and a
+    # hidden folder inside a bound one is covered.
+    mounts: list[tuple[int, int, list[str]]] = []
+    for path in dict.fromkeys(ro_binds):
+        if any(_is_under(path, s) for s in sources):
+            continue
+        mounts.append((path.count("/"), 0, ["--ro-bind", path, path]))
+        sources.append(path)
+    for path in (work, *rw_binds):
+        mounts.append((path.count("/"), 1, ["--bind", path, path]))
+    covered = []
+    for path in dict.fromkeys(hide):
+        if not any(_is_under(path, s) for s in sources) or path == work:
+            continue  # not mounted at all, so nothing to hide
+        if os.path.isdir(path):
+            mounts.append((path.count("/"), 2, ["--perms", "0555", "--size", "4096", "--tmpfs", path]))
+            covered.append(path)
+        elif os.path.exists(path):
+            mounts.append((path.count("/"), 2, ["--ro-bind", "/dev/null", path]))
+    for _, _, option in sorted(mounts, key=lambda m: (m[0], m[1])):
+        cmd += option
+    for path in covered:
+        cmd += ["--remount-ro", path]
+    cmd += ["--chdir", work, "--", *argv]
+    return cmd
+
+
+def _probe(support: IsolationSupport, python: str) -> str | None:
+    """Run a tiny program through `support`'s command line; None when it ran contained, else why not."""
+    roots = interpreter_layout(python)[0]
+    code = ("import os, socket\ns = socket.socket(); s.settimeout(1)\n"
+            "try:\n    s.connect(('10.255.255.1', 9))\nexcept OSError as e:\n    print(e.errno, os.getuid())\n")
+    tmp = tempfile.mkdtemp(prefix="raso-sandbox-probe-")
+    try:
+        work = os.path.join(tmp, "work")
+        os.mkdir(work)
+        if support.launcher:
+            os.chmod(tmp, 0o711)
+            os.chown(work, SANDBOX_UID, SANDBOX_UID)
+        cmd = _bwrap_argv(support, work=work, argv=[python, "-I", "-S", "-c", code], ro_binds=roots, hide=(),
+                          env=_minimal_env(work), limits=SandboxLimits())
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=_minimal_env(work))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{exc}"
+        # ENETUNREACH (101): the run's network namespace has no route anywhere.
+        if proc.returncode != 0 or not proc.stdout.startswith("101 "):
+            return f"rc={proc.returncode}: {(proc.stderr or proc.stdout).strip()[:300]}"
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)
 def isolation_support() -> IsolationSupport:
-    """Probe once which OS isolation this process may use; log a warning for each fallback."""
-    support = IsolationSupport()
-    unshare = shutil.which("unshare")
-    attempts: list[list[str]] = []
-    if unshare:
+    """Probe once which OS layer this process may use; warn loudly (once) when there is none."""
+    bwrap = shutil.which("bwrap")
+    notes: list[str] = []
+    if bwrap is None:
+        notes.append("bubblewrap (bwrap) is not installed")
+    else:
+        candidates: list[tuple[list[str], str, bool]] = []
         if os.geteuid() == 0:
-            attempts.append([unshare, "--mount", "--net", "--pid", "--fork", "--kill-child", "--"])
-            attempts.append([unshare, "--net", "--pid", "--fork", "--kill-child", "--"])
-        attempts.append([unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--"])
-        attempts.append([unshare, "--user", "--map-root-user", "--net", "--"])
-    probe_code = (
-        "import socket\n"
-        "s = socket.socket(); s.settimeout(1)\n"
-        "try:\n    s.connect(('127.0.0.1', 9))\nexcept OSError as e:\n    print(e.errno)\n"
-    )
-    for prefix in attempts:
-        try:
-            proc = subprocess.run([*prefix, sys.executable, "-I", "-c", probe_code], capture_output=True,
-                                  text=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            support.notes.append(f"{' '.join(prefix)} failed: {exc}")
-            continue
-        # ENETUNREACH (101) proves the child has no usable network interface at all.
-        if proc.returncode == 0 and proc.stdout.strip() == "101":
-            support.unshare_prefix = prefix
-            support.network_isolated = True
-            support.pid_namespace = "--pid" in prefix
-            support.mount_bin = shutil.which("mount") if "--mount" in prefix else None
-            support.mount_namespace = support.mount_bin is not None
-            break
-        support.notes.append(f"{' '.join(prefix[:-1])} refused (rc={proc.returncode}: {proc.stderr.strip()[:200]})")
-    if not support.network_isolated:
-        log.warning("sandbox: `unshare --net` is not permitted here; model-written code is kept off the network "
-                    "only by the interpreter audit hook (%s)", "; ".join(support.notes) or "unshare not found")
-    if not support.pid_namespace:
-        log.warning("sandbox: no PID namespace; stray child processes are killed through the process group only")
-    support.pids_cgroup_root = _find_pids_cgroup_root() if os.geteuid() == 0 else None
-    if support.pids_cgroup_root is None:
-        support.notes.append("no writable pids cgroup: process count capped by the audit hook only")
+            setpriv = shutil.which("setpriv")
+            if setpriv:
+                candidates.append(([setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                                    "--"], f"uid {SANDBOX_UID} (root dropped with setpriv)", True))
+            else:
+                notes.append("setpriv (util-linux) not found: root runs keep uid 0 without capabilities")
+            candidates.append(([], "uid 0 without capabilities (the process rlimit does not bind root)", False))
+        else:
+            candidates.append(([], f"uid {os.geteuid()} (the caller's)", True))
+        for launcher, who, limits_processes in candidates:
+            for options in (["--disable-userns"], []):
+                support = IsolationSupport(level="os", bwrap=bwrap, launcher=launcher, run_as=who,
+                                           limits_processes=limits_processes, bwrap_options=options)
+                refused = _probe(support, sys.executable)
+                if refused is None:
+                    support.notes = notes
+                    log.info("sandbox: OS isolation with bubblewrap, runs as %s", who)
+                    return support
+                notes.append(f"bwrap {' '.join(launcher[:1] + options)} refused ({refused})".replace("  ", " "))
+    support = IsolationSupport(notes=notes)
+    log.warning("sandbox: NO OS ISOLATION. Model-written code will run guarded only by the in-process audit hook "
+                "and rlimits, which a determined program can get around (%s). To isolate it, %s and make sure "
+                "user namespaces are allowed; set %s=1 to refuse to run without isolation.",
+                "; ".join(notes), INSTALL_HINT, REQUIRE_ISOLATION_ENV)
+    return support
+
+
+def isolation_level() -> IsolationLevel:
+    """"os" when runs are behind bubblewrap, "unisolated" when only the in-process guard and rlimits hold."""
+    return isolation_support().level
+
+
+def checked_isolation(required: bool | None = None) -> IsolationSupport:
+    """The OS layer, or IsolationRequiredError when it was required (argument, else RASO_REQUIRE_ISOLATION)."""
+    support = isolation_support()
+    if required is None:
+        required = _env_flag(REQUIRE_ISOLATION_ENV)
+    if required and support.level != "os":
+        raise IsolationRequiredError(f"OS-level isolation is required ({REQUIRE_ISOLATION_ENV}=1) but not available "
+                                     f"here ({'; '.join(support.notes)}): {INSTALL_HINT}")
     return support
 
 
@@ -382,19 +622,34 @@ def _read_capped(path: Path, limit: int) -> str:
     return f"{head}\n... [{size - limit} bytes truncated] ...\n{tail}"
 
 
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+
+
 class Sandbox:
-    """Runs Python programs contained; one instance can serve many runs (and threads)."""
+    """Runs programs contained; one instance can serve many runs (and threads)."""
 
     def __init__(self, limits: SandboxLimits | None = None, python: str | None = None,
-                 deny_read: Sequence[Path] = ()) -> None:
+                 deny_read: Sequence[Path] = (), require_isolation: bool | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
         self.deny_read = [str(Path(p).resolve()) for p in deny_read]
-        self.support = isolation_support()
+        self.support = checked_isolation(require_isolation)
+        self.python_roots, self.site_dirs, self.prefix = interpreter_layout(self.python)
+        for root in self.python_roots:
+            if any(root == d for d in self.deny_read):
+                raise ValueError(f"cannot deny reading {root}: the sandbox's interpreter lives there")
+
+    @property
+    def isolation_level(self) -> IsolationLevel:
+        return self.support.level
 
     def run(self, code: str, inputs: Mapping[str, Path] | None = None, args: Sequence[str] = (),
             output_name: str | None = None, output_dest: Path | None = None) -> SandboxResult:
-        """Run `code` with `args` in a fresh working directory holding copies of `inputs` (name -> source).
+        """Run Python `code` with `args` in a fresh working directory holding copies of `inputs` (name -> source).
 
         `args` are passed as sys.argv[1:]; relative names refer to the working directory. If `output_name`
         is given and the program created that regular file, it is copied to `output_dest` and reported in
@@ -402,8 +657,6 @@ class Sandbox:
         """
         limits = self.limits
         root = Path(tempfile.mkdtemp(prefix="raso-sandbox-"))
-        cgroup_dir: Path | None = None
-        isolation = ["audit-hook", "rlimits", "process-group"]
         try:
             work = root / "work"
             work.mkdir()
@@ -413,59 +666,17 @@ class Sandbox:
                 shutil.copyfile(src, work / name)
             program = work / "solution.py"
             program.write_text(code, encoding="utf-8")
-            if self.support.pids_cgroup_root:
-                cgroup_dir = Path(self.support.pids_cgroup_root) / f"raso-sandbox-{uuid.uuid4().hex[:12]}"
-                try:
-                    cgroup_dir.mkdir()
-                    (cgroup_dir / "pids.max").write_text(str(limits.max_processes))
-                    isolation.append("pids-cgroup")
-                except OSError as exc:
-                    log.warning("sandbox: could not set up a pids cgroup: %s", exc)
-                    cgroup_dir = None
-            procs_file = None
-            if cgroup_dir is not None:
-                procs_file = str(cgroup_dir / ("cgroup.procs" if (cgroup_dir / "cgroup.procs").exists() else "tasks"))
             cfg = {
                 "work": str(work), "program": str(program), "args": list(args),
                 "cpu": limits.cpu_seconds, "mem": limits.memory_bytes, "fsize": limits.file_size_bytes,
-                "nofile": limits.max_open_files, "read_roots": [], "deny_read": self.deny_read,
-                "cgroup_procs": procs_file, "cpu_exit": _SANDBOX_EXIT_CPU,
-                "hide": self._hideable(work), "mount_bin": self.support.mount_bin,
+                "nofile": limits.max_open_files, "read_roots": list(self.python_roots), "deny_read": self.deny_read,
+                "nproc": limits.max_processes if self.support.limits_processes else None,
+                "exit_codes": EXIT_CODES, "site_dirs": list(self.site_dirs), "prefix": self.prefix,
                 "refused_imports": list(IMPORTABLE_BUT_REFUSED),
             }
-            if self.support.network_isolated:
-                isolation.append("no-network")
-            if self.support.pid_namespace:
-                isolation.append("pid-namespace")
-            if self.support.mount_namespace and cfg["hide"]:
-                isolation.append("hidden-paths")
-            cmd = [*self.support.unshare_prefix, self.python, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
-            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work),
-                   "TMPDIR": str(work)}
-            out_path, err_path = root / "stdout.txt", root / "stderr.txt"
-            start = time.perf_counter()
-            timed_out = False
-            with out_path.open("wb") as out_fh, err_path.open("wb") as err_fh:
-                proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out_fh,
-                                        stderr=err_fh, start_new_session=True, close_fds=True)
-                try:
-                    proc.wait(timeout=limits.wall_seconds)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    self._kill_group(proc)
-                finally:
-                    if proc.poll() is None:
-                        self._kill_group(proc)
-            wall = time.perf_counter() - start
-            self._release_cgroup(cgroup_dir)
-            cgroup_dir = None
-            result = SandboxResult(
-                exit_code=None if timed_out else proc.returncode,
-                stdout=_read_capped(out_path, limits.output_chars),
-                stderr=_read_capped(err_path, limits.output_chars),
-                wall_time_s=round(wall, 3), timed_out=timed_out, isolation=isolation,
-            )
-            result.limit_hit = self._limit_hit(result)
+            argv = [self.python, "-I", "-S", "-B", "-c", _BOOTSTRAP, json.dumps(cfg)]
+            result = self._execute(argv, root, work, ro_binds=self.python_roots, env=_minimal_env(str(work)))
+            result.isolation.insert(0, "audit-hook")
             if output_name is not None:
                 if result.ok and result.limit_hit is None:
                     self._collect_output(result, work / output_name, output_dest)
@@ -473,69 +684,144 @@ class Sandbox:
                     result.output_error = "the program did not finish cleanly, so its output file is not used"
             return result
         finally:
-            self._release_cgroup(cgroup_dir)
             shutil.rmtree(root, ignore_errors=True)
 
-    def _hideable(self, work: Path) -> list[str]:
-        """deny_read paths that can be covered in the run's mount namespace without hiding Python or the work dir."""
-        if not self.support.mount_namespace:
-            return []
-        keep = [str(work), sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                str(Path(self.python).resolve().parent)]
-        return [d for d in self.deny_read
-                if not any(k == d or k.startswith(d.rstrip(os.sep) + os.sep) for k in map(os.path.realpath, keep))]
+    def run_command(self, argv: Sequence[str], work_dir: Path, *, ro_binds: Sequence[Path] = (),
+                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = ()) -> SandboxResult:
+        """Run any command line `argv` in `work_dir` (the one writable folder), with `ro_binds` also visible
+        read-only, this sandbox's limits, `deny_read` hidden and a minimal environment plus `env`.
+
+        No network, except that each of `loopback_ports` (1024 and up) on the host's 127.0.0.1 (a model
+        endpoint) is reachable at the same address inside: a relay in the run listens there and passes each
+        connection through a Unix socket to a host thread that connects to the real port. Nothing else on the
+        host or beyond is reachable.
+
+        The command needs the OS layer (IsolationRequiredError otherwise: nothing but bwrap contains a
+        non-Python program). A root caller's run is uid 65534: `work_dir` must be reachable by that uid (not
+        under a private home such as /root); it is handed to that uid for the run and given back afterwards.
+        """
+        if self.support.level != "os":
+            raise IsolationRequiredError(f"running a command needs OS-level isolation: {INSTALL_HINT}")
+        work = Path(work_dir).resolve()
+        if not work.is_dir():
+            raise ValueError(f"work dir {work} is not a folder")
+        if self.support.launcher:
+            closed = [str(p) for p in work.parents if not os.stat(p).st_mode & stat.S_IXOTH]
+            if closed:
+                raise ValueError(f"work dir {work} is not reachable by the sandbox's uid {SANDBOX_UID}: "
+                                 f"{closed[0]} is not searchable by others")
+        ports = [int(p) for p in loopback_ports]
+        if any(not 1024 <= p <= 65535 for p in ports):
+            raise ValueError(f"loopback ports must be between 1024 and 65535, got {ports}")
+        limits = self.limits
+        prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
+        caps = [prlimit, f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", f"--as={limits.memory_bytes}",
+                f"--fsize={limits.file_size_bytes}", f"--nofile={limits.max_open_files}", "--core=0"]
+        if self.support.limits_processes:
+            caps.append(f"--nproc={limits.max_processes}")
+        binds = [str(Path(p).resolve()) for p in ro_binds]
+        owner = work.stat()
+        root = Path(tempfile.mkdtemp(prefix="raso-sandbox-"))
+        forwarder = None
+        try:
+            command = [*caps, "--", *argv]
+            rw_binds: list[str] = []
+            if ports:
+                sockets = root / "net"
+                sockets.mkdir(mode=0o755)
+                forwarder = _PortForwarder(sockets, ports)
+                rw_binds.append(str(sockets))
+                binds += self.python_roots
+                relay = {"ports": ports, "dir": str(sockets)}
+                command = [*caps, "--", self.python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
+            return self._execute(command, root, work, ro_binds=binds, env=_minimal_env(str(work), env),
+                                 rw_binds=rw_binds, network="loopback" if ports else "none")
+        finally:
+            if forwarder is not None:
+                forwarder.close()
+            shutil.rmtree(root, ignore_errors=True)
+            if self.support.launcher:
+                _chown_tree(work, owner.st_uid, owner.st_gid)
+
+    def _execute(self, argv: Sequence[str], root: Path, work: Path, *, ro_binds: Sequence[str],
+                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none") -> SandboxResult:
+        """Run `argv` contained (OS layer where available), wait within the wall clock, and read what it left."""
+        limits, support = self.limits, self.support
+        if support.level == "os":
+            if support.launcher:  # the run's uid must reach and own its working directory
+                os.chmod(root, 0o711)
+                _chown_tree(work, SANDBOX_UID, SANDBOX_UID)
+            cmd = _bwrap_argv(support, work=str(work), argv=argv, ro_binds=ro_binds, hide=self.deny_read, env=env,
+                              limits=limits, rw_binds=rw_binds)
+            isolation = ["bwrap", "user-namespace", "pid-namespace",
+                         "no-network" if network == "none" else "loopback-ports-only", "read-only-system",
+                         "private-tmp", "rlimits"]
+        else:
+            cmd = list(argv)
+            isolation = ["unisolated", "rlimits", "process-group"]
+        out_path, err_path = root / "stdout.txt", root / "stderr.txt"
+        start = time.perf_counter()
+        with out_path.open("wb") as out_fh, err_path.open("wb") as err_fh:
+            proc = subprocess.Popen(cmd, cwd=work, env=dict(env), stdin=subprocess.DEVNULL, stdout=out_fh,
+                                    stderr=err_fh, start_new_session=True, close_fds=True)
+            exit_code, timed_out = self._wait(proc, limits.wall_seconds)
+        wall = time.perf_counter() - start
+        result = SandboxResult(
+            exit_code=None if timed_out else exit_code,
+            stdout=_read_capped(out_path, limits.output_chars),
+            stderr=_read_capped(err_path, limits.output_chars),
+            wall_time_s=round(wall, 3), timed_out=timed_out,
+            isolation_level=support.level, isolation=isolation,
+        )
+        result.limit_hit = self._limit_hit(result)
+        return result
 
     @staticmethod
-    def _kill_group(proc: subprocess.Popen) -> None:
-        try:
+    def _wait(proc: subprocess.Popen, wall_seconds: float) -> tuple[int, bool]:
+        """(exit code, timed out); kills the process group at the wall clock."""
+        deadline = time.monotonic() + wall_seconds
+        pause = 0.002
+        timed_out = False
+        while True:
+            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # bwrap's death ends its PID namespace
+                except (ProcessLookupError, PermissionError):
+                    pass
+                _, status = os.waitpid(proc.pid, 0)
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        try:  # anything left in the group (the unisolated path has no PID namespace)
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            log.error("sandbox: process %s did not die after SIGKILL", proc.pid)
-
-    @staticmethod
-    def _release_cgroup(cgroup_dir: Path | None) -> None:
-        """Kill whatever is left in the run's cgroup and remove it."""
-        if cgroup_dir is None or not cgroup_dir.exists():
-            return
-        procs = cgroup_dir / ("cgroup.procs" if (cgroup_dir / "cgroup.procs").exists() else "tasks")
-        for _ in range(50):
-            try:
-                pids = [int(x) for x in procs.read_text().split()]
-            except OSError:
-                pids = []
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
-        try:
-            cgroup_dir.rmdir()
-        except OSError as exc:
-            log.warning("sandbox: could not remove cgroup %s: %s", cgroup_dir, exc)
+        return proc.returncode, timed_out
 
     @staticmethod
     def _limit_hit(result: SandboxResult) -> str | None:
         if result.timed_out:
             return "wall_time"
-        err = result.stderr
-        if result.exit_code == _SANDBOX_EXIT_CPU or "sandbox: CPU time limit exceeded" in err \
-                or result.exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-            return "cpu_time"
-        if result.exit_code == 0:
+        code, err = result.exit_code, result.stderr
+        if code == 0:
             return None
-        if "MemoryError" in err:
-            return "memory"
-        if "File too large" in err or "EFBIG" in err:
+        if code in (EXIT_CODES["cpu_time"], -signal.SIGXCPU) or "sandbox: CPU time limit exceeded" in err:
+            return "cpu_time"
+        if code in (EXIT_CODES["file_size"], -signal.SIGXFSZ) or "File too large" in err:
             return "file_size"
-        if "Resource temporarily unavailable" in err and "fork" in err:
+        if code == EXIT_CODES["memory"] or "MemoryError" in err:
+            return "memory"
+        if any(sign in err for sign in FORK_REFUSED):
             return "processes"
+        # SIGKILL that the wall clock did not send: the hard CPU limit (one second past the soft one, for a
+        # program that ignores SIGXCPU) is the only limit that kills this way.
+        if code in (128 + signal.SIGKILL, -signal.SIGKILL):
+            return "cpu_time"
         return None
 
     def _collect_output(self, result: SandboxResult, produced: Path, dest: Path | None) -> None:
