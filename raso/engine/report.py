@@ -1,6 +1,6 @@
 """The run report: report.md (score per iteration, rollouts, tokens, cost, wall time, lessons with provenance)
-and PNG plots of the best val score against rollouts used and against cost. Built only from files in the run
-directory, so `raso report RUN_DIR` works on any run, finished or not."""
+and PNG plots of the best val score against rollouts used and against cost, plus report.html (html_report.py).
+Built only from files in the run directory, so `raso report RUN_DIR` works on any run, finished or not."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
+def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
+    """The best val score (step line) and every candidate's val score against `x_key` ("rollouts_used" or
+    "cost_usd"). The x axis starts at 0; rollouts get integer ticks, so one point never reads 1.900 ... 2.100."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     xs = [getattr(p, x_key) for p in state.curve]
@@ -37,6 +40,12 @@ def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
         ax.scatter(*zip(*accepted), marker="^", color="tab:green", zorder=3, label="candidate accepted")
     if rejected:
         ax.scatter(*zip(*rejected), marker="x", color="tab:red", zorder=3, label="candidate rejected")
+    right = max([*xs, *(x for x, _ in accepted + rejected), 0])
+    if x_key == "rollouts_used":
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0, max(right, 1) * 1.05 + 0.5)
+    else:
+        ax.set_xlim(0, right * 1.08 if right > 0 else 1.0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("mean val reward")
     ax.set_ylim(-0.05, 1.05)
@@ -45,6 +54,13 @@ def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
     if xs or accepted or rejected:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = val_curve_figure(state, x_key, xlabel)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, format="png")
@@ -136,19 +152,19 @@ def _profile_lines(config: Any) -> list[str]:
             f"- optimizer model profile: {profile_for(optimizer).summary()}"]
 
 
-def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
-    """Everything that ran in a weaker way than configured: infrastructure failures and retries, fallbacks
-    logged by retrieval, and optimizer steps skipped or replaced (junk drafts, dropped or echoed lessons)."""
+def degradation_lines(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
+    """Everything that ran in a weaker way than configured, one line each: infrastructure failures and retries,
+    fallbacks logged by retrieval, and optimizer steps skipped or replaced (junk drafts, dropped or echoed lessons)."""
     totals = ledger.get("totals", {})
     lines: list[str] = []
     retries, failures = int(totals.get("retries", 0) or 0), int(totals.get("failures", 0) or 0)
     if retries or failures or state.infra_failed_rollouts or state.infra_stops:
-        lines.append(f"- infrastructure: {retries} model-call retr{'y' if retries == 1 else 'ies'} by the gateway, "
+        lines.append(f"infrastructure: {retries} model-call retr{'y' if retries == 1 else 'ies'} by the gateway, "
                      f"{failures} call(s) failed after them; {state.infra_failed_rollouts} rollout(s) failed for "
                      f"infrastructure reasons and were never scored ({state.infra_reruns} re-run); the run stopped "
                      f"{state.infra_stops} time(s) on an outage and was resumed {state.resumes} time(s)")
     for key, entry in sorted(state.degradations.items()):
-        lines.append(f"- {entry.get('count', 1)}× {entry.get('example', key)}")
+        lines.append(f"{entry.get('count', 1)}× {entry.get('example', key)}")
     errors = _proposal_errors(run_dir)
     kinds = {"assembled": "RASI fallback skill (the draft was unusable; assembled from requirements and lessons)",
              "lesson was dropped": "lesson dropped (empty or an echo of its input)",
@@ -158,7 +174,12 @@ def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, An
     for unit, error in errors:
         label = next((v for k, v in kinds.items() if k in error), "step skipped")
         text = error if len(error) <= 300 else error[:297] + "..."
-        lines.append(f"- {unit}: {label}: {text}")
+        lines.append(f"{unit}: {label}: {text}")
+    return lines
+
+
+def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
+    lines = [f"- {line}" for line in degradation_lines(run_dir, state, ledger)]
     if not lines:
         return []
     return ["## Degradations", "", "What ran in a weaker way than configured (see also events.jsonl and "
@@ -256,9 +277,13 @@ def build_report(run_dir: RunDir) -> str:
 
 
 def write_report(run_dir: RunDir | str | Path) -> Path:
-    """Write plots/*.png and report.md; returns the report's path."""
+    """Write plots/*.png, report.md and report.html (raso.engine.html_report); returns report.md's path."""
+    from .html_report import write_html_report
+
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     state = RunState.model_validate_json(rd.checkpoint.read_text(encoding="utf-8"))
     _plot(state, "rollouts_used", "rollouts used (train + val)", rd.plots / "val_vs_rollouts.png")
     _plot(state, "cost_usd", "cost (USD)", rd.plots / "val_vs_cost.png")
-    return atomic_write_text(rd.report, build_report(rd))
+    path = atomic_write_text(rd.report, build_report(rd))
+    write_html_report(rd)
+    return path

@@ -14,7 +14,7 @@ Layout::
     cache/                                        the gateway's response cache (replayed on resume)
     events.jsonl                                  progress events
     checkpoint.json                               the run state, rewritten atomically after each unit of work
-    report.md, plots/*.png                        the final report
+    report.md, report.html, plots/*.png           the final report (markdown; one self-contained page)
 """
 
 from __future__ import annotations
@@ -119,6 +119,10 @@ class RunDir:
     @property
     def report(self) -> Path:
         return self.root / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
 
     @property
     def plots(self) -> Path:
