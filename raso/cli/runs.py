@@ -1,4 +1,4 @@
-"""`raso optimize`, `raso resume RUN_DIR` and `raso report RUN_DIR`: optimization runs from the command line.
+"""`raso optimize`, `raso resume RUN_DIR` and `raso report RUN_DIR [--html]`: optimization runs from the command line.
 
 `raso optimize` options may also come from a TOML/YAML config file (`--config`); flags given on the command
 line override the file. With the embedded local model and no schedule or budget given, small quick defaults
@@ -38,8 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     res.add_argument("--no-progress", action="store_true")
     res.set_defaults(func=run_resume)
 
-    rep = subparsers.add_parser("report", help="(re)write report.md and the PNG plots of a run directory")
+    rep = subparsers.add_parser("report", help="(re)write report.md, report.html and the PNG plots of a run directory",
+                                description="Rewrite the run's report.md, its PNG plots and report.html (one "
+                                "self-contained page: lineage, diffs, lesson provenance, per-task scores with "
+                                "trajectories); print the markdown, or with --html the page's path.")
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    rep.add_argument("--html", action="store_true", help="print the path of report.html instead of the markdown")
     rep.set_defaults(func=run_report)
 
 
@@ -86,7 +90,7 @@ def _summary(result: Any) -> str:
         f"tokens: {result.prompt_tokens} prompt + {result.completion_tokens} completion, "
         f"cost ${result.cost_usd:.4f}, wall {result.wall_time_s:.1f}s\n"
         f"stopped: {result.stop_reason}\n"
-        f"report: {Path(result.run_dir) / 'report.md'}"
+        f"report: {Path(result.run_dir) / 'report.md'} (page: {Path(result.run_dir) / 'report.html'})"
     )
 
 
@@ -174,6 +178,9 @@ def run_report(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         _error(f"cannot write the report for {args.run_dir}: {exc}")
         return 2
+    if args.html:
+        print(rd.report_html)
+        return 0
     print(path.read_text(encoding="utf-8"))
-    print(f"report: {path}", file=sys.stderr)
+    print(f"report: {path} (and {rd.report_html.name})", file=sys.stderr)
     return 0
