@@ -106,6 +106,7 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     """Run every unfinished cell of the experiment, then write its CSV, markdown and PNG outputs."""
     from joblib import Parallel, delayed
 
+    from .html_report import write_experiment_html
     from .tables import write_tables
 
     config = source if isinstance(source, ExperimentConfig) else load_experiment(source, overrides)
@@ -131,6 +132,7 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
         (root / "failures.json").unlink()
     results = [r for r in (load_result(config, c) for c in cells) if r is not None]
     tables = write_tables(config, results)
+    tables["html"] = write_experiment_html(root)
     summary = ExperimentSummary(
         name=config.name, results_dir=str(root), cells=len(cells), ran=len(todo) - len(failed),
         skipped=len(cells) - len(todo), failed=[f"{Cell.model_validate(o['cell']).key}: {o['error']}" for o in failed],

@@ -1,4 +1,5 @@
-"""`raso experiment run CONFIG`: run one of the paper's tables (experiments/configs/*.yaml) as resumable cells.
+"""`raso experiment run CONFIG`: run one of the paper's tables (experiments/configs/*.yaml) as resumable cells;
+`raso experiment report RESULTS_DIR --html`: the experiment's page (experiments/html_report.py).
 
 The runner lives in the `experiments` package (it builds on raso; raso never imports it at module level).
 """
@@ -36,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="an optimize option for every cell, e.g. --set epochs=1 --set val_limit=4 (YAML value)")
     run.set_defaults(func=run_command)
+    report = commands.add_parser("report", help="write report.html of an experiment's results folder",
+                                 description="Write RESULTS_DIR/report.html (the score table with CIs, per-task "
+                                 "paired differences, links to each cell's run report) and print its path.")
+    report.add_argument("results_dir", type=Path, metavar="RESULTS_DIR",
+                        help="an experiment's results folder, <results_dir>/<name> (holds config.json and cells/)")
+    report.add_argument("--html", action="store_true", help="the page (the only report this command writes)")
+    report.set_defaults(func=report_command)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
@@ -81,4 +89,19 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{len(summary.failed)} cell(s) failed (details in {summary.results_dir}/failures.json); rerun the "
               "same command to retry them", file=sys.stderr)
         return 1
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    try:
+        from experiments.html_report import NotAnExperimentError, write_experiment_html
+    except ImportError as exc:
+        print(f"raso: error: the experiments package is not importable ({exc})", file=sys.stderr)
+        return 2
+    try:
+        path = write_experiment_html(args.results_dir)
+    except (NotAnExperimentError, OSError) as exc:
+        print(f"raso: error: cannot write the report of {args.results_dir}: {exc}", file=sys.stderr)
+        return 2
+    print(path)
     return 0

@@ -1,0 +1,162 @@
+"""An experiment's report.html: the score table with 95% confidence intervals, per-task paired differences
+between methods, and every cell with a link to its run's report.html. One self-contained page (the run
+report's template engine and styles: autoescape on, no network), written next to the experiment's tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from raso.engine.html_report import environment
+from raso.fileio import atomic_write_text
+
+from .tables import _cost, aggregate, fmt, mean_se
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+REPORT_NAME = "report.html"
+
+
+class NotAnExperimentError(ValueError):
+    """The folder holds no experiment results (no config.json and no finished cell)."""
+
+
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The Student-t confidence interval of the mean (None with fewer than 2 values)."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    mean = statistics.fmean(values)
+    half = t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean - half, mean + half
+
+
+def _ordered(values: list[str], order: list[str]) -> list[str]:
+    return sorted(set(values), key=lambda v: (order.index(v) if v in order else len(order), v))
+
+
+def _score_rows(results: list[dict[str, Any]], method_order: list[str]) -> dict[str, Any]:
+    """Methods down, (harness, setting) across: mean ± s.e. and the 95% CI over seeds, in percent."""
+    rows = aggregate(results)
+    columns = sorted({(r["harness"], r["setting_index"], r["harness_label"], r["setting"]) for r in rows},
+                     key=lambda c: (c[1], c[0]))
+    methods = _ordered([r["method"] for r in rows], method_order)
+    by_key = {(r["harness"], r["setting_index"], r["method"]): r for r in rows}
+    by_cell: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    for r in results:
+        if r.get("test_mean") is not None:
+            by_cell[(r["harness"], r["setting_index"], r["method"])].append(float(r["test_mean"]) * 100)
+    body = []
+    for method in methods:
+        cells = []
+        label = method
+        for harness, setting_index, _, _ in columns:
+            row = by_key.get((harness, setting_index, method))
+            if row is None:
+                cells.append(None)
+                continue
+            label = row["label"]
+            ci = t_interval(by_cell[(harness, setting_index, method)])
+            cells.append({"text": fmt(row["test_mean"], row["test_se"]), "seeds": row["seeds"],
+                          "ci": None if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]",
+                          "cost": row["cost_usd_mean"], "rollouts": row["rollouts_mean"]})
+        body.append({"method": method, "label": label, "cells": cells})
+    return {"columns": [{"harness": h, "label": lab, "setting": s} for h, _, lab, s in columns], "rows": body,
+            "sweep": len({c[1] for c in columns}) > 1}
+
+
+def _paired(results: list[dict[str, Any]], method_order: list[str]) -> list[dict[str, Any]]:
+    """For each (harness, setting) and each pair of methods: the per-task test reward of B minus A (each
+    method's reward on a task is its mean over seeds), only on tasks both methods were scored on."""
+    per: dict[tuple[str, int], dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    labels: dict[str, str] = {}
+    names: dict[tuple[str, int], str] = {}
+    for r in results:
+        key = (r["harness"], r["setting_index"])
+        names[key] = f"{r.get('harness_label', r['harness'])}" + (f" · {r['setting_label']}"
+                                                                   if r.get("setting_label") else "")
+        labels[r["method"]] = r["label"]
+        for t in r.get("test_per_task") or []:
+            per[key][r["method"]].setdefault(str(t["task_id"]), []).append(float(t["reward"]))
+    groups = []
+    for key in sorted(per, key=lambda k: (k[1], k[0])):
+        methods = _ordered(list(per[key]), method_order)
+        pairs = []
+        for a, b in itertools.combinations(methods, 2):
+            ra = {task: statistics.fmean(v) for task, v in per[key][a].items()}
+            rb = {task: statistics.fmean(v) for task, v in per[key][b].items()}
+            tasks = [task for task in ra if task in rb]
+            diffs = [(rb[task] - ra[task]) * 100 for task in tasks]
+            mean, se = mean_se(diffs)
+            ci = t_interval(diffs)
+            pairs.append({
+                "a": labels[a], "b": labels[b], "tasks": len(tasks),
+                "mean": mean, "se": se, "ci": ci,
+                "wins": sum(d > 0 for d in diffs), "ties": sum(d == 0 for d in diffs),
+                "losses": sum(d < 0 for d in diffs),
+                "rows": [{"task_id": task, "a": ra[task] * 100, "b": rb[task] * 100, "diff": d}
+                         for task, d in zip(tasks, diffs)],
+            })
+        groups.append({"name": names[key], "pairs": pairs})
+    return groups
+
+
+def _cells(root: Path, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in sorted(results, key=lambda r: str(r["cell"])):
+        report = root / "cells" / str(r["cell"]) / "run" / REPORT_NAME
+        href = None
+        if report.is_file():  # a RASO update cell; the path is made here from the folder names, then quoted
+            href = "/".join(quote(part, safe="") for part in report.relative_to(root).parts)
+        out.append({"cell": r["cell"], "label": r["label"], "harness": r.get("harness_label", r["harness"]),
+                    "seed": r["seed"], "setting": r.get("setting_label", ""), "test": r.get("test_mean"),
+                    "val_best": r.get("val_best"), "rollouts": r.get("rollouts_used", 0), "cost": _cost(r),
+                    "href": href})
+    return out
+
+
+def build_experiment_html(results_root: str | Path) -> str:
+    """The HTML page of an experiment's results folder (`<results_dir>/<name>`, holding config.json and cells/)."""
+    from .runner import read_results
+
+    root = Path(results_root)
+    meta_path = root / "config.json"
+    results = read_results(root)
+    if not meta_path.is_file() and not results:
+        raise NotAnExperimentError(f"{root} holds no experiment results (no config.json and no cells/*/result.json)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    except ValueError as exc:
+        raise NotAnExperimentError(f"{meta_path} is not valid JSON ({exc})") from exc
+    config = meta.get("config") or (results[0].get("config") if results else {}) or {}
+    method_order = [str(m).strip().lower() for m in config.get("methods") or []]
+    commits = sorted({str(r.get("git", {}).get("commit", "")) for r in results} - {""})
+    failures = []
+    if (root / "failures.json").is_file():
+        try:
+            failures = [f"{(f.get('cell') or {}).get('method', {}).get('name', '?')}: {f.get('error', '')}"
+                        for f in json.loads((root / "failures.json").read_text(encoding="utf-8"))]
+        except (ValueError, AttributeError):
+            failures = ["failures.json is unreadable"]
+    return environment(TEMPLATES).get_template("experiment_report.html.j2").render(
+        title=f"RASO experiment: {config.get('name', root.name)}", name=config.get("name", root.name),
+        table=config.get("table", "?"), model=config.get("model", "?"), root=str(root),
+        seeds=sorted({r["seed"] for r in results}), commits=commits, n_results=len(results),
+        scores=_score_rows(results, method_order), paired=_paired(results, method_order),
+        cells=_cells(root, results), failures=failures,
+    )
+
+
+def write_experiment_html(results_root: str | Path) -> Path:
+    root = Path(results_root)
+    return atomic_write_text(root / REPORT_NAME, build_experiment_html(root))
+
+
+__all__ = ["NotAnExperimentError", "build_experiment_html", "t_interval", "write_experiment_html"]
