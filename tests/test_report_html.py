@@ -260,3 +260,37 @@ def test_long_trajectories_show_their_ends_and_say_what_was_cut() -> None:
     first = steps[0]["observation"]
     assert first.startswith("obs 1 ") and len(first) < OBSERVATION_CHARS + 60
     assert f"[{5006 - OBSERVATION_CHARS * 2 // 3 - OBSERVATION_CHARS // 3} characters cut]" in first
+
+
+def test_an_experiment_run_writes_its_page_with_working_cell_links(tmp_path: Path) -> None:
+    from test_experiments_support import overrides, scripted_models
+
+    from experiments.runner import run_experiment
+
+    agent, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["rfsi", "raso"],
+                       optimize={"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2})
+    summary = run_experiment(Path(__file__).resolve().parent.parent / "experiments" / "configs" / "update_table.yaml",
+                             values)
+    assert summary.failed == [] and Path(summary.tables["html"]).name == "report.html"
+    root = Path(summary.results_dir)
+    page = (root / "report.html").read_text(encoding="utf-8")
+    hrefs = audit(page).hrefs
+    links = [h for h in hrefs if not h.startswith("#")]
+    assert len(links) == 1 and links[0].endswith("/run/report.html")  # RASO's update run; RFSI alone has none
+    from urllib.parse import unquote
+
+    assert (root / unquote(links[0])).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")  # as a browser reads it
+
+
+def test_an_interrupted_format1_run_directory_renders_with_its_pending_candidate(tmp_path: Path) -> None:
+    import shutil
+
+    fixture = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parent / "fixtures" / "run_format1", fixture)
+    page = build_html_report(fixture)
+    lineage = _section(page, "lineage")
+    assert "<strong>v001</strong>" in lineage and 'badge pending' in lineage  # proposed, killed before its gate
+    glance = " ".join("".join(audit(_section(page, "glance")).text).split())
+    assert "in progress (phase iterate)" in glance and "pending: the run has not reached its end" in glance
+    assert "iter001 (rfsu) — no decision recorded" in " ".join("".join(audit(_section(page, "lessons")).text).split())

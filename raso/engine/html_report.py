@@ -163,7 +163,8 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
         "budgets": [(k, v if v else "none") for k, v in budgets.items()],
         "s0_val": state.curve[0].best_val if state.curve else None,
         "best_version": state.current_version, "best_val": state.current_val,
-        "s0_test": tests.get("s0"), "best_test": tests.get("best"), "test_note": state.test_note,
+        "s0_test": tests.get("s0"), "best_test": tests.get("best"),
+        "test_note": state.test_note or ("pending: the run has not reached its end" if state.phase != "done" else None),
         "iterations": state.iterations_done,
         "accepted": sum(1 for c in state.candidates if c.accepted), "candidates": len(state.candidates),
         "rollouts": state.rollouts_used, "train_rollouts": state.train_rollouts, "val_rollouts": state.val_rollouts,
@@ -194,6 +195,13 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
         (parent["children"] if parent else orphans).append(node)
         if c.version is not None:
             nodes[c.version] = node
+    pending = state.pending
+    if pending is not None and pending.candidate_version is not None:  # proposed, not yet through the gate
+        node = {"version": pending.candidate_version, "label": f"iteration {pending.iteration}", "val": None,
+                "status": "pending", "reason": "not evaluated on val yet (the run stopped before its gate)",
+                "iteration": pending.iteration, "children": [], "best": False}
+        parent = nodes.get(state.current_version if state.current_version is not None else 0)
+        (parent["children"] if parent else orphans).append(node)
     return [root, *orphans]
 
 
@@ -332,7 +340,7 @@ def _lesson_units(state: RunState, proposals: dict[str, dict[str, Any]]) -> list
     return units
 
 
-def _batch_version(batch: str, candidates: dict[int, CandidateRecord]) -> tuple[str, int | None, str]:
+def _batch_version(batch: str, candidates: dict[int, CandidateRecord], current: int | None) -> tuple[str, int | None, str]:
     """(split, skill version, column label) of a trajectory batch name."""
     match = _BATCH.match(batch)
     if not match:
@@ -342,8 +350,8 @@ def _batch_version(batch: str, candidates: dict[int, CandidateRecord]) -> tuple[
     if match.group(4):
         return "test", int(match.group(4)), f"v{int(match.group(4)):03d}"
     record = candidates.get(int(match.group(2)))
-    if match.group(3) == "train":
-        version = record.current_version if record else None
+    if match.group(3) == "train":  # rolled out with s_t: the decided candidate's parent, or s_t of the pending one
+        version = record.current_version if record else current
         return "train", version, f"iter {int(match.group(2))} train"
     version = record.version if record else None
     return "val", version, (f"v{version:03d}" if version is not None else batch)
@@ -373,7 +381,7 @@ def _scores(rd: RunDir, state: RunState) -> dict[str, Any]:
     batches = []
     for path in sorted(rd.trajectories.glob("*.rollouts.jsonl")):
         name = path.name[: -len(".rollouts.jsonl")]
-        split, version, label = _batch_version(name, candidates)
+        split, version, label = _batch_version(name, candidates, state.current_version)
         rollouts = read_jsonl(path)
         anchor = "b-" + re.sub(r"[^a-z0-9_]", "-", name.lower())
         entries = []
