@@ -66,7 +66,7 @@ def _score_rows(results: list[dict[str, Any]], method_order: list[str]) -> dict[
             ci = t_interval(by_cell[(harness, setting_index, method)])
             cells.append({"text": fmt(row["test_mean"], row["test_se"]), "seeds": row["seeds"],
                           "ci": None if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]",
-                          "cost": row["cost_usd_mean"], "rollouts": row["rollouts_mean"]})
+                          "cost": row["cost_usd_mean"], "rollouts": row["rollouts_used_mean"]})
         body.append({"method": method, "label": label, "cells": cells})
     return {"columns": [{"harness": h, "label": lab, "setting": s} for h, _, lab, s in columns], "rows": body,
             "sweep": len({c[1] for c in columns}) > 1}
