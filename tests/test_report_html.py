@@ -70,6 +70,10 @@ def test_glance_lineage_and_diffs_follow_the_run_state(run_dir: Path, page: str)
     assert "stopped because: " + state["stop_reason"] in " ".join(glance.split())
     kind = json.loads((run_dir / "config.resolved.json").read_text())["retrieval"]["kind"]
     assert f"init rasi; update rasu; retrieval {kind}" in glance
+    from raso.llm.profiles import profile_for
+
+    summary = profile_for("scripted/html-report-agent").summary()
+    assert f"target profile{summary}" in glance and f"optimizer profile{summary}" in glance
     tests = {t["label"]: t["mean_reward"] for t in state["test"]}
     assert f"{tests['s0']:.3f} → {tests['best']:.3f}" in glance
 

@@ -152,7 +152,12 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
     budgets = {"rollouts": get("budget.rollouts", "budget_rollouts"), "USD": get("budget.usd", "budget_usd")}
     tests = {score.label: score for score in state.test}
     totals = ledger.get("totals", {})
+    profiles = []
+    for role, model in (("target", target), ("optimizer", optimizer)):
+        if model and all(model != m for _, m, _ in profiles):
+            profiles.append((role, model, _profile_summary(str(model))))
     return {
+        "profiles": profiles,
         "harness": cfg.get("harness", "?"),
         "status": "finished" if state.phase == "done" else f"in progress (phase {state.phase})",
         "stop_reason": state.stop_reason,
@@ -176,6 +181,16 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
         "wall_time_s": state.wall_time_s, "resumes": state.resumes, "upgraded_from": state.upgraded_from,
         "started_at": state.started_at, "finished_at": state.finished_at,
     }
+
+
+def _profile_summary(model: str) -> str:
+    """What the model profile says the model can do (raso.llm.profiles), as the markdown report names it."""
+    try:
+        from raso.llm.profiles import profile_for
+
+        return profile_for(model).summary()
+    except (ImportError, ValueError) as exc:  # a profile module of another version, or an unknown model name
+        return f"unknown ({exc})"
 
 
 def _lineage(state: RunState) -> list[dict[str, Any]]:
