@@ -270,13 +270,22 @@ def _diffs(rd: RunDir, state: RunState, proposals: dict[str, dict[str, Any]]) ->
         if not c.accepted or c.version is None:
             continue
         proposal = proposals.get(f"iter{c.iteration:03d}", {})
-        lessons = [lesson for lesson in proposal.get("lessons") or [] if isinstance(lesson, dict)]
-        gradients = [g for g in proposal.get("gradients") or [] if isinstance(g, dict)]
+        lessons = _lessons_of(proposal)
+        gradients = [{"failure_mode": str(g.get("failure_mode", "")), "evidence": str(g.get("evidence") or "")}
+                     for g in proposal.get("gradients") or [] if isinstance(g, dict)]
         old, new = _skill_text(rd, c.current_version), _skill_text(rd, c.version)
         out.append({"version": c.version, "parent": c.current_version, "iteration": c.iteration,
                     "val": c.candidate_val, "parent_val": c.current_val, "gradients": gradients, "lessons": lessons,
                     "rows": _diff(old or "", new or "", lessons) if old is not None and new is not None else None})
     return out
+
+
+def _lessons_of(proposal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The proposal's lessons with every field the page reads (older run directories may lack some)."""
+    return [{"requirement": str(lesson.get("requirement", "")), "text": str(lesson.get("text", "")),
+             "adapted": lesson.get("adapted", True) is not False,
+             "sources": [s for s in lesson.get("sources") or [] if isinstance(s, dict)]}
+            for lesson in proposal.get("lessons") or [] if isinstance(lesson, dict)]
 
 
 def _items_of(unit: str, proposal: dict[str, Any]) -> list[tuple[str, str]]:
@@ -310,7 +319,7 @@ def _lesson_units(state: RunState, proposals: dict[str, dict[str, Any]]) -> list
         retrieved = [r if isinstance(r, list) else [] for r in proposal.get("retrieved") or []]
         quotes = {str((s.get("ref") or {}).get("section_id", "")): s
                   for sections in retrieved for s in sections if isinstance(s, dict)}
-        lessons = [lesson for lesson in proposal.get("lessons") or [] if isinstance(lesson, dict)]
+        lessons = _lessons_of(proposal)
         errors = [str(e) for e in proposal.get("errors") or []]
         items = _items_of(unit, proposal)
         unused = list(lessons)
@@ -351,7 +360,7 @@ def _lesson_units(state: RunState, proposals: dict[str, dict[str, Any]]) -> list
             {"requirement": lesson.get("requirement", ""), "query": "", "status": "used", "reason": None,
              "lesson": lesson, "adapted": lesson.get("adapted", True), "retrieved": [],
              "sources": [_section(s, {}) for s in lesson.get("sources") or [] if isinstance(s, dict)]}
-            for lesson in state.lessons]})
+            for lesson in _lessons_of({"lessons": state.lessons})]})
     return units
 
 

@@ -197,7 +197,7 @@ def build_report(run_dir: RunDir) -> str:
     lines = [
         f"# RASO run report: {config.harness}",
         "",
-        f"- run directory: `{run_dir.root}`",
+        f"- run directory: `{run_dir.root}` (the same run as one page: `report.html`)",
         f"- status: {'finished' if state.phase == 'done' else 'in progress (phase ' + state.phase + ')'}"
         + (f"; stopped because: {state.stop_reason}" if state.stop_reason else ""),
         f"- target model: `{config.model}`; optimizer model: `{config.resolved_optimizer_model()}`",
