@@ -11,7 +11,26 @@ The names below load on first use, so `import raso` (and the CLI's --help) stays
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs (at run time they load on first use)
+    from raso.agent.evaluate import EvalResult as EvalResult
+    from raso.api import evaluate as evaluate
+    from raso.api import init_skill as init_skill
+    from raso.api import optimize as optimize
+    from raso.api import resume as resume
+    from raso.engine.config import ConfigError as ConfigError
+    from raso.engine.config import OptimizeConfig as OptimizeConfig
+    from raso.engine.engine import OptimizeResult as OptimizeResult
+    from raso.engine.errors import RunError as RunError
+    from raso.engine.state import TestScore as TestScore
+    from raso.harness import Harness as Harness
+    from raso.harness import Rollout as Rollout
+    from raso.harness import Task as Task
+    from raso.harness import TextEnv as TextEnv
+    from raso.optimizer.types import InitResult as InitResult
+    from raso.optimizer.types import UpdateProposal as UpdateProposal
+    from raso.skill import Skill as Skill
 
 _LAZY = {
     "optimize": "raso.api",
