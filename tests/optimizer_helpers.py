@@ -12,6 +12,7 @@ from raso.engine.context import RunContext
 from raso.harness import Rollout, Step
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
+from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.rasi import RASI, RFSI
 from raso.optimizer.rasu import RASU, RFSU
 from raso.optimizer.types import InitResult, UpdateProposal
@@ -149,14 +150,16 @@ def context(gw: LLMGateway, retriever: Any = None, *, k: int = 5, **fields: Any)
 def initialize(gw: LLMGateway, retriever: Any = None, *, k: int = 5, num_requirements: int = 5, adapt: bool = True,
                skill_name: str | None = None, **fields: Any) -> InitResult:
     """RASI when a retriever is given, else RFSI, on `context(gw, retriever, k=k, **fields)`."""
-    step = (RASI(num_requirements=num_requirements, adapt=adapt, skill_name=skill_name) if retriever is not None
-            else RFSI(num_requirements=num_requirements, skill_name=skill_name))
+    options = InitOptions(method="rasi" if retriever is not None else "rfsi", num_requirements=num_requirements,
+                          adapt=adapt)
+    step = RASI(options, skill_name=skill_name) if retriever is not None else RFSI(options, skill_name=skill_name)
     return step.init(context(gw, retriever, k=k, **fields))
 
 
 def propose(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], retriever: Any = None, *, k: int = 5,
             chunk_size: int = 8, adapt: bool = True, failures_only: bool = True, **fields: Any) -> UpdateProposal:
     """RASU when a retriever is given, else RFSU, on `context(gw, retriever, k=k, **fields)`."""
-    step = (RASU(chunk_size=chunk_size, adapt=adapt, failures_only=failures_only) if retriever is not None
-            else RFSU(chunk_size=chunk_size, failures_only=failures_only))
+    options = UpdateOptions(method="rasu" if retriever is not None else "rfsu", chunk_size=chunk_size, adapt=adapt,
+                            failures_only=failures_only)
+    step = RASU(options) if retriever is not None else RFSU(options)
     return step.propose(context(gw, retriever, k=k, **fields), skill, rollouts)

@@ -86,12 +86,15 @@ def test_update_options_defaults_and_choices() -> None:
 
 
 def test_the_options_build_the_strategy_they_name() -> None:
-    assert initializer_for(InitOptions(num_requirements=3, adapt=False)) == RASI(num_requirements=3, adapt=False)
-    assert initializer_for(InitOptions(method="rfsi", num_requirements=2)) == RFSI(num_requirements=2)
+    rasi = InitOptions(num_requirements=3, adapt=False)
+    assert initializer_for(rasi) == RASI(rasi)
+    assert initializer_for(InitOptions(method="rfsi", num_requirements=2)) == RFSI(InitOptions(method="rfsi",
+                                                                                               num_requirements=2))
     with pytest.raises(ValueError, match="is a file"):
         initializer_for(InitOptions(method="s0.md"))
-    assert proposer_for(UpdateOptions(chunk_size=4, failures_only=False)) == RASU(chunk_size=4, failures_only=False)
-    assert proposer_for(UpdateOptions(method="rfsu", chunk_size=2)) == RFSU(chunk_size=2)
+    rasu = UpdateOptions(chunk_size=4, failures_only=False)
+    assert proposer_for(rasu) == RASU(rasu)
+    assert isinstance(proposer_for(UpdateOptions(method="rfsu")), RFSU)
 
 
 # ---------------------------------------------------------------------------------------------- RunContext
@@ -118,14 +121,14 @@ def test_a_unit_view_tags_the_calls_and_shares_one_lazily_built_retriever() -> N
 def test_a_retrieval_step_without_a_retriever_says_so() -> None:
     gw, sm = gateway(router())
     with pytest.raises(NoRetrieverError, match="no retriever"):
-        RASI(num_requirements=1).init(context(gw))
-    assert RFSI(num_requirements=2).init(context(gw)).mode == "rfsi"  # the retrieval-free step never asks
+        RASI(InitOptions(num_requirements=1)).init(context(gw))
+    assert RFSI(InitOptions(method="rfsi", num_requirements=2)).init(context(gw)).mode == "rfsi"  # the retrieval-free step never asks
 
 
 def test_k_and_workers_come_from_the_context() -> None:
     gw, _ = gateway(router())
     spy = SpyRetriever([section(i) for i in range(1, 6)])
-    init = RASI(num_requirements=2).init(context(gw, spy, k=2, workers=2))
+    init = RASI(InitOptions(num_requirements=2)).init(context(gw, spy, k=2, workers=2))
     assert [c["k"] for c in spy.calls] == [2, 2] and [len(r) for r in init.retrieved] == [2, 2]
     assert len(init.lessons) == 2 and [lesson.requirement for lesson in init.lessons] == [
         r.requirement for r in init.requirements]  # parallel adaptation keeps the requirements' order

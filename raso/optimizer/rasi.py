@@ -11,7 +11,7 @@ Both are initializers (raso.engine.protocols.Initializer): `init(ctx)` with a ra
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raso.llm import StructuredOutputError
@@ -89,17 +89,18 @@ def write_initial_skill(ctx: "RunContext", requirements: Sequence[Requirement], 
 @dataclass(frozen=True)
 class RFSI:
     """Retrieval-free skill initialization: query-init, then skill-init without lessons (never retrieves).
+    Of its `options` it reads `num_requirements`.
 
     `requirements` given: query-init is skipped and these pairs are used. `skill_name` fixes the skill's name
     (None = the model's, else one derived from T). Raises StructuredOutputError when query-init returns junk
     and LLMError when the model cannot be reached."""
 
-    num_requirements: int = 5
+    options: InitOptions = field(default_factory=lambda: InitOptions(method="rfsi"))
     requirements: tuple[Requirement, ...] | None = None
     skill_name: str | None = None
 
     def init(self, ctx: "RunContext") -> InitResult:
-        requirements = plan_requirements(ctx, self.num_requirements, self.requirements)
+        requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
         found = Found()
         skill = write_initial_skill(ctx, requirements, found, self.skill_name)
         return InitResult(mode="rfsi", skill=skill, requirements=requirements, errors=found.errors)
@@ -108,20 +109,19 @@ class RFSI:
 @dataclass(frozen=True)
 class RASI:
     """Retrieval-augmented skill initialization: query-init, K sections per query from `ctx.retriever()`,
-    one adapted lesson per requirement (`adapt=False`: the raw sections), then skill-init with the lessons.
+    one adapted lesson per requirement (`options.adapt` off: the raw sections), then skill-init with the lessons.
 
     A junk lesson is skipped and noted in `errors`; the rest is as RFSI."""
 
-    num_requirements: int = 5
-    adapt: bool = True
+    options: InitOptions = field(default_factory=InitOptions)
     requirements: tuple[Requirement, ...] | None = None
     skill_name: str | None = None
 
     def init(self, ctx: "RunContext") -> InitResult:
-        requirements = plan_requirements(ctx, self.num_requirements, self.requirements)
-        found = gather_lessons(ctx, [(r.requirement, r.query) for r in requirements], adapt=self.adapt)
+        requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
+        found = gather_lessons(ctx, [(r.requirement, r.query) for r in requirements], adapt=self.options.adapt)
         skill = write_initial_skill(ctx, requirements, found, self.skill_name)
-        mode: InitMode = "rasi" if self.adapt else "rasi-raw"
+        mode: InitMode = "rasi" if self.options.adapt else "rasi-raw"
         return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=found.lessons,
                           retrieved=found.retrieved, errors=found.errors)
 
@@ -131,9 +131,9 @@ def initializer_for(options: InitOptions, *, requirements: Sequence[Requirement]
     `requirements`: a shared decomposition to use instead of query-init."""
     given = tuple(requirements) if requirements is not None else None
     if options.kind == "rasi":
-        return RASI(num_requirements=options.num_requirements, adapt=options.adapt, requirements=given)
+        return RASI(options, requirements=given)
     if options.kind == "rfsi":
-        return RFSI(num_requirements=options.num_requirements, requirements=given)
+        return RFSI(options, requirements=given)
     raise ValueError(f"init method {options.method!r} is a file, not an initialization step")
 
 

@@ -13,7 +13,7 @@ raso.engine.context.RunContext; `proposer_for(UpdateOptions)` builds the one the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raso.harness import Rollout
@@ -123,13 +123,13 @@ def shown_rollouts(rollouts: Sequence[Rollout], failures_only: bool) -> list[Rol
 class RFSU:
     """Retrieval-free skill update: gradients from the failed rollouts, merged, then skill-update without
     lessons (never retrieves). When no failure mode is found the proposal is `unchanged`, its candidate is s_t
-    and no update call is made."""
+    and no update call is made. Of its `options` it reads `chunk_size` and `failures_only`."""
 
-    chunk_size: int = 8
-    failures_only: bool = True
+    options: UpdateOptions = field(default_factory=lambda: UpdateOptions(method="rfsu"))
 
     def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> UpdateProposal:
-        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, self.failures_only), self.chunk_size)
+        options = self.options
+        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, options.failures_only), options.chunk_size)
         found = Found(errors=diagnosis.errors)
         return _proposal(ctx, "rfsu", skill, diagnosis, found)
 
@@ -137,19 +137,18 @@ class RFSU:
 @dataclass(frozen=True)
 class RASU:
     """Retrieval-augmented skill update: as RFSU, plus K sections from `ctx.retriever()` for each failure
-    mode's query, adapted into one lesson each (`adapt=False`: the raw sections) that the update call sees."""
+    mode's query, adapted into one lesson each (`options.adapt` off: the raw sections) that the update call sees."""
 
-    chunk_size: int = 8
-    adapt: bool = True
-    failures_only: bool = True
+    options: UpdateOptions = field(default_factory=UpdateOptions)
 
     def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> UpdateProposal:
-        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, self.failures_only), self.chunk_size)
-        mode: UpdateMode = "rasu" if self.adapt else "rasu-raw"
+        options = self.options
+        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, options.failures_only), options.chunk_size)
+        mode: UpdateMode = "rasu" if options.adapt else "rasu-raw"
         if not diagnosis.gradients:
             return _proposal(ctx, mode, skill, diagnosis, Found(errors=diagnosis.errors))
         items = [(g.failure_mode, g.query) for g in diagnosis.gradients if g.query.strip()]
-        found = gather_lessons(ctx, items, adapt=self.adapt)
+        found = gather_lessons(ctx, items, adapt=options.adapt)
         found.errors[:0] = diagnosis.errors
         return _proposal(ctx, mode, skill, diagnosis, found)
 
@@ -166,9 +165,7 @@ def _proposal(ctx: "RunContext", mode: UpdateMode, skill: Skill, diagnosis: Diag
 
 def proposer_for(options: UpdateOptions) -> RASU | RFSU:
     """The proposer `options` name."""
-    if options.method == "rasu":
-        return RASU(chunk_size=options.chunk_size, adapt=options.adapt, failures_only=options.failures_only)
-    return RFSU(chunk_size=options.chunk_size, failures_only=options.failures_only)
+    return RASU(options) if options.method == "rasu" else RFSU(options)
 
 
 __all__ = ["RASU", "RFSU", "Diagnosis", "chunked", "dedupe_gradients", "diagnose", "proposer_for", "rewrite_skill",
