@@ -131,7 +131,7 @@ class SharedArtifacts:
     # ------------------------------------------------------------------ s0
     def initial_skill(self, harness: Harness, harness_key: str, cfg: OptimizeConfig, *, init: str, seed: int) -> Path:
         """The s0 SKILL.md for `init` (rfsi, rasi or rasi_raw) from the shared decomposition; built once."""
-        from raso.api import default_initializer, make_retriever
+        from raso.api import default_initializer, run_context, step_options
 
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
         retrieval = {} if init == "rfsi" else {"k": cfg.k, "retrieval": cfg.retrieval, "index": str(cfg.index)}
@@ -143,12 +143,10 @@ class SharedArtifacts:
             requirements = [Requirement.from_dict(r)
                             for r in json.loads(decomposition.read_text(encoding="utf-8"))["requirements"]]
             gw = self._gateway(cfg, folder)
-            result = default_initializer(harness)(
-                UnitGateway(gw, f"seed{seed}/{init}"), task_description=harness.task_description,
-                harness_description=harness.harness_description,
-                retriever=None if init == "rfsi" else make_retriever(cfg, gw), k=cfg.k,
-                num_requirements=cfg.num_requirements, adapt=init != "rasi_raw", requirements=requirements,
-            )
+            options = step_options(cfg)[0].model_copy(update={"method": "rfsi" if init == "rfsi" else "rasi",
+                                                              "adapt": init != "rasi_raw"})
+            ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").for_unit(f"seed{seed}/{init}")
+            result = default_initializer(options, requirements=requirements).init(ctx)
             atomic_write_json(folder / "init.json", {**result.to_dict(), "retrieval": retrieval,
                                                      "decomposition": str(decomposition)})
             result.skill.save(path)  # last: its presence marks the artifact complete

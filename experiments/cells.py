@@ -135,9 +135,9 @@ class CellRunner:
             return self._run_gepa(s0)
         proposer = None
         if update == "textgrad":
-            from .baselines.textgrad_baseline import textgrad_propose
+            from .baselines.textgrad_baseline import TextGradProposer
 
-            proposer = textgrad_propose
+            proposer = TextGradProposer()
         run_dir = self.dir / "run"
         if (run_dir / "checkpoint.json").exists():
             result = raso.api.resume(run_dir, harness=self.harness, proposer=proposer)

@@ -14,7 +14,6 @@ directory that already holds a run) is raised before anything is written.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -25,19 +24,21 @@ from raso.engine.config import ConfigError, OptimizeConfig, build_config, load_r
 from raso.engine.errors import RunError
 from raso.harness import Harness, Rollout, Task
 from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness
+from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.skill import Skill
 
 if TYPE_CHECKING:
     from corpus_tools.index import SectionIndex
     from raso.agent import ExecutionAgent
     from raso.agent.evaluate import EvalResult
+    from raso.engine.context import RunContext
     from raso.engine.engine import OptimizeResult
     from raso.engine.events import EventSink
     from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
     from raso.engine.run_dir import RunDir
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
-    from raso.optimizer.types import InitResult
-    from raso.retrieval.retrievers import SectionSearcher
+    from raso.optimizer.types import InitResult, Requirement
+    from raso.retrieval.retrievers import RetrievalOptions, SectionSearcher
 
 # ---------------------------------------------------------------------------------------------- configuration
 def harness_target(harness: Harness) -> str:
@@ -197,16 +198,67 @@ def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness, 
     return ExecutionAgent(gateway, AgentConfig(**options), prompts=prompt_library(harness))
 
 
-def default_initializer(harness: Harness) -> "Initializer":
-    from raso.optimizer.rasi import initialize_skill
+def step_options(config: OptimizeConfig) -> tuple[InitOptions, UpdateOptions]:
+    """The `init` and `update` sections of `config` (read from its flat fields until the nested config lands)."""
+    return (InitOptions(method=config.init, num_requirements=config.num_requirements, adapt=config.adapt),
+            UpdateOptions(method=config.update, chunk_size=config.chunk_size, adapt=config.adapt))
 
-    return functools.partial(initialize_skill, prompts=prompt_library(harness))
+
+def retrieval_options(config: OptimizeConfig) -> "RetrievalOptions":
+    """The `retrieval` section of `config`, with its `k`."""
+    return config.retrieval.model_copy(update={"k": config.k})
 
 
-def default_proposer(harness: Harness) -> "Proposer":
-    from raso.optimizer.rasu import propose_update
+def default_initializer(options: InitOptions, *, requirements: "Sequence[Requirement] | None" = None) -> "Initializer":
+    """RASI or RFSI as `options` say (`requirements`: a shared decomposition used instead of query-init). A SKILL.md
+    given as the init method is loaded by the engine, not written by an initializer: ConfigError."""
+    from raso.optimizer.rasi import initializer_for
 
-    return functools.partial(propose_update, prompts=prompt_library(harness))
+    if options.kind == "file":
+        raise ConfigError(f"init method {options.method!r} is a SKILL.md file; an initializer writes 'rasi' or 'rfsi'")
+    return initializer_for(options, requirements=requirements)
+
+
+def default_proposer(options: UpdateOptions) -> "Proposer":
+    """RASU or RFSU as `options` say."""
+    from raso.optimizer.rasu import proposer_for
+
+    return proposer_for(options)
+
+
+def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway", *,
+                retriever: "SectionSearcher | None" = None, use_retrieval: bool = True) -> "RunContext":
+    """The context every algorithm step of a run reads: `gateway`, the harness's descriptions and prompt library,
+    the retrieval options, the worker count, and the retriever (`retriever`, else the configured one, built on
+    first need; none when not `use_retrieval`)."""
+    from raso.engine.context import RunContext
+
+    def build_retriever() -> "SectionSearcher":
+        if retriever is not None:
+            return retriever
+        try:
+            return make_retriever(config, gateway)
+        except (OSError, ValueError, ImportError, NotImplementedError) as exc:
+            where = f"index {config.index}" if config.index else "starter corpus"
+            raise RunError(f"cannot build the {config.retrieval.kind!r} retriever ({where}): {exc}") from exc
+
+    return RunContext(
+        gateway=gateway, task_description=harness.task_description,
+        harness_description=harness.harness_description,
+        retriever_factory=build_retriever if use_retrieval else None, prompts=prompt_library(harness),
+        retrieval=retrieval_options(config), workers=config.workers,
+    )
+
+
+def _checked_steps(initializer: Any, proposer: Any) -> None:
+    """A user's strategies are objects with `init(ctx)` / `propose(ctx, skill, rollouts)`: say so before any work."""
+    from raso.engine.protocols import Initializer, Proposer
+
+    if initializer is not None and not isinstance(initializer, Initializer):
+        raise ConfigError(f"initializer {initializer!r} has no init(ctx) method (see raso.engine.protocols.Initializer)")
+    if proposer is not None and not isinstance(proposer, Proposer):
+        raise ConfigError(f"proposer {proposer!r} has no propose(ctx, skill, rollouts) method (see "
+                          "raso.engine.protocols.Proposer)")
 
 
 def build_components(
@@ -220,19 +272,23 @@ def build_components(
     retriever: "SectionSearcher | None" = None,
     sinks: Iterable["EventSink"] = (),
 ) -> "RunComponents":
-    """A run's collaborators; any part given replaces the product's own (tests, experiments, baselines)."""
+    """A run's collaborators; any part given replaces the product's own (tests, experiments, baselines). The
+    initializer and proposer are built from the config's `init` and `update` sections (none for a SKILL.md init,
+    which the engine loads)."""
     from raso.engine.protocols import RunComponents
+
+    _checked_steps(initializer, proposer)
+    init, update = step_options(config)
 
     def build_agent(unit_gateway: "LLMGateway") -> Any:
         return make_agent(config, unit_gateway, harness)
 
-    def build_retriever() -> "SectionSearcher":
-        return retriever if retriever is not None else make_retriever(config, gateway)
-
+    if initializer is None and init.kind != "file":
+        initializer = default_initializer(init)
     return RunComponents(
-        harness=harness, gateway=gateway, agent_factory=agent_factory or build_agent,
-        initializer=initializer or default_initializer(harness), proposer=proposer or default_proposer(harness),
-        retriever_factory=build_retriever, sinks=list(sinks),
+        harness=harness, context=run_context(config, harness, gateway, retriever=retriever),
+        agent_factory=agent_factory or build_agent, initializer=initializer,
+        proposer=proposer or default_proposer(update), sinks=list(sinks),
     )
 
 
@@ -283,10 +339,19 @@ def optimize(
     then s0 and the best skill scored on test. Writes a run directory (`raso.resume` continues it).
 
     `overrides` are OptimizeConfig fields (model=..., epochs=..., run_dir=...). Raises ConfigError / RunError
-    before writing anything when the run cannot start."""
+    before writing anything when the run cannot start.
+
+    `initializer` and `proposer` replace RASI/RFSI and RASU/RFSU with your own strategies (raso.engine.protocols):
+    an object with `init(ctx) -> InitResult`, and one with `propose(ctx, skill, rollouts) -> UpdateProposal`
+    (or any record with `candidate`, `gradients`, `lessons` and `to_dict()`). `ctx` is a
+    raso.engine.context.RunContext: `ctx.gateway` (every model call, tagged with the unit of work),
+    `ctx.task_description`, `ctx.harness_description`, `ctx.retriever()` (built on first call), `ctx.prompts`,
+    `ctx.prompt_limits`, `ctx.k` and the exclusions, `ctx.workers`. A strategy's own options are its attributes.
+    `agent_factory` and `retriever` replace the execution agent and the configured retriever."""
     from raso.engine.engine import start_run
     from raso.engine.run_dir import RunDir, default_run_dir
 
+    _checked_steps(initializer, proposer)
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     check_splits(harness_obj, cfg)
@@ -346,20 +411,20 @@ def init_skill(
     gateway: "LLMGateway | None" = None,
     **overrides: Any,
 ) -> "InitResult":
-    """Cold start with zero rollouts: RASI (retrieval-augmented) or, with `retrieval=False` or init='rfsi', RFSI.
-    The result holds the skill, the requirements, the lessons with their corpus provenance, and any errors."""
+    """Cold start with zero rollouts: RASI (retrieval-augmented) or, with `retrieval=False` or init='rfsi', RFSI,
+    built from the config's `init` section. The result holds the skill, the requirements, the lessons with their
+    corpus provenance, and any errors."""
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
-    use_retrieval = retrieval if retrieval is not None else cfg.init_kind != "rfsi"
+    init, _ = step_options(cfg)
+    use_retrieval = retrieval if retrieval is not None else init.kind != "rfsi"
     if use_retrieval:
         check_index_blocklist(cfg, harness_obj)
     gw = gateway or make_gateway(cfg)
     _preflight(gw)
-    retriever = make_retriever(cfg, gw) if use_retrieval else None
-    return default_initializer(harness_obj)(
-        gw, task_description=harness_obj.task_description, harness_description=harness_obj.harness_description,
-        retriever=retriever, k=cfg.k, num_requirements=cfg.num_requirements, adapt=cfg.adapt,
-    )
+    ctx = run_context(cfg, harness_obj, gw, use_retrieval=use_retrieval)
+    initializer = default_initializer(init.model_copy(update={"method": "rasi" if use_retrieval else "rfsi"}))
+    return initializer.init(ctx)
 
 
 def evaluate(
@@ -442,5 +507,5 @@ __all__ = [
     "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer",
     "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_target", "init_skill", "load_harness",
     "load_skills", "make_agent", "make_gateway", "load_index", "make_retriever", "optimize", "prompt_library", "resolve_config",
-    "resume",
+    "resume", "retrieval_options", "run_context", "step_options",
 ]

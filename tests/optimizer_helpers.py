@@ -1,15 +1,23 @@
-"""Shared helpers for the optimizer tests: a routing scripted model, fake corpus hits and a retriever spy."""
+"""Shared helpers for the optimizer tests: a routing scripted model, fake corpus hits, a retriever spy, and a
+run context with the initializer / proposer a test names."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from raso.engine.context import RunContext
 from raso.harness import Rollout, Step
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
+from raso.optimizer.options import InitOptions, UpdateOptions
+from raso.optimizer.rasi import RASI, RFSI
+from raso.optimizer.rasu import RASU, RFSU
+from raso.optimizer.types import InitResult, UpdateProposal
+from raso.retrieval.retrievers import RetrievalOptions
+from raso.skill import Skill
 
 T = "Answer spreadsheet questions by writing the answer into the cell named in the task, then save the workbook."
 H = "Tools: read_cell(ref), write_cell(ref, value), save(). Observations are JSON. At most 10 steps. Score: exact match."
@@ -128,3 +136,30 @@ def rollout(i: int, reward: float = 0.0, steps: int = 3, error: str | None = Non
         task_id=f"t{i}", harness="toy", reward=reward, error=error,
         trajectory=[Step(observation=f"obs {i}.{j}", action=f"write_cell('A{j}', {j})") for j in range(steps)],
     )
+
+
+def context(gw: LLMGateway, retriever: Any = None, *, k: int = 5, **fields: Any) -> RunContext:
+    """A run context over T and H: `retriever` (None = none), `k` sections per query, other RunContext fields
+    (limits, prompts, exclude_repos, exclude_skills, workers) as given."""
+    fields = {name: value for name, value in fields.items() if value is not None}
+    return RunContext(gateway=gw, task_description=T, harness_description=H,
+                      retriever_factory=(lambda: retriever) if retriever is not None else None,
+                      retrieval=RetrievalOptions(k=k), **fields)
+
+
+def initialize(gw: LLMGateway, retriever: Any = None, *, k: int = 5, num_requirements: int = 5, adapt: bool = True,
+               skill_name: str | None = None, **fields: Any) -> InitResult:
+    """RASI when a retriever is given, else RFSI, on `context(gw, retriever, k=k, **fields)`."""
+    options = InitOptions(method="rasi" if retriever is not None else "rfsi", num_requirements=num_requirements,
+                          adapt=adapt)
+    step = RASI(options, skill_name=skill_name) if retriever is not None else RFSI(options, skill_name=skill_name)
+    return step.init(context(gw, retriever, k=k, **fields))
+
+
+def propose(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], retriever: Any = None, *, k: int = 5,
+            chunk_size: int = 8, adapt: bool = True, failures_only: bool = True, **fields: Any) -> UpdateProposal:
+    """RASU when a retriever is given, else RFSU, on `context(gw, retriever, k=k, **fields)`."""
+    options = UpdateOptions(method="rasu" if retriever is not None else "rfsu", chunk_size=chunk_size, adapt=adapt,
+                            failures_only=failures_only)
+    step = RASU(options) if retriever is not None else RFSU(options)
+    return step.propose(context(gw, retriever, k=k, **fields), skill, rollouts)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from test_cli_runs import algorithm_reply
-from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply, toy_initialize, toy_propose
+from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply, toy_initializer, toy_proposer
 
 import raso
 from raso.cli.main import main as raso_main
@@ -104,7 +104,7 @@ def test_test_split_scores_s0_and_the_best_skill_outside_the_budget(tmp_path: Pa
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3"], name="test-split-optimizer")
     result = raso.optimize(ToyHarness(), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
                            update="rfsu", epochs=1, minibatch=3, workers=1, budget_rollouts=14,
-                           run_dir=tmp_path / "run", initializer=toy_initialize, proposer=toy_propose)
+                           run_dir=tmp_path / "run", initializer=toy_initializer, proposer=toy_proposer)
     # s0 val 4 + (3 train + 4 val) = 11 <= 14; a second iteration does not fit: the budget holds train + val only
     assert result.rollouts_used == 11 and result.best_version == 1
     assert [(t.label, t.version, t.tasks) for t in result.test] == [("s0", 0, 1), ("best", 1, 1)]
@@ -117,7 +117,7 @@ def test_test_split_scores_s0_and_the_best_skill_outside_the_budget(tmp_path: Pa
 
     off = raso.optimize(ToyHarness(), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
                         update="rfsu", epochs=1, minibatch=3, workers=1, max_iterations=1, test=False,
-                        run_dir=tmp_path / "off", initializer=toy_initialize, proposer=toy_propose)
+                        run_dir=tmp_path / "off", initializer=toy_initializer, proposer=toy_proposer)
     assert off.test == [] and off.test_rollouts == 0 and off.finished
 
 
@@ -162,7 +162,7 @@ def test_resume_rebuilds_an_instance_harness_from_its_recorded_target(tmp_path: 
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2"], name="api-resume-optimizer")
     result = raso.optimize(ToyHarness(n_train=3), model=agent, optimizer_model=optimizer.model, init="rfsi",
                            update="rfsu", epochs=1, minibatch=3, run_dir=tmp_path / "run",
-                           initializer=toy_initialize, proposer=toy_propose)
+                           initializer=toy_initializer, proposer=toy_proposer)
     config = json.loads((tmp_path / "run" / "config.resolved.json").read_text())
     assert config["harness"] == TOY  # not the registered name 'toy', which is another class
     again = raso.resume(tmp_path / "run")

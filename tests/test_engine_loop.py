@@ -7,7 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+from test_engine_support import (
+    FunctionInitializer,
+    FunctionProposer,
+    ToyHarness,
+    toy_agent_reply,
+    toy_initialize,
+    toy_initializer,
+    toy_propose,
+    toy_proposer,
+)
 
 from raso.api import optimize, resume
 from raso.engine import OptimizeConfig, RunDir
@@ -18,7 +27,7 @@ from raso.skill import Skill
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _run(tmp_path: Path, optimizer_replies: list, *, harness: ToyHarness | None = None, propose=toy_propose,
+def _run(tmp_path: Path, optimizer_replies: list, *, harness: ToyHarness | None = None, propose=toy_proposer,
          **overrides) -> tuple:
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(optimizer_replies, name="toy-optimizer")
@@ -26,7 +35,7 @@ def _run(tmp_path: Path, optimizer_replies: list, *, harness: ToyHarness | None 
                   epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False)
     values.update(overrides)
     config = OptimizeConfig(**values)
-    result = optimize(harness or ToyHarness(), config, initializer=toy_initialize, proposer=propose)
+    result = optimize(harness or ToyHarness(), config, initializer=toy_initializer, proposer=propose)
     return result, RunDir(config.run_dir), agent, optimizer
 
 
@@ -94,13 +103,13 @@ def test_crashing_rollout_scores_zero_and_the_run_goes_on(tmp_path: Path) -> Non
 def test_a_failing_proposal_is_logged_and_the_run_goes_on(tmp_path: Path) -> None:
     calls = {"n": 0}
 
-    def flaky_propose(gw, **kwargs):
+    def flaky_propose(ctx, skill, rollouts):
         calls["n"] += 1
         if calls["n"] == 1:
             raise ValueError("optimizer returned junk")
-        return toy_propose(gw, **kwargs)
+        return toy_propose(ctx, skill, rollouts)
 
-    result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=flaky_propose)
+    result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=FunctionProposer(flaky_propose))
     decisions = read_jsonl(rd.candidates)
     assert decisions[0]["version"] is None and "junk" in decisions[0]["error"] and not decisions[0]["accepted"]
     assert decisions[0]["candidate_val"] is None
@@ -159,13 +168,14 @@ def test_rerunning_into_an_existing_run_dir_is_refused(tmp_path: Path) -> None:
 def test_usd_budget_stops_the_run_cleanly(tmp_path: Path) -> None:
     from raso.llm import CallRecord
 
-    def priced_propose(gw, **kwargs):
-        proposal = toy_propose(gw, **kwargs)
+    def priced_propose(ctx, skill, rollouts):
+        proposal = toy_propose(ctx, skill, rollouts)
         # scripted models are free; book a priced call as a paid provider would
-        gw.ledger.record(CallRecord(role="optimizer", stage="rasu.update", model="paid/model", cost_usd=0.75))
+        ctx.gateway.ledger.record(CallRecord(role="optimizer", stage="rasu.update", model="paid/model", cost_usd=0.75))
         return proposal
 
-    result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=priced_propose, budget_usd=0.5)
+    result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=FunctionProposer(priced_propose),
+                            budget_usd=0.5)
     decisions = read_jsonl(rd.candidates)
     assert len(decisions) == 1 and decisions[0]["reason"] == "not evaluated: USD budget reached"
     assert result.stop_reason == "USD budget reached ($0.7500 of $0.5000)"
@@ -188,7 +198,7 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
                             update="rfsu", epochs=1, minibatch=2, budget_rollouts=30, run_dir=tmp_path / "run",
                             test=False)
     with progress:
-        optimize(ToyHarness(), config, initializer=toy_initialize, proposer=toy_propose, sinks=[progress])
+        optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer, sinks=[progress])
     shown = console.file.getvalue()
     for expected in ("iteration", "3", "rollouts used", "22/30", "best val score", "0.500", "cost so far",
                      "$0.0000", "candidate v1: 0.500 vs 0.250 -> accepted", "candidate v3: 0.250 vs 0.500 -> rejected"):
@@ -204,7 +214,7 @@ def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fi
     config = OptimizeConfig(harness="toy", model="scripted/engine-agent-registered-later",
                             optimizer_model=optimizer.model, init="rfsi", update="rfsu", epochs=1, minibatch=2,
                             run_dir=tmp_path / "run", test=False)
-    steps = dict(harness=ToyHarness(), initializer=toy_initialize, proposer=toy_propose)
+    steps = dict(harness=ToyHarness(), initializer=toy_initializer, proposer=toy_proposer)
     with pytest.raises(ModelUnusableError, match="every rollout of s0_val failed because the model is unusable"):
         optimize(config=config, **steps)
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
@@ -216,8 +226,8 @@ def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fi
 
 
 def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_path: Path) -> None:
-    def picky_initialize(gw, **kwargs):
-        result = toy_initialize(gw, **kwargs)
+    def picky_initialize(ctx):
+        result = toy_initialize(ctx)
         if "junk" in result.skill.body:
             raise ValueError("the optimizer model returned junk")
         return result
@@ -226,7 +236,7 @@ def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_pa
     optimizer = ScriptedModel(["junk", "LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
     config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
                             update="rfsu", epochs=1, minibatch=2, run_dir=tmp_path / "run", test=False)
-    steps = dict(harness=ToyHarness(), initializer=picky_initialize, proposer=toy_propose)
+    steps = dict(harness=ToyHarness(), initializer=FunctionInitializer(picky_initialize), proposer=toy_proposer)
     with pytest.raises(ValueError, match="junk"):
         optimize(config=config, **steps)
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())

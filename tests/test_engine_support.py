@@ -20,7 +20,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,22 +111,46 @@ def _ref(n: int) -> SectionRef:
                       heading_path=f"Usage > Step {n}", section_id=f"sec-{n}")
 
 
-def toy_initialize(gw: Any, *, task_description: str, harness_description: str, retriever: Any, k: int,
-                   num_requirements: int, adapt: bool, **_: Any) -> InitResult:
-    reply = gw.complete("optimizer", [{"role": "user", "content": f"init skill for: {task_description}"}],
-                        stage="rasi.skill_init").text
+def toy_initialize(ctx: Any) -> InitResult:
+    reply = ctx.gateway.complete("optimizer", [{"role": "user", "content": f"init skill for: {ctx.task_description}"}],
+                                 stage="rasi.skill_init").text
     lessons = [Lesson(requirement="answer format", text="Reply with ok-<id>.", sources=[_ref(1), _ref(2)])]
-    return InitResult(mode="rasi" if retriever is not None else "rfsi", skill=level_skill(reply.strip()),
+    return InitResult(mode="rfsi", skill=level_skill(reply.strip()),
                       requirements=[Requirement(requirement="answer format", query="answer format")], lessons=lessons)
 
 
-def toy_propose(gw: Any, *, skill: Skill, rollouts: Sequence[Any], **_: Any) -> UpdateProposal:
+def toy_propose(ctx: Any, skill: Skill, rollouts: Sequence[Any]) -> UpdateProposal:
     summary = ", ".join(f"{r.task_id}={r.reward:g}" for r in rollouts)
-    reply = gw.complete("optimizer", [{"role": "user", "content": f"update skill:\n{skill.body}\nrollouts: {summary}"}],
-                        stage="rasu.update").text
+    reply = ctx.gateway.complete("optimizer", [{"role": "user", "content": f"update skill:\n{skill.body}\n"
+                                                f"rollouts: {summary}"}], stage="rasu.update").text
     return UpdateProposal(mode="rfsu", candidate=level_skill(reply.strip()),
                           gradients=[Gradient(failure_mode=f"failed: {summary}")],
                           lessons=[Lesson(requirement="harder tasks", text="Raise the level.", sources=[_ref(3)])])
+
+
+@dataclass(frozen=True)
+class FunctionInitializer:
+    """An Initializer whose `init(ctx)` is the function `fn`."""
+
+    fn: Callable[[Any], InitResult]
+
+    def init(self, ctx: Any) -> InitResult:
+        return self.fn(ctx)
+
+
+@dataclass(frozen=True)
+class FunctionProposer:
+    """A Proposer whose `propose(ctx, skill, rollouts)` is the function `fn`."""
+
+    fn: Callable[[Any, Skill, Sequence[Any]], Any]
+
+    def propose(self, ctx: Any, skill: Skill, rollouts: Sequence[Any]) -> Any:
+        return self.fn(ctx, skill, rollouts)
+
+
+#: The stand-in steps: one real gateway call each, the scripted reply becomes the skill.
+toy_initializer = FunctionInitializer(toy_initialize)
+toy_proposer = FunctionProposer(toy_propose)
 
 
 def deterministic_optimizer_reply(messages: list[dict[str, Any]]) -> str:
@@ -205,7 +230,7 @@ def main(argv: list[str]) -> int:
         kill_inside_the_nth_atomic_write(int(os.environ["RASO_TEST_KILL_IN_WRITE"]))
     named_scripted_model("engine-kill-agent", KillSwitch("agent", toy_agent_reply))
     named_scripted_model("engine-kill-optimizer", KillSwitch("optimizer", deterministic_optimizer_reply))
-    steps = {"initializer": toy_initialize, "proposer": toy_propose}
+    steps = {"initializer": toy_initializer, "proposer": toy_proposer}
     if command == "run":
         result = api.optimize(config=subprocess_config(run_dir), **steps)
     else:

@@ -14,7 +14,7 @@ from test_experiments_support import MARKER, PLAIN_SKILL, scripted_models  # noq
 
 import raso.api  # noqa: E402
 from experiments.baselines.gepa_baseline import HarnessGEPAAdapter, gepa_metric_budget, run_gepa  # noqa: E402
-from experiments.baselines.textgrad_baseline import textgrad_propose  # noqa: E402
+from experiments.baselines.textgrad_baseline import TextGradProposer  # noqa: E402
 from raso.agent import AgentConfig, ExecutionAgent  # noqa: E402
 from raso.engine import OptimizeConfig, RunDir  # noqa: E402
 from raso.llm import GatewayConfig, LLMGateway, RetryConfig  # noqa: E402
@@ -64,7 +64,7 @@ def test_textgrad_update_runs_inside_the_engine(tmp_path: Path) -> None:
                             init=str(s0_path), update="rfsu", epochs=1, minibatch=3, workers=2,
                             run_dir=tmp_path / "run", **({"test": False} if "test" in OptimizeConfig.model_fields
                                                          else {}))
-    result = raso.api.optimize(CountingHarness(n_tasks=6), config=config, proposer=textgrad_propose)
+    result = raso.api.optimize(CountingHarness(n_tasks=6), config=config, proposer=TextGradProposer())
 
     assert result.initial_val == 0.0 and result.best_val == 1.0 and result.accepted == 1
     rd = RunDir(config.run_dir)

@@ -10,13 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+from test_engine_support import FunctionProposer, ToyHarness, toy_agent_reply, toy_initializer, toy_propose, toy_proposer
 
 from raso.api import optimize
 from raso.engine import ConfigError, OptimizeConfig, RunDir
 from raso.llm import BudgetExceededError, CallRecord, GatewayConfig, LLMGateway, RoleConfig
 from raso.llm.config import ModelPrice
 from raso.llm.scripted import ScriptedModel
+from raso.skill import Skill
 
 SELF_HOSTED = "openai/raso-test-self-hosted-model"  # a model litellm's bundled price map does not know
 UNPRICED = "openai/raso-test-never-priced-model"  # never given a price here (registration with litellm is global)
@@ -59,20 +60,20 @@ def test_a_usd_budget_with_an_unpriced_model_is_refused_before_anything_is_writt
                             run_dir=tmp_path / "run", test=False)
     with pytest.raises(ConfigError, match=r"--budget-usd cannot be enforced: no price is known for "
                                           r"'openai/raso-test-never-priced-model'.*--price"):
-        optimize(ToyHarness(), config, initializer=toy_initialize, proposer=toy_propose)
+        optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     assert not (tmp_path / "run").exists()
 
 
 def test_unpriced_calls_are_marked_cost_unknown_in_the_report(tmp_path: Path) -> None:
-    def self_hosted_propose(gw: Any, **kwargs: Any) -> Any:
+    def self_hosted_propose(ctx: Any, skill: Skill, rollouts: Any) -> Any:
         # what the gateway books for a call to a model without a price (see the test above)
-        gw.ledger.record(CallRecord(role="optimizer", stage="rasu.update", model=SELF_HOSTED, prompt_tokens=10,
+        ctx.gateway.ledger.record(CallRecord(role="optimizer", stage="rasu.update", model=SELF_HOSTED, prompt_tokens=10,
                                     completion_tokens=5, unpriced=True))
-        return toy_propose(gw, **kwargs)
+        return toy_propose(ctx, skill, rollouts)
 
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(["LEVEL=1", "LEVEL=2"], name="opt")
     config = _config(tmp_path, agent, optimizer, max_iterations=1)
-    optimize(ToyHarness(), config, initializer=toy_initialize, proposer=self_hosted_propose)
+    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(self_hosted_propose))
     report = RunDir(config.run_dir).report.read_text()
     assert f"| cost | $0.0000 + cost unknown for 1 call(s) to {SELF_HOSTED}" in report
 
@@ -85,7 +86,7 @@ def test_the_usd_budget_is_checked_before_each_call_and_overshoots_by_at_most_on
     budget = 1.0
     config = _config(tmp_path, agent, optimizer, prices={agent.model: price, optimizer.model: ModelPrice(input=0, output=0)},
                      budget_usd=budget, agent_max_tokens=16)
-    result = optimize(ToyHarness(), config, initializer=toy_initialize, proposer=toy_propose)
+    result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     rd = RunDir(config.run_dir)
     calls = [CallRecord.model_validate(c) for c in json.loads(rd.ledger.read_text())["calls"]]
     costs = [c.cost_usd for c in calls if not c.cached]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+from test_engine_support import ToyHarness, toy_agent_reply, toy_initializer, toy_proposer
 
 from corpus_tools.blocklist import benchmark_for, index_blocklists
 from raso.api import check_index_blocklist, optimize
@@ -53,7 +53,7 @@ def test_an_index_without_the_benchmarks_blocklist_is_refused_before_the_run_sta
     config = _config(tmp_path, index=_index(tmp_path, ["spreadsheet"]))
     with pytest.raises(ConfigError, match=r"built with spreadsheet, not the 'officeqa' blocklist.*"
                                           r"--blocklist officeqa.*--allow-unfiltered-index"):
-        optimize(ToyOfficeQA(), config, initializer=toy_initialize, proposer=toy_propose)
+        optimize(ToyOfficeQA(), config, initializer=toy_initializer, proposer=toy_proposer)
     assert not (tmp_path / "run").exists()
     # a non-benchmark harness, the right blocklist, and the starter corpus all pass
     check_index_blocklist(config, ToyHarness())
@@ -66,6 +66,6 @@ def test_allow_unfiltered_index_goes_on_and_the_report_says_so(tmp_path: Path) -
     config = _config(tmp_path, index=index, allow_unfiltered_index=True)
     check_index_blocklist(config, ToyOfficeQA())  # allowed
     # the toy initializer never searches, so any retriever stands in for the one built from the index
-    optimize(ToyOfficeQA(), config, initializer=toy_initialize, proposer=toy_propose, retriever=object())
+    optimize(ToyOfficeQA(), config, initializer=toy_initializer, proposer=toy_proposer, retriever=object())
     report = RunDir(config.run_dir).report.read_text()
     assert f"- corpus index: `{index}` (blocklists: none); **--allow-unfiltered-index was given" in report

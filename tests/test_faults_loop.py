@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+from test_engine_support import (
+    FunctionInitializer,
+    FunctionProposer,
+    ToyHarness,
+    toy_agent_reply,
+    toy_initialize,
+    toy_initializer,
+    toy_propose,
+    toy_proposer,
+)
 
 from raso.api import optimize, resume
 from raso.engine import InfrastructureError, OptimizeConfig, OptimizerUnavailableError, RunDir
@@ -18,6 +27,7 @@ from raso.engine.run_dir import read_jsonl
 from raso.llm._litellm import litellm
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer.types import InitResult, UpdateProposal
+from raso.skill import Skill
 
 REPLIES = ["LEVEL=1", "LEVEL=2", "LEVEL=2\nBe brief.", "LEVEL=1\nShorter."]
 # what the same run decides without any fault (test_engine_loop's gate test)
@@ -63,7 +73,7 @@ def test_a_transient_outage_is_re_run_not_scored_and_the_retries_are_reported(tm
     outage = Outage(toy_agent_reply, "task id: v1", first_n=2)
     agent, optimizer = ScriptedModel(outage, name="agent"), ScriptedModel(REPLIES, name="optimizer")
     config = _config(tmp_path, agent, optimizer)
-    result = optimize(ToyHarness(), config, initializer=toy_initialize, proposer=toy_propose)
+    result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     rd = RunDir(config.run_dir)
 
     assert outage.failed == 2
@@ -86,7 +96,7 @@ def test_a_persistent_outage_in_a_candidates_val_pass_stops_uncounted_and_resume
     outage = Outage(toy_agent_reply, "LEVEL=2", "difficulty 1")
     agent, optimizer = ScriptedModel(outage, name="agent"), ScriptedModel(REPLIES, name="optimizer")
     config = _config(tmp_path, agent, optimizer)
-    steps = dict(harness=ToyHarness(), initializer=toy_initialize, proposer=toy_propose)
+    steps = dict(harness=ToyHarness(), initializer=toy_initializer, proposer=toy_proposer)
     with pytest.raises(InfrastructureError, match=r"1 of 4 rollouts of iter001_val failed (.|\n)* `raso resume`"):
         optimize(config=config, **steps)
     rd = RunDir(config.run_dir)
@@ -104,15 +114,15 @@ def test_a_persistent_outage_in_a_candidates_val_pass_stops_uncounted_and_resume
 def test_infrastructure_failures_never_reach_the_gradient_prompt(tmp_path: Path) -> None:
     seen: list[Any] = []
 
-    def recording_propose(gw: Any, **kwargs: Any) -> UpdateProposal:
-        seen.extend(kwargs["rollouts"])
-        return toy_propose(gw, **kwargs)
+    def recording_propose(ctx: Any, skill: Skill, rollouts: Any) -> UpdateProposal:
+        seen.extend(rollouts)
+        return toy_propose(ctx, skill, rollouts)
 
     outage = Outage(toy_agent_reply, "task id: t1")  # one train task's model calls keep failing
     agent, optimizer = ScriptedModel(outage, name="agent"), ScriptedModel(REPLIES, name="optimizer")
     config = _config(tmp_path, agent, optimizer)
     with pytest.raises(InfrastructureError, match="_train failed"):
-        optimize(ToyHarness(), config, initializer=toy_initialize, proposer=recording_propose)
+        optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(recording_propose))
     assert all(r.error is None and r.failure_kind is None for r in seen)
     assert "t1" not in [r.task_id for r in seen]
     state = json.loads(RunDir(config.run_dir).checkpoint.read_text())
@@ -128,7 +138,7 @@ def test_an_optimizer_outage_stops_resumably_without_burning_the_iteration(tmp_p
     outage = Outage(lambda messages: next(replies), "update skill", error=error)
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(outage, name="optimizer")
     config = _config(tmp_path, agent, optimizer)
-    steps = dict(harness=ToyHarness(), initializer=toy_initialize, proposer=toy_propose)
+    steps = dict(harness=ToyHarness(), initializer=toy_initializer, proposer=toy_proposer)
     with pytest.raises(OptimizerUnavailableError, match=r"proposing iteration 1 (.|\n)*`raso resume`"):
         optimize(config=config, **steps)
     state = json.loads(RunDir(config.run_dir).checkpoint.read_text())
@@ -145,8 +155,8 @@ def test_an_optimizer_outage_stops_resumably_without_burning_the_iteration(tmp_p
 def test_junk_from_a_working_optimizer_stays_no_candidate(tmp_path: Path) -> None:
     from raso.llm import StructuredOutputError
 
-    def junk_once(gw: Any, **kwargs: Any) -> UpdateProposal:
-        proposal = toy_propose(gw, **kwargs)
+    def junk_once(ctx: Any, skill: Skill, rollouts: Any) -> UpdateProposal:
+        proposal = toy_propose(ctx, skill, rollouts)
         if "junk" in proposal.candidate.body:
             raise StructuredOutputError("did not validate", raw_text="junk", validation_error="x")
         return proposal
@@ -154,31 +164,32 @@ def test_junk_from_a_working_optimizer_stays_no_candidate(tmp_path: Path) -> Non
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(
         ["LEVEL=1", "junk", "LEVEL=2", "LEVEL=3"], name="optimizer")
     config = _config(tmp_path, agent, optimizer)
-    result = optimize(ToyHarness(), config, initializer=toy_initialize, proposer=junk_once)
+    result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(junk_once))
     decisions = read_jsonl(RunDir(config.run_dir).candidates)
     assert decisions[0]["version"] is None and "StructuredOutputError" in decisions[0]["error"]
     assert result.finished and result.iterations == 3
 
 
 def test_degradations_are_in_the_report(tmp_path: Path) -> None:
-    def degraded_initialize(gw: Any, **kwargs: Any) -> InitResult:
+    def degraded_initialize(ctx: Any) -> InitResult:
         logging.getLogger("raso.retrieval.dreamer").warning(
             "SkillDreamer: model call failed (%s); ranking by the query alone", "LLMUnavailableError: 503")
         logging.getLogger("raso.retrieval.retrievers").warning(
             "field retriever: no dense encoder (install the `dense` extra); using tfidf-fields")
-        result = toy_initialize(gw, **kwargs)
+        result = toy_initialize(ctx)
         return result.model_copy(update={"errors": [
             "skill_init: the model's draft was unusable (bad JSON); the skill was assembled from the requirements "
             "and lessons without it"]})
 
-    def degraded_propose(gw: Any, **kwargs: Any) -> UpdateProposal:
-        proposal = toy_propose(gw, **kwargs)
+    def degraded_propose(ctx: Any, skill: Skill, rollouts: Any) -> UpdateProposal:
+        proposal = toy_propose(ctx, skill, rollouts)
         return proposal.model_copy(update={"errors": [
             "lesson 2: the lesson was dropped because it repeats its input: 'Use the tool.'"]})
 
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(REPLIES, name="optimizer")
     config = _config(tmp_path, agent, optimizer, max_iterations=1)
-    optimize(ToyHarness(), config, initializer=degraded_initialize, proposer=degraded_propose)
+    optimize(ToyHarness(), config, initializer=FunctionInitializer(degraded_initialize),
+             proposer=FunctionProposer(degraded_propose))
     report = RunDir(config.run_dir).report.read_text()
     section = report.split("## Degradations", 1)[1].split("\n## ", 1)[0]
     assert "1× SkillDreamer: model call failed (LLMUnavailableError: 503); ranking by the query alone" in section

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from optimizer_helpers import H, SpyRetriever, T, gateway, router, section
+from optimizer_helpers import SpyRetriever, gateway, initialize, router, section
 from pydantic import ValidationError
 
 from raso.agent import AgentConfig, ExecutionAgent
@@ -24,7 +24,6 @@ from raso.llm.profiles import (
 )
 from raso.optimizer.describe import DescribeLimits
 from raso.optimizer.describe import limits_for as describe_limits_for
-from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import PromptLimits, limits_for
 from raso.optimizer.roles import SkillDraft
 from raso.optimizer.sanitizers import SANITIZERS, Context, lesson_rejection, sanitize, sanitize_draft
@@ -167,16 +166,15 @@ def test_every_model_still_rejects_an_empty_body_and_an_empty_lesson() -> None:
         draft_to_skill(SkillDraft.model_construct(name="s", description="d", body="  "),
                        default_name="n", default_description="d")
     # no sanitizer enabled: a lesson without words is still dropped
-    init = initialize_skill(gateway(router({"adapt": {"lesson": "..."}}))[0], task_description=T,
-                            harness_description=H, retriever=SpyRetriever([section(1)]), k=3, num_requirements=2)
+    init = initialize(gateway(router({"adapt": {"lesson": "..."}}))[0], SpyRetriever([section(1)]), k=3,
+                      num_requirements=2)
     assert init.lessons == [] and all("it has no words" in e for e in init.errors)
 
 
 def _init_with(profile: dict | None):
     gw, _ = gateway(router({"skill_init": {"name": "s", "description": "d", "body": SKILL_BODY_LOOP},
                             "adapt": {"lesson": "AdaptationOutput"}}), profile=profile)
-    return initialize_skill(gw, task_description=T, harness_description=H, retriever=SpyRetriever([section(1)]),
-                            k=3, num_requirements=2)
+    return initialize(gw, SpyRetriever([section(1)]), k=3, num_requirements=2)
 
 
 def test_a_hosted_profile_keeps_what_the_embedded_one_repairs() -> None:
@@ -246,14 +244,14 @@ def test_the_embedded_backend_reads_the_schema_in_either_wire_format() -> None:
 
 
 def test_the_report_names_the_profiles_and_lists_sanitizer_repairs(tmp_path: Path) -> None:
-    from test_engine_support import ToyHarness, toy_agent_reply, toy_initialize, toy_propose
+    from test_engine_support import FunctionProposer, ToyHarness, toy_agent_reply, toy_initializer, toy_propose
 
     from raso.api import optimize
     from raso.engine import OptimizeConfig, RunDir
     from raso.llm.scripted import ScriptedModel
 
-    def repaired_propose(gw, **kwargs):
-        proposal = toy_propose(gw, **kwargs)
+    def repaired_propose(ctx, skill, rollouts):
+        proposal = toy_propose(ctx, skill, rollouts)
         return proposal.model_copy(update={"errors": [
             "sanitizer repeated_sentences: removed 2 repeated sentence(s) from the skill body"]})
 
@@ -262,7 +260,7 @@ def test_the_report_names_the_profiles_and_lists_sanitizer_repairs(tmp_path: Pat
     config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
                             update="rfsu", epochs=1, minibatch=2, workers=2, seed=3, max_iterations=1,
                             run_dir=tmp_path / "run", test=False)
-    optimize(ToyHarness(), config, initializer=toy_initialize, proposer=repaired_propose)
+    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(repaired_propose))
     report = RunDir(config.run_dir).report.read_text()
     assert "- target model profile: scripted (scripted); context unknown tokens; grammar no" in report
     assert "- optimizer model profile: scripted (scripted)" in report

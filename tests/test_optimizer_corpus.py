@@ -7,13 +7,11 @@ import re
 import shutil
 
 import pytest
-from optimizer_helpers import H, T, calls_of, gateway, rollout, router, user_text
+from optimizer_helpers import calls_of, gateway, initialize, propose, rollout, router, user_text
 
 from corpus_tools.index import SectionIndex
 from corpus_tools.ingest import load_corpus
 from corpus_tools.sections import split_sections
-from raso.optimizer.rasi import initialize_skill
-from raso.optimizer.rasu import propose_update
 
 pytestmark = pytest.mark.shared
 _TOPIC = re.compile(r"xlsx|excel|spreadsheet|\bcsv\b", re.IGNORECASE)
@@ -47,7 +45,7 @@ def spreadsheet_index(tmp_path_factory):
 def test_rasi_over_a_real_index_quotes_real_sections_with_their_provenance(spreadsheet_index):
     index, commits = spreadsheet_index
     gw, sm = gateway(router())
-    init = initialize_skill(gw, task_description=T, harness_description=H, retriever=index, k=5, num_requirements=2)
+    init = initialize(gw, index, k=5, num_requirements=2)
     assert init.mode == "rasi" and len(init.lessons) == 2
     for lesson, retrieved in zip(init.lessons, init.retrieved):
         assert 1 <= len(retrieved) <= 5
@@ -63,9 +61,8 @@ def test_rasi_over_a_real_index_quotes_real_sections_with_their_provenance(sprea
 def test_rasu_over_a_real_index_turns_a_gradient_query_into_a_lesson(spreadsheet_index):
     index, _ = spreadsheet_index
     gw, sm = gateway(router())
-    init_skill = initialize_skill(gw, task_description=T, harness_description=H, num_requirements=2).skill
-    prop = propose_update(gw, task_description=T, harness_description=H, skill=init_skill,
-                          rollouts=[rollout(i) for i in range(3)], retriever=index, k=3)
+    init_skill = initialize(gw, num_requirements=2).skill
+    prop = propose(gw, init_skill, [rollout(i) for i in range(3)], index, k=3)
     [lesson] = prop.lessons
     assert lesson.requirement == prop.gradients[0].failure_mode
     assert 1 <= len(lesson.sources) <= 3

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from optimizer_helpers import H, SpyRetriever, T, section, stages
+from optimizer_helpers import SpyRetriever, initialize, section, stages
 
 from raso.llm import DEFAULT_LOCAL_MODEL, GatewayConfig, LLMGateway, RetryConfig, RoleConfig
-from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import PromptLimits
 from raso.skill import Skill
 
@@ -26,8 +25,7 @@ def test_embedded_init_writes_a_skill_md_with_front_matter(tmp_path, retrieval):
     gw = _gateway()
     spy = SpyRetriever([section(1, text="## Empty groups\nWhen a group has no rows, leave its output blank "
                                         "instead of writing 0.")])
-    init = initialize_skill(gw, task_description=T, harness_description=H, retriever=spy if retrieval else None,
-                            k=1, num_requirements=2, limits=LIMITS)
+    init = initialize(gw, spy if retrieval else None, k=1, num_requirements=2, limits=LIMITS)
     path = init.skill.save(tmp_path / "SKILL.md")
     text = path.read_text(encoding="utf-8")
     assert text.startswith("---\nname: ")

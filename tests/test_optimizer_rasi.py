@@ -13,6 +13,7 @@ from optimizer_helpers import (
     T,
     calls_of,
     gateway,
+    initialize,
     role_of,
     router,
     section,
@@ -22,7 +23,6 @@ from optimizer_helpers import (
 
 from raso.llm import StructuredOutputError
 from raso.llm.profiles import ALL_SANITIZERS
-from raso.optimizer.rasi import initialize_skill
 from raso.optimizer.render import render_lessons_block
 from raso.optimizer.types import InitResult, SectionRef
 from raso.skill import Skill
@@ -31,8 +31,7 @@ from raso.skill import Skill
 def run_init(retriever=None, overrides=None, **kw):
     # The optimizer model plays a small model here: its profile switches on every small-model repair.
     gw, sm = gateway(router(overrides), profile={"sanitizers": list(ALL_SANITIZERS)})
-    init = initialize_skill(gw, task_description=T, harness_description=H, retriever=retriever, k=3,
-                            num_requirements=2, **kw)
+    init = initialize(gw, retriever, k=3, num_requirements=2, **kw)
     return init, gw, sm
 
 
@@ -175,7 +174,7 @@ def test_requirements_are_capped_at_m_and_deduplicated():
 def test_junk_from_query_init_raises_structured_output_error_after_one_repair():
     init_gw, sm = gateway(router({"query_init": "I cannot help with that."}))
     with pytest.raises(StructuredOutputError) as err:
-        initialize_skill(init_gw, task_description=T, harness_description=H, retriever=None, num_requirements=2)
+        initialize(init_gw, None, num_requirements=2)
     assert err.value.raw_text == "I cannot help with that."
     assert len(sm.calls) == 2 and all(role_of(c) == "query_init" for c in sm.calls)
 

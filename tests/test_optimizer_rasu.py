@@ -8,11 +8,10 @@ import math
 import pytest
 from optimizer_helpers import (
     DEFAULT_REPLIES,
-    H,
     SpyRetriever,
-    T,
     calls_of,
     gateway,
+    propose,
     rollout,
     router,
     section,
@@ -22,7 +21,7 @@ from optimizer_helpers import (
 
 from raso.harness import Rollout, Step
 from raso.llm import StructuredOutputError
-from raso.optimizer.rasu import dedupe_gradients, propose_update
+from raso.optimizer.rasu import dedupe_gradients
 from raso.optimizer.render import PromptLimits, render_lessons_block, render_trajectory
 from raso.optimizer.types import Gradient, SectionRef, UpdateProposal
 from raso.skill import Skill
@@ -33,9 +32,7 @@ SKILL = Skill(name="spreadsheet-answers", description="Answer spreadsheet questi
 
 def run_update(retriever=None, n=5, chunk_size=8, overrides=None, **kw):
     gw, sm = gateway(router(overrides))
-    prop = propose_update(gw, task_description=T, harness_description=H, skill=SKILL,
-                          rollouts=[rollout(i) for i in range(n)], retriever=retriever, k=2,
-                          chunk_size=chunk_size, **kw)
+    prop = propose(gw, SKILL, [rollout(i) for i in range(n)], retriever, k=2, chunk_size=chunk_size, **kw)
     return prop, gw, sm
 
 
@@ -182,7 +179,7 @@ def test_the_gradient_prompt_fits_a_small_context_for_a_full_minibatch():
                    trajectory=[Step(observation="o" * 5000, action="a" * 3000) for _ in range(30)])
            for i in range(8)]
     gw, sm = gateway(router())
-    propose_update(gw, task_description=T, harness_description=H, skill=SKILL, rollouts=big, chunk_size=8)
+    propose(gw, SKILL, big, chunk_size=8)
     prompt = user_text(calls_of(sm, "gradient")[0])
     assert prompt.count("<trajectory ") == 8
     assert len(prompt) < 6000 + 4000  # trajectory budget + template, descriptions, skill and schema
@@ -203,19 +200,17 @@ def test_default_limits_are_tighter_for_the_embedded_optimizer_model():
 def test_gradients_come_from_failed_rollouts_only_unless_asked():
     rollouts = [rollout(0, 1.0), rollout(1, 0.0), rollout(2, 1.0), rollout(3, 0.5)]
     gw, sm = gateway(router())
-    propose_update(gw, task_description=T, harness_description=H, skill=SKILL, rollouts=rollouts, chunk_size=1)
+    propose(gw, SKILL, rollouts, chunk_size=1)
     shown = [user_text(c).split('<trajectory task="', 1)[1].split('"', 1)[0] for c in calls_of(sm, "gradient")]
     assert shown == ["t1", "t3"]
     gw, sm = gateway(router())
-    propose_update(gw, task_description=T, harness_description=H, skill=SKILL, rollouts=rollouts, chunk_size=8,
-                   failures_only=False)
+    propose(gw, SKILL, rollouts, chunk_size=8, failures_only=False)
     assert [user_text(c).count("<trajectory ") for c in calls_of(sm, "gradient")] == [4]
 
 
 def test_all_solved_means_no_model_call_and_an_unchanged_proposal():
     gw, _ = gateway(router())
-    prop = propose_update(gw, task_description=T, harness_description=H, skill=SKILL,
-                          rollouts=[rollout(i, 1.0) for i in range(5)])
+    prop = propose(gw, SKILL, [rollout(i, 1.0) for i in range(5)])
     assert prop.unchanged and prop.candidate == SKILL and stages(gw) == []
 
 

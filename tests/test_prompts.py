@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from raso.agent import AgentConfig, ExecutionAgent
+from raso.engine.context import RunContext
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer import roles
-from raso.optimizer.rasi import initialize_skill
+from raso.optimizer.options import InitOptions
+from raso.optimizer.rasi import RFSI
 from raso.optimizer.render import PromptLimits
 from raso.prompts import (
     DEFAULT_PROMPT_DIRS,
@@ -143,8 +145,8 @@ def test_harness_override_replaces_exactly_that_optimizer_role_prompt(tmp_path):
     harness = harness_with_prompts(tmp_path, {"optimizer_query_init.md": override})()
     library = PromptLibrary.for_harness(harness)
     model, gateway = scripted([QUERY_INIT_REPLY, SKILL_REPLY])
-    result = initialize_skill(gateway, task_description="Count to 3.", harness_description="Say numbers.",
-                              num_requirements=1, prompts=library)
+    result = RFSI(InitOptions(method="rfsi", num_requirements=1)).init(RunContext(
+        gateway, task_description="Count to 3.", harness_description="Say numbers.", prompts=library))
     assert result.skill.body.strip() == "1. Say the next number."
     query_init_call, skill_init_call = model.calls
     assert query_init_call[0]["content"] == render("optimizer_system.md").strip()

@@ -1,7 +1,7 @@
 """TextGrad (Yuksekgonul et al.) through the `textgrad` package, as an update step of raso's engine.
 
-`textgrad_propose` has the signature of raso's update step (`Hooks.propose`), so TextGrad runs inside the same
-engine as RASU/RFSU: the same s0 file, minibatch schedule, validation gate, rollout accounting, budgets,
+`TextGradProposer` is a raso proposer (`propose(ctx, skill, rollouts)`, raso.engine.protocols.Proposer), so TextGrad
+runs inside the same engine as RASU/RFSU: the same s0 file, minibatch schedule, validation gate, rollout accounting, budgets,
 checkpoints and resume. Only the proposal differs; it is TextGrad's own computation graph:
 
     skill (Variable, requires_grad) + task  --run-->  trajectory  --TextLoss-->  critique
@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +37,9 @@ from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
 from .common import rollout_feedback, score_feedback, skill_from_text
+
+if TYPE_CHECKING:
+    from raso.engine.context import RunContext
 
 SKILL_ROLE = ("agent skill (a SKILL.md document: YAML front matter with name and description, then a markdown "
               "body) that an LLM agent reads before acting in its environment")
@@ -98,10 +102,17 @@ class TextGradProposal(BaseModel):
         return self.model_dump(mode="json")
 
 
-def textgrad_propose(gw: LLMGateway, *, skill: Skill, rollouts: Sequence[Rollout],
-                     **_: Any) -> TextGradProposal:
-    """One TextGrad update of `skill` from the minibatch `rollouts` (raso's `Hooks.propose` signature; retrieval
-    arguments are ignored: TextGrad uses none)."""
+@dataclass(frozen=True)
+class TextGradProposer:
+    """TextGrad as a raso proposer: one TGD step per minibatch, every call through `ctx.gateway` (it reads nothing
+    else of the context: TextGrad retrieves nothing)."""
+
+    def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> TextGradProposal:
+        return textgrad_step(ctx.gateway, skill, rollouts)
+
+
+def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout]) -> TextGradProposal:
+    """One TextGrad update of `skill` from the minibatch `rollouts`."""
     if not rollouts:
         raise ValueError("TextGrad needs at least one rollout to compute a loss")
     tg = import_textgrad()
@@ -127,4 +138,4 @@ def textgrad_propose(gw: LLMGateway, *, skill: Skill, rollouts: Sequence[Rollout
     return TextGradProposal(candidate=candidate, losses=[loss.value for loss in losses], gradients=gradients)
 
 
-__all__ = ["TextGradProposal", "gateway_engine", "import_textgrad", "textgrad_propose"]
+__all__ = ["TextGradProposal", "TextGradProposer", "gateway_engine", "import_textgrad", "textgrad_step"]

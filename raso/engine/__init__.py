@@ -13,7 +13,7 @@ _LAZY = {
     "Engine": ".engine", "OptimizeResult": ".engine", "start_run": ".engine", "continue_run": ".engine",
     "load_state": ".engine", "Event": ".events", "RichProgress": ".events", "write_report": ".report",
     "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state", "TestScore": ".state",
-    "RunComponents": ".protocols", "Initializer": ".protocols", "Proposer": ".protocols",
+    "RunComponents": ".protocols", "Initializer": ".protocols", "Proposer": ".protocols", "RunContext": ".context",
 }
 
 
@@ -37,6 +37,7 @@ __all__ = [
     "Proposer",
     "RichProgress",
     "RunComponents",
+    "RunContext",
     "RunDir",
     "RunError",
     "RunState",

@@ -129,7 +129,6 @@ class Engine:
         self.budget = Budget(rollouts=config.budget_rollouts, usd=config.budget_usd)
         self.gateway = components.gateway
         self.harness = components.harness
-        self._retriever: Any = None
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
         self.emit = Emitter([EventLog(run_dir), *components.sinks])
@@ -158,16 +157,6 @@ class Engine:
 
     def _event(self, kind: str, **data: Any) -> None:
         self.emit(make_event(kind, self.snapshot(), **data))
-
-    def retriever(self) -> Any:
-        if self._retriever is None:
-            try:
-                self._retriever = self.parts.retriever_factory()
-            except (OSError, ValueError, ImportError, NotImplementedError) as exc:
-                raise RunError(f"cannot build the {self.config.retrieval.kind!r} retriever "
-                               f"({'index ' + str(self.config.index) if self.config.index else 'starter corpus'}): "
-                               f"{exc}") from exc
-        return self._retriever
 
     def _unit(self, name: str) -> str:
         """A unit's cache tag; a unit that raised before gets a fresh tag, so a retry is a fresh sample
@@ -337,12 +326,9 @@ class Engine:
             skill = Skill.load(cfg.init)
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init})
         else:
-            retriever = self.retriever() if cfg.init_kind == "rasi" else None
-            result = self.parts.initializer(
-                UnitGateway(self.gateway, self._unit("init")), task_description=self.harness.task_description,
-                harness_description=self.harness.harness_description, retriever=retriever, k=cfg.k,
-                num_requirements=cfg.num_requirements, adapt=cfg.adapt,
-            )
+            if self.parts.initializer is None:
+                raise RunError(f"init {cfg.init!r} needs an initializer and the run was given none")
+            result = self.parts.initializer.init(self.parts.context.for_unit(self._unit("init")))
             skill = result.skill
             atomic_write_json(self.run_dir.proposals / "init.json", result.to_dict())
             self._record_lessons(result.lessons, stage="init", iteration=0, version=0)
@@ -464,16 +450,13 @@ class Engine:
             self.checkpoint()
 
     def _propose(self, p: PendingIteration, tag: str) -> None:
-        cfg, s = self.config, self.state
+        s = self.state
         current = self._skill(s.current_version or 0)
         rollouts = self._load_rollouts(f"{tag}_train")
-        retriever = self.retriever() if cfg.update == "rasu" else None
         try:
-            proposal = self.parts.proposer(
-                UnitGateway(self.gateway, f"{tag}/propose"), task_description=self.harness.task_description,
-                harness_description=self.harness.harness_description, skill=current, rollouts=rollouts,
-                retriever=retriever, k=cfg.k, chunk_size=cfg.chunk_size, adapt=cfg.adapt,
-            )
+            proposal = self.parts.proposer.propose(self.parts.context.for_unit(f"{tag}/propose"), current, rollouts)
+        except RunError:  # the run cannot go on as configured (e.g. its retriever cannot be built): not junk
+            raise
         except Exception as exc:
             kind = failure_kind(exc)
             if kind == "budget":

@@ -1,7 +1,9 @@
 """The RASO algorithm steps: agent roles, Cross-Harness Adaptation, RASI/RFSI and RASU/RFSU (docs/design.md §1).
 
-`initialize_skill` (raso.optimizer.rasi) writes s0 with zero rollouts; `propose_update` (raso.optimizer.rasu)
-proposes s_{t+1} from the rollouts of s_t. The engine (raso.engine) runs the loop and the validation gate.
+The initializers RASI / RFSI (raso.optimizer.rasi) write s0 with zero rollouts; the proposers RASU / RFSU
+(raso.optimizer.rasu) propose s_{t+1} from the rollouts of s_t. Each is built from its options
+(raso.optimizer.options) and called with the run's context (raso.engine.context.RunContext). The engine
+(raso.engine) runs the loop and the validation gate.
 """
 
 from .render import PromptLimits

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from raso.llm import LLMGateway, StructuredOutputError
-from raso.prompts import PromptLibrary
+from raso.llm import StructuredOutputError
 
 from . import roles
 from .render import PromptLimits, render_section
@@ -19,6 +19,7 @@ from .sanitizers import Context, lesson_rejection, sanitizers_for, words_of
 from .types import Lesson, RetrievedSection, SectionRef
 
 if TYPE_CHECKING:
+    from raso.engine.context import RunContext
     from raso.retrieval.retrievers import SectionSearcher
 
 
@@ -61,54 +62,42 @@ class EmptyLessonError(ValueError):
     """The adaptation reply was valid JSON but carried no knowledge (it restated the requirement or the prompt)."""
 
 
-def adapt_lesson(
-    gw: LLMGateway,
-    *,
-    requirement: str,
-    task_description: str,
-    harness_description: str,
-    sections: Sequence[RetrievedSection],
-    limits: PromptLimits,
-    prompts: PromptLibrary | None = None,
-) -> Lesson:
+def adapt_lesson(ctx: "RunContext", requirement: str, sections: Sequence[RetrievedSection]) -> Lesson:
     """One adaptation call. The lesson's requirement and sources come from the inputs, never from the
     model's reply, so text in a section cannot retarget the lesson or forge its provenance."""
-    out = roles.adapt(gw, roles.AdaptationInput(
-        requirement=requirement, task_description=task_description, harness_description=harness_description,
-        sections=list(sections),
-    ), limits, prompts=prompts)
+    out = roles.adapt(ctx.gateway, roles.AdaptationInput(
+        requirement=requirement, task_description=ctx.task_description,
+        harness_description=ctx.harness_description, sections=list(sections),
+    ), ctx.prompt_limits, prompts=ctx.prompts)
     reason = None if words_of(out.lesson) else "it has no words"  # an error for every model
-    reason = reason or lesson_rejection(out.lesson, sanitizers_for(gw), Context(
-        requirement=requirement, prompts=prompts, headings=[s.ref.heading_path for s in sections]))
+    reason = reason or lesson_rejection(out.lesson, sanitizers_for(ctx.gateway), Context(
+        requirement=requirement, prompts=ctx.prompts, headings=[s.ref.heading_path for s in sections]))
     if reason is not None:
         raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])
 
 
-def gather_lessons(
-    gw: LLMGateway,
-    *,
-    items: Sequence[tuple[str, str]],
-    task_description: str,
-    harness_description: str,
-    retriever: "SectionSearcher",
-    k: int,
-    adapt: bool,
-    limits: PromptLimits,
-    exclude_repos: Sequence[str] = (),
-    exclude_skills: Sequence[str] = (),
-    workers: int = 1,
-    prompts: PromptLibrary | None = None,
-) -> tuple[list[Lesson], list[list[RetrievedSection]], list[str]]:
-    """Retrieve and adapt each (requirement, query) pair.
+@dataclass
+class Found:
+    """What retrieve-and-adapt found: lessons (in item order), the sections retrieved per item, and the steps
+    that failed and were skipped (a later step may add its own)."""
 
-    Returns (lessons, retrieved sections per item, errors). An item whose query finds nothing gets no
-    lesson; an item whose adaptation reply is junk (StructuredOutputError) is skipped and reported in
-    errors, so one bad reply does not sink a whole initialization or update. Order follows `items`.
-    `prompts` is the template library of the adaptation calls (None = the package defaults).
+    lessons: list[Lesson] = field(default_factory=list)
+    retrieved: list[list[RetrievedSection]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt: bool) -> Found:
+    """Retrieve (`ctx.retriever()`, `ctx.k` sections, `ctx`'s exclusions) and adapt each (requirement, query)
+    pair, with up to `ctx.workers` adaptation calls at a time.
+
+    An item whose query finds nothing gets no lesson; an item whose adaptation reply is junk
+    (StructuredOutputError, or a lesson that adds nothing) is skipped and reported in `errors`, so one bad
+    reply does not sink a whole initialization or update. `adapt=False` keeps the raw sections as the lesson.
     """
+    retriever = ctx.retriever()
     retrieved = [
-        retrieve(retriever, query, k, exclude_repos=exclude_repos, exclude_skills=exclude_skills)
+        retrieve(retriever, query, ctx.k, exclude_repos=ctx.exclude_repos, exclude_skills=ctx.exclude_skills)
         for _, query in items
     ]
 
@@ -118,19 +107,16 @@ def gather_lessons(
         if not sections:
             return None
         if not adapt:
-            return raw_lesson(requirement, sections, limits)
+            return raw_lesson(requirement, sections, ctx.prompt_limits)
         try:
-            return adapt_lesson(gw, requirement=requirement, task_description=task_description,
-                                harness_description=harness_description, sections=sections, limits=limits,
-                                prompts=prompts)
+            return adapt_lesson(ctx, requirement, sections)
         except (StructuredOutputError, EmptyLessonError) as exc:
             return f"adaptation for requirement {index + 1} ({requirement[:80]!r}) skipped: {exc}"
 
-    if workers > 1 and adapt and len(items) > 1:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+    if ctx.workers > 1 and adapt and len(items) > 1:
+        with ThreadPoolExecutor(max_workers=ctx.workers) as pool:
             results = list(pool.map(one, range(len(items))))
     else:
         results = [one(i) for i in range(len(items))]
-    lessons = [r for r in results if isinstance(r, Lesson)]
-    errors = [r for r in results if isinstance(r, str)]
-    return lessons, retrieved, errors
+    return Found(lessons=[r for r in results if isinstance(r, Lesson)], retrieved=retrieved,
+                 errors=[r for r in results if isinstance(r, str)])

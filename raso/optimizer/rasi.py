@@ -3,26 +3,29 @@
 query-init turns (T, H) into M requirement/query pairs; RASI retrieves K sections per query and adapts
 them into one lesson each; skill-init writes s0. RFSI runs the same query-init and the same skill-init
 prompt with the lessons block left out. `adapt=False` pastes the raw sections instead of lessons.
+
+Both are initializers (raso.engine.protocols.Initializer): `init(ctx)` with a raso.engine.context.RunContext;
+`initializer_for(InitOptions)` builds the one the options name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from raso.llm import LLMGateway, StructuredOutputError
-from raso.prompts import PromptLibrary
+from raso.llm import StructuredOutputError
 from raso.skill import Skill
 
 from . import roles
-from .adaptation import gather_lessons
-from .render import PromptLimits, limits_for
+from .adaptation import Found, gather_lessons
+from .options import InitOptions
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import assemble_body, draft_to_skill, fallback_description, fallback_name
 from .types import InitMode, InitResult, Requirement
 
 if TYPE_CHECKING:
-    from raso.retrieval.retrievers import SectionSearcher
+    from raso.engine.context import RunContext
 
 
 def _dedupe(requirements: Sequence[Requirement], limit: int) -> list[Requirement]:
@@ -36,80 +39,102 @@ def _dedupe(requirements: Sequence[Requirement], limit: int) -> list[Requirement
     return out[:limit]
 
 
-def initialize_skill(
-    gw: LLMGateway,
-    *,
-    task_description: str,
-    harness_description: str,
-    retriever: "SectionSearcher | None" = None,
-    k: int = 5,
-    num_requirements: int = 5,
-    adapt: bool = True,
-    skill_name: str | None = None,
-    exclude_repos: Sequence[str] = (),
-    exclude_skills: Sequence[str] = (),
-    limits: PromptLimits | None = None,
-    workers: int = 1,
-    requirements: Sequence[Requirement] | None = None,
-    prompts: PromptLibrary | None = None,
-) -> InitResult:
-    """Write the initial skill s0. `retriever=None` is RFSI; `adapt=False` is RASI without adaptation.
-
-    `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
-    `prompts` is the template library of every call (None = the package defaults; a harness's library lets
-    its `prompts/` folder replace any template).
-    Raises StructuredOutputError when query-init or skill-init return junk (a junk lesson is only skipped
-    and noted in `errors`) and LLMError when the model cannot be reached.
-
-    `requirements` given: query-init is skipped and these pairs are used (an experiment's RFSI and RASI share
-    one decomposition, so they differ only in the lessons).
-    """
+def plan_requirements(ctx: "RunContext", num_requirements: int,
+                      given: Sequence[Requirement] | None = None) -> list[Requirement]:
+    """query-init: (T, H) -> up to M distinct requirement/query pairs. `given` skips the call and uses those
+    pairs (an experiment's RFSI and RASI share one decomposition, so they differ only in the lessons).
+    Raises StructuredOutputError when the model's plan is junk."""
     if num_requirements < 1:
         raise ValueError("num_requirements must be at least 1")
-    if k < 1:
-        raise ValueError("k must be at least 1")
-    limits = limits or limits_for(gw)
-    if requirements is None:
-        plan = roles.query_init(gw, roles.QueryInitInput(
-            task_description=task_description, harness_description=harness_description,
+    if given is None:
+        given = roles.query_init(ctx.gateway, roles.QueryInitInput(
+            task_description=ctx.task_description, harness_description=ctx.harness_description,
             num_requirements=num_requirements,
-        ), limits, prompts=prompts)
-        requirements = plan.requirements
-    requirements = _dedupe(requirements, num_requirements)
+        ), ctx.prompt_limits, prompts=ctx.prompts).requirements
+    return _dedupe(given, num_requirements)
 
-    mode: InitMode = "rfsi"
-    lessons, retrieved, errors = [], [], []
-    if retriever is not None:
-        mode = "rasi" if adapt else "rasi-raw"
-        lessons, retrieved, errors = gather_lessons(
-            gw, items=[(r.requirement, r.query) for r in requirements], task_description=task_description,
-            harness_description=harness_description, retriever=retriever, k=k, adapt=adapt, limits=limits,
-            exclude_repos=exclude_repos, exclude_skills=exclude_skills, workers=workers, prompts=prompts,
-        )
 
-    sanitizers = sanitizers_for(gw)
+def write_initial_skill(ctx: "RunContext", requirements: Sequence[Requirement], found: Found,
+                        skill_name: str | None = None) -> Skill:
+    """skill-init: (T, H, requirements, lessons) -> s0. An unusable draft falls back to the skill assembled
+    from the requirements and lessons, noted in `found.errors` (never silent), as is every repair the optimizer
+    model's profile made (raso.optimizer.sanitizers)."""
+    sanitizers = sanitizers_for(ctx.gateway)
 
     def to_skill(draft: roles.SkillDraft) -> Skill:
         draft, repairs = sanitize_draft(draft, sanitizers)
-        errors.extend(repairs)
+        found.errors.extend(repairs)
         return draft_to_skill(
             draft,
-            default_name=skill_name or fallback_name(task_description),
-            default_description=fallback_description(task_description),
+            default_name=skill_name or fallback_name(ctx.task_description),
+            default_description=fallback_description(ctx.task_description),
             keep_name=skill_name is not None,
         )
 
     try:
-        skill = to_skill(roles.skill_init(gw, roles.SkillInitInput(
-            task_description=task_description, harness_description=harness_description,
-            requirements=requirements, lessons=lessons,
-        ), limits, prompts=prompts))
+        return to_skill(roles.skill_init(ctx.gateway, roles.SkillInitInput(
+            task_description=ctx.task_description, harness_description=ctx.harness_description,
+            requirements=list(requirements), lessons=found.lessons,
+        ), ctx.prompt_limits, prompts=ctx.prompts))
     except StructuredOutputError as exc:
         # The requirements and lessons already cost model calls and are sound on their own: keep them as the
         # skill rather than lose the whole init to one unusable draft (small models can run out of tokens
         # mid-JSON, or write a body a sanitizer rejects). The fallback is reported in `errors`, never silent.
-        errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
-                      f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons without it")
-        skill = to_skill(roles.SkillDraft(body=assemble_body(requirements, lessons)))
-    return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=lessons, retrieved=retrieved,
-                      errors=errors)
+        found.errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
+                            f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons "
+                            "without it")
+        return to_skill(roles.SkillDraft(body=assemble_body(requirements, found.lessons)))
+
+
+@dataclass(frozen=True)
+class RFSI:
+    """Retrieval-free skill initialization: query-init, then skill-init without lessons (never retrieves).
+    Of its `options` it reads `num_requirements`.
+
+    `requirements` given: query-init is skipped and these pairs are used. `skill_name` fixes the skill's name
+    (None = the model's, else one derived from T). Raises StructuredOutputError when query-init returns junk
+    and LLMError when the model cannot be reached."""
+
+    options: InitOptions = field(default_factory=lambda: InitOptions(method="rfsi"))
+    requirements: tuple[Requirement, ...] | None = None
+    skill_name: str | None = None
+
+    def init(self, ctx: "RunContext") -> InitResult:
+        requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
+        found = Found()
+        skill = write_initial_skill(ctx, requirements, found, self.skill_name)
+        return InitResult(mode="rfsi", skill=skill, requirements=requirements, errors=found.errors)
+
+
+@dataclass(frozen=True)
+class RASI:
+    """Retrieval-augmented skill initialization: query-init, K sections per query from `ctx.retriever()`,
+    one adapted lesson per requirement (`options.adapt` off: the raw sections), then skill-init with the lessons.
+
+    A junk lesson is skipped and noted in `errors`; the rest is as RFSI."""
+
+    options: InitOptions = field(default_factory=InitOptions)
+    requirements: tuple[Requirement, ...] | None = None
+    skill_name: str | None = None
+
+    def init(self, ctx: "RunContext") -> InitResult:
+        requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
+        found = gather_lessons(ctx, [(r.requirement, r.query) for r in requirements], adapt=self.options.adapt)
+        skill = write_initial_skill(ctx, requirements, found, self.skill_name)
+        mode: InitMode = "rasi" if self.options.adapt else "rasi-raw"
+        return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=found.lessons,
+                          retrieved=found.retrieved, errors=found.errors)
+
+
+def initializer_for(options: InitOptions, *, requirements: Sequence[Requirement] | None = None) -> RASI | RFSI:
+    """The initializer `options` name ('rasi' or 'rfsi'; a SKILL.md file is the engine's to load, not a step).
+    `requirements`: a shared decomposition to use instead of query-init."""
+    given = tuple(requirements) if requirements is not None else None
+    if options.kind == "rasi":
+        return RASI(options, requirements=given)
+    if options.kind == "rfsi":
+        return RFSI(options, requirements=given)
+    raise ValueError(f"init method {options.method!r} is a file, not an initialization step")
+
+
+__all__ = ["RASI", "RFSI", "initializer_for", "plan_requirements", "write_initial_skill"]

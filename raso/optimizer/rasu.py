@@ -5,27 +5,30 @@ The failed rollouts of s_t are split into chunks; one gradient-and-query call pe
 adapts each query into a lesson; one skill-update call writes candidate s_{t+1}. RFSU makes no retrieval
 and sends the same update prompt without the lessons block. Validation (the accept/reject gate) is the
 engine's job.
+
+Both are proposers (raso.engine.protocols.Proposer): `propose(ctx, skill, rollouts)` with a
+raso.engine.context.RunContext; `proposer_for(UpdateOptions)` builds the one the options name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raso.harness import Rollout
-from raso.llm import LLMGateway, StructuredOutputError
-from raso.prompts import PromptLibrary
+from raso.llm import StructuredOutputError
 from raso.skill import Skill
 
 from . import roles
-from .adaptation import gather_lessons
-from .render import PromptLimits, limits_for
+from .adaptation import Found, gather_lessons
+from .options import UpdateOptions
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import draft_to_skill
 from .types import Gradient, UpdateMode, UpdateProposal
 
 if TYPE_CHECKING:
-    from raso.retrieval.retrievers import SectionSearcher
+    from raso.engine.context import RunContext
 
 
 def chunked(rollouts: Sequence[Rollout], chunk_size: int) -> list[list[Rollout]]:
@@ -57,83 +60,113 @@ def dedupe_gradients(gradients: Sequence[Gradient], limit: int) -> list[Gradient
     return out[:limit]
 
 
-def propose_update(
-    gw: LLMGateway,
-    *,
-    task_description: str,
-    harness_description: str,
-    skill: Skill,
-    rollouts: Sequence[Rollout],
-    retriever: "SectionSearcher | None" = None,
-    k: int = 5,
-    chunk_size: int = 8,
-    adapt: bool = True,
-    exclude_repos: Sequence[str] = (),
-    exclude_skills: Sequence[str] = (),
-    limits: PromptLimits | None = None,
-    workers: int = 1,
-    failures_only: bool = True,
-    prompts: PromptLibrary | None = None,
-) -> UpdateProposal:
-    """Propose s_{t+1} from the rollouts of s_t. `retriever=None` is RFSU; `adapt=False` pastes raw sections.
+@dataclass
+class Diagnosis:
+    """The failure modes found in a minibatch: per chunk before the merge, and merged and deduplicated."""
 
-    As in the paper, gradients come from the failed rollouts (reward < 1) only; `failures_only=False` shows
-    the solved ones too. Junk from a gradient call skips that chunk and junk from the merge falls back to the chunk outputs
-    (both noted in `errors`); junk from the skill-update call raises StructuredOutputError. When no failure
-    mode is found, the proposal is `unchanged` and its candidate is s_t (no update call is made).
-    `limits` (prompt and reply budgets) default to `render.limits_for(gw)`, tighter for the embedded model.
-    `prompts` is the template library of every call (None = the package defaults; a harness's library lets
-    its `prompts/` folder replace any template).
-    """
-    if not rollouts:
-        raise ValueError("propose_update needs at least one rollout")
-    if k < 1:
-        raise ValueError("k must be at least 1")
-    limits = limits or limits_for(gw)
-    mode: UpdateMode = "rfsu" if retriever is None else ("rasu" if adapt else "rasu-raw")
+    chunk_gradients: list[list[Gradient]]
+    gradients: list[Gradient]
+    errors: list[str]
+
+
+def diagnose(ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout], chunk_size: int) -> Diagnosis:
+    """One gradient-and-query call per chunk of `rollouts`, then one merge call. Junk from a gradient call skips
+    that chunk and junk from the merge falls back to the chunk outputs (both noted in `errors`)."""
     errors: list[str] = []
-
-    shown = [r for r in rollouts if r.reward < 1.0] if failures_only else list(rollouts)
+    limits = ctx.prompt_limits
     chunk_gradients: list[list[Gradient]] = []
-    for index, chunk in enumerate(chunked(shown, chunk_size)):
+    for index, chunk in enumerate(chunked(rollouts, chunk_size)):
         try:
-            out = roles.gradient_query(gw, roles.GradientInput(
-                task_description=task_description, harness_description=harness_description,
+            out = roles.gradient_query(ctx.gateway, roles.GradientInput(
+                task_description=ctx.task_description, harness_description=ctx.harness_description,
                 skill=skill, rollouts=chunk,
-            ), limits, prompts=prompts)
+            ), limits, prompts=ctx.prompts)
             chunk_gradients.append(out.gradients)
         except StructuredOutputError as exc:
             chunk_gradients.append([])
             errors.append(f"gradient for chunk {index + 1} skipped: {exc}")
-
     pooled = [g for chunk in chunk_gradients for g in chunk]
     if not pooled:
-        return UpdateProposal(mode=mode, candidate=skill, chunk_gradients=chunk_gradients, unchanged=True,
-                              errors=errors)
+        return Diagnosis(chunk_gradients=chunk_gradients, gradients=[], errors=errors)
     try:
-        merged = roles.merge(gw, roles.MergeInput(gradients=pooled), limits, prompts=prompts).gradients
+        merged = roles.merge(ctx.gateway, roles.MergeInput(gradients=pooled), limits, prompts=ctx.prompts).gradients
     except StructuredOutputError as exc:
         merged = []
         errors.append(f"merge failed, using the chunk outputs: {exc}")
-    gradients = dedupe_gradients(merged or pooled, limits.max_items)
+    return Diagnosis(chunk_gradients=chunk_gradients, gradients=dedupe_gradients(merged or pooled, limits.max_items),
+                     errors=errors)
 
-    lessons, retrieved = [], []
-    if retriever is not None:
-        items = [(g.failure_mode, g.query) for g in gradients if g.query.strip()]
-        lessons, retrieved, lesson_errors = gather_lessons(
-            gw, items=items, task_description=task_description, harness_description=harness_description,
-            retriever=retriever, k=k, adapt=adapt, limits=limits, exclude_repos=exclude_repos,
-            exclude_skills=exclude_skills, workers=workers, prompts=prompts,
-        )
-        errors.extend(lesson_errors)
 
-    draft = roles.skill_update(gw, roles.SkillUpdateInput(
-        task_description=task_description, harness_description=harness_description, skill=skill,
-        gradients=gradients, lessons=lessons,
-    ), limits, prompts=prompts)
-    draft, repairs = sanitize_draft(draft, sanitizers_for(gw))
-    errors.extend(repairs)
-    candidate = draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
-                               keep_name=True, metadata=skill.metadata)
-    return UpdateProposal(mode=mode, candidate=candidate, gradients=gradients, chunk_gradients=chunk_gradients,
-                          lessons=lessons, retrieved=retrieved, errors=errors)
+def rewrite_skill(ctx: "RunContext", skill: Skill, gradients: Sequence[Gradient], found: Found) -> Skill:
+    """skill-update: (s_t, gradients, lessons) -> candidate s_{t+1}, keeping the skill's name and metadata.
+    Junk from the model raises StructuredOutputError; the optimizer model profile's repairs are noted in
+    `found.errors`."""
+    draft = roles.skill_update(ctx.gateway, roles.SkillUpdateInput(
+        task_description=ctx.task_description, harness_description=ctx.harness_description, skill=skill,
+        gradients=list(gradients), lessons=found.lessons,
+    ), ctx.prompt_limits, prompts=ctx.prompts)
+    draft, repairs = sanitize_draft(draft, sanitizers_for(ctx.gateway))
+    found.errors.extend(repairs)
+    return draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
+                          keep_name=True, metadata=skill.metadata)
+
+
+def shown_rollouts(rollouts: Sequence[Rollout], failures_only: bool) -> list[Rollout]:
+    """The rollouts the gradient calls see: as in the paper, the failed ones (reward < 1) only, unless
+    `failures_only` is off."""
+    if not rollouts:
+        raise ValueError("a proposal needs at least one rollout")
+    return [r for r in rollouts if r.reward < 1.0] if failures_only else list(rollouts)
+
+
+@dataclass(frozen=True)
+class RFSU:
+    """Retrieval-free skill update: gradients from the failed rollouts, merged, then skill-update without
+    lessons (never retrieves). When no failure mode is found the proposal is `unchanged`, its candidate is s_t
+    and no update call is made. Of its `options` it reads `chunk_size` and `failures_only`."""
+
+    options: UpdateOptions = field(default_factory=lambda: UpdateOptions(method="rfsu"))
+
+    def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> UpdateProposal:
+        options = self.options
+        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, options.failures_only), options.chunk_size)
+        found = Found(errors=diagnosis.errors)
+        return _proposal(ctx, "rfsu", skill, diagnosis, found)
+
+
+@dataclass(frozen=True)
+class RASU:
+    """Retrieval-augmented skill update: as RFSU, plus K sections from `ctx.retriever()` for each failure
+    mode's query, adapted into one lesson each (`options.adapt` off: the raw sections) that the update call sees."""
+
+    options: UpdateOptions = field(default_factory=UpdateOptions)
+
+    def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> UpdateProposal:
+        options = self.options
+        diagnosis = diagnose(ctx, skill, shown_rollouts(rollouts, options.failures_only), options.chunk_size)
+        mode: UpdateMode = "rasu" if options.adapt else "rasu-raw"
+        if not diagnosis.gradients:
+            return _proposal(ctx, mode, skill, diagnosis, Found(errors=diagnosis.errors))
+        items = [(g.failure_mode, g.query) for g in diagnosis.gradients if g.query.strip()]
+        found = gather_lessons(ctx, items, adapt=options.adapt)
+        found.errors[:0] = diagnosis.errors
+        return _proposal(ctx, mode, skill, diagnosis, found)
+
+
+def _proposal(ctx: "RunContext", mode: UpdateMode, skill: Skill, diagnosis: Diagnosis, found: Found) -> UpdateProposal:
+    if not diagnosis.gradients:
+        return UpdateProposal(mode=mode, candidate=skill, chunk_gradients=diagnosis.chunk_gradients, unchanged=True,
+                              errors=found.errors)
+    candidate = rewrite_skill(ctx, skill, diagnosis.gradients, found)
+    return UpdateProposal(mode=mode, candidate=candidate, gradients=diagnosis.gradients,
+                          chunk_gradients=diagnosis.chunk_gradients, lessons=found.lessons,
+                          retrieved=found.retrieved, errors=found.errors)
+
+
+def proposer_for(options: UpdateOptions) -> RASU | RFSU:
+    """The proposer `options` name."""
+    return RASU(options) if options.method == "rasu" else RFSU(options)
+
+
+__all__ = ["RASU", "RFSU", "Diagnosis", "chunked", "dedupe_gradients", "diagnose", "proposer_for", "rewrite_skill",
+           "shown_rollouts"]

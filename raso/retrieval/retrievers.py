@@ -44,6 +44,7 @@ class RetrievalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: RetrieverKind = Field("bm25", description="bm25 | tfidf | hybrid | field | dreamer")
+    k: int = Field(5, ge=1, description="sections retrieved per query")
     top_skills: int = Field(10, ge=1, description="tfidf, field: skills whose sections are searched")
     fusion: Literal["uniform", "mlp"] = Field(
         "uniform", description="field: mean of the six min-max-scaled field scores, or a trained MLP over them")
