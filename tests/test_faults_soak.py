@@ -56,22 +56,22 @@ def _killed_until_finished(run_dir: Path, rng: random.Random, kills: list[str], 
         if len(kills) % 2 == 0:  # inside a write; a full run makes ~150 (checkpoints, views, rollouts, report)
             nth = rng.randint(1, 120)
             proc = _start(command, run_dir, kill_in_write=nth)
-            proc.communicate(timeout=300)
+            _, err = proc.communicate(timeout=300)
             how = f"{command}: inside atomic write #{nth}"
         else:  # on a timer
             proc = _start(command, run_dir)
             _wait_until_working(proc, run_dir)  # the interpreter's start-up is not what is being tested
             delay = rng.uniform(0.0, 3.0)
             try:
-                proc.communicate(timeout=delay)
+                _, err = proc.communicate(timeout=delay)
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
-                proc.communicate()
+                _, err = proc.communicate()
             how = f"{command}: {delay:.1f} s into its work"
         if proc.returncode == 0:
             finished = True
         else:
-            assert proc.returncode == -signal.SIGKILL, proc.stderr
+            assert proc.returncode == -signal.SIGKILL, err
             kills.append(how)
     if not (run_dir / "checkpoint.json").exists():
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -80,6 +80,7 @@ def _killed_until_finished(run_dir: Path, rng: random.Random, kills: list[str], 
     assert final.returncode == 0, err
 
 
+@pytest.mark.timeout(2400)  # ~30 interpreter starts; minutes on a busy 2-core box
 def test_kill_soak_random_sigkills_then_resume_match_an_uninterrupted_run(tmp_path: Path, uninterrupted: dict
                                                                           ) -> None:
     rng = random.Random(15)
