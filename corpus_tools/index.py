@@ -396,7 +396,9 @@ class SectionIndex:
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
         (tmp / "sources.json").write_text(json.dumps(self.sources, ensure_ascii=False), encoding="utf-8")
-        (tmp / "meta.json").write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
+        meta = dict(self.meta)
+        record_file_sizes(tmp, meta)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
             directory.rename(old)
@@ -418,6 +420,7 @@ class SectionIndex:
             raise ValueError(f"{directory} was built with format {meta.get('format_version')} / tokenizer "
                              f"{meta.get('tokenizer')}; this code needs {FORMAT_VERSION} / {TOKENIZER_VERSION}. "
                              "Rebuild it.")
+        verify_index_files(directory, meta)
         mode = "r" if mmap else None
 
         def arr(name: str) -> np.ndarray:
@@ -429,11 +432,61 @@ class SectionIndex:
         vocab = dict(zip(terms, range(len(terms))))
         blobs = {name: (arr(f"{name}_blob"), np.load(directory / f"{name}_offsets.npy"))
                  for name in ("text", "heading", "id")}
-        return cls(vocab=vocab, indptr=np.load(directory / "indptr.npy"), postings=arr("postings"),
-                   weights=arr("weights"), doc_lengths=arr("doc_lengths"),
-                   doc_source=np.load(directory / "doc_source.npy"),
-                   sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
-                   blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"))
+        try:
+            index = cls(vocab=vocab, indptr=np.load(directory / "indptr.npy"), postings=arr("postings"),
+                        weights=arr("weights"), doc_lengths=arr("doc_lengths"),
+                        doc_source=np.load(directory / "doc_source.npy"),
+                        sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
+                        blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"))
+        except (ValueError, EOFError) as exc:  # numpy's own complaint about a truncated .npy file
+            raise IndexIntegrityError(f"index {directory} is damaged: {exc}; rebuild it") from None
+        _verify_counts(directory, index)
+        return index
+
+
+class IndexIntegrityError(ValueError):
+    """An index folder whose files do not match what its meta.json recorded (truncated, swapped or damaged)."""
+
+
+def record_file_sizes(directory: Path, meta: dict[str, Any]) -> None:
+    """Record the byte size of every file of an index folder in `meta` (written last, as meta.json)."""
+    meta["file_bytes"] = {p.name: p.stat().st_size for p in sorted(directory.iterdir())
+                          if p.is_file() and p.name != "meta.json"}
+
+
+def verify_index_files(directory: Path, meta: dict[str, Any]) -> None:
+    """Raise IndexIntegrityError when a file of the index is missing or its size differs from meta.json's record
+    (indexes written before sizes were recorded are checked by their counts only, in `_verify_counts`)."""
+    for name, size in (meta.get("file_bytes") or {}).items():
+        path = directory / name
+        if not path.is_file():
+            raise IndexIntegrityError(f"index {directory} is damaged: {name} is missing; rebuild it")
+        actual = path.stat().st_size
+        if actual != size:
+            raise IndexIntegrityError(f"index {directory} is damaged: {name} has {actual:,} bytes, its meta.json "
+                                      f"recorded {size:,}; rebuild it")
+
+
+def _verify_counts(directory: Path, index: "SectionIndex") -> None:
+    """The loaded arrays against the counts meta.json recorded: a truncated vocabulary or postings file would
+    otherwise load and silently find nothing."""
+    meta = index.meta
+    found = {"terms (vocab.txt)": len(index.vocab), "sections (doc_lengths.npy)": len(index.doc_lengths),
+             "postings (postings.npy)": len(index.postings), "weights (weights.npy)": len(index.weights),
+             "term offsets (indptr.npy)": len(index.indptr) - 1, "term bounds (term_max.npy)": len(index.term_max),
+             "section sources (doc_source.npy)": len(index.doc_source)}
+    expected = {"terms (vocab.txt)": meta.get("terms"), "sections (doc_lengths.npy)": meta.get("sections"),
+                "postings (postings.npy)": meta.get("postings"), "weights (weights.npy)": meta.get("postings"),
+                "term offsets (indptr.npy)": meta.get("terms"), "term bounds (term_max.npy)": meta.get("terms"),
+                "section sources (doc_source.npy)": meta.get("sections")}
+    for what, want in expected.items():
+        if want is not None and found[what] != int(want):
+            raise IndexIntegrityError(f"index {directory} is damaged: it has {found[what]:,} {what}, its meta.json "
+                                      f"recorded {int(want):,}; rebuild it")
+    for name, (_, offsets) in index.blobs.items():
+        if meta.get("sections") is not None and len(offsets) != int(meta["sections"]) + 1:
+            raise IndexIntegrityError(f"index {directory} is damaged: {name}_offsets.npy covers {len(offsets) - 1:,} "
+                                      f"sections, its meta.json recorded {int(meta['sections']):,}; rebuild it")
 
 
 def _group_by_term(chunk_docs: list[np.ndarray], chunk_terms: list[np.ndarray], chunk_tf: list[np.ndarray],

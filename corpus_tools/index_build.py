@@ -41,6 +41,7 @@ from corpus_tools.index import (
     bm25_weights,
     idf_values,
     index_text,
+    record_file_sizes,
 )
 from corpus_tools.sections import Section
 from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
@@ -282,6 +283,7 @@ class IndexWriter:
             # query terms alike (and a shard's scores are bit-identical to the single index's).
             np.save(folder / "term_max.npy", term_max)
             meta["build_seconds"] = seconds
+            record_file_sizes(folder, meta)
             (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         shutil.rmtree(self.spill)
         if self.shards == 1:

@@ -362,7 +362,7 @@ def optimize(
                        "run directory")
     if cfg.init_kind == "file":
         try:
-            Skill.load(cfg.init)
+            Skill.load(cfg.init, max_chars=cfg.init_skill_max_chars)
         except Exception as exc:
             raise ConfigError(f"init skill {cfg.init}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})

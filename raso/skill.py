@@ -64,7 +64,9 @@ class Skill(BaseModel):
                    metadata=meta)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Skill":
+    def load(cls, path: str | Path, *, max_chars: int | None = None) -> "Skill":
+        """Read a SKILL.md; with `max_chars`, a longer document is refused (a skill is sent whole in every agent
+        prompt, so an oversized one costs on every turn of every rollout)."""
         path = Path(path)
         try:
             raw = path.read_bytes()
@@ -74,6 +76,9 @@ class Skill(BaseModel):
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SkillParseError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        if max_chars is not None and len(text) > max_chars:
+            raise SkillParseError(f"{path}: {len(text):,} characters, over the limit of {max_chars:,} for a skill "
+                                  "(it is sent whole in every agent prompt); shorten it or raise the limit")
         return cls.parse(text, source=str(path))
 
     def to_markdown(self) -> str:

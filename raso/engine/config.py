@@ -84,6 +84,8 @@ class OptimizeConfig(BaseModel):
 
     # algorithm
     init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")
+    init_skill_max_chars: int = Field(default=40_000, ge=200, description="longest SKILL.md accepted as the initial "
+                                      "skill (it is sent whole in every agent prompt)")
     update: UpdateKind = Field(default="rasu", description="skill update from rollouts (rfsu = without retrieval)")
     adapt: bool = Field(default=True, description="cross-harness adaptation of retrieved sections into lessons; "
                         "off pastes the raw sections (ablation)", json_schema_extra=cli("--adapt", "--no-adapt"))
@@ -186,6 +188,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start} cannot be decoded): give a "
+                          ".toml, .yaml or .json file") from None
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":

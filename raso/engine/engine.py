@@ -139,6 +139,18 @@ class Engine:
             raise RunError(f"harness {self.harness.name!r} has no val tasks: the validation gate needs some")
         if not self.train_tasks:
             raise RunError(f"harness {self.harness.name!r} has no train tasks to optimize on")
+        self._check_pending_tasks()
+
+    def _check_pending_tasks(self) -> None:
+        """A checkpoint whose pending minibatch names tasks this harness does not have (its data changed since the
+        run started) is refused before anything is written."""
+        pending = self.state.pending
+        unknown = [i for i in (pending.task_ids if pending is not None else []) if i not in self._tasks_by_id]
+        if unknown:
+            shown = ", ".join(repr(i) for i in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            raise RunError(f"{self.run_dir.root}: the checkpoint's pending iteration names {len(unknown)} train "
+                           f"task(s) that harness {self.harness.name!r} does not have ({shown}); was the harness "
+                           "started with other data or options? Resume it with the data the run was started with")
 
     # ------------------------------------------------------------------ helpers
     def _limited(self, split: str, limit: int | None) -> list[Task]:
@@ -286,11 +298,14 @@ class Engine:
                 try:
                     self._initialize()
                 except Exception as exc:
-                    if failure_kind(exc) == "budget":
+                    kind = failure_kind(exc)
+                    if kind == "budget":
                         raise RunError(f"the USD budget ran out before the initial skill was written ({exc}); "
                                        "raise --budget-usd in config.resolved.json and `raso resume`") from exc
-                    # the cache would replay the same junk on the next try: key the retry afresh
-                    self.state.failed_attempts["init"] = self.state.failed_attempts.get("init", 0) + 1
+                    if kind == "agent" and not isinstance(exc, RunError):
+                        # junk from a working model: the cache would replay the same junk, so key the retry afresh;
+                        # after an outage the calls that did succeed replay for free
+                        self.state.failed_attempts["init"] = self.state.failed_attempts.get("init", 0) + 1
                     self.checkpoint()
                     raise
             try:
@@ -307,6 +322,7 @@ class Engine:
                 self.state.finished_at = _now()
                 self.checkpoint()
         finally:
+            self.gateway.ledger.save(self.run_dir.ledger)  # every stop leaves ledger.json equal to the calls paid
             self._write_report()
         result = result_of(self.run_dir, self.state, self.gateway.ledger.totals())
         self._event("run_finished", reason=self.state.stop_reason, best_val=result.best_val)
@@ -323,7 +339,7 @@ class Engine:
     def _initialize(self) -> None:
         cfg = self.config
         if cfg.init_kind == "file":
-            skill = Skill.load(cfg.init)
+            skill = Skill.load(cfg.init, max_chars=cfg.init_skill_max_chars)
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init})
         else:
             if self.parts.initializer is None:

@@ -25,7 +25,10 @@ T = TypeVar("T", bound=BaseModel)
 
 
 class PersistentLedger(UsageLedger):
-    """A UsageLedger that mirrors each record to a JSONL file (flushed per line)."""
+    """A UsageLedger that mirrors each record to a JSONL file (flushed per line). It is the only bill of the run's
+    own response cache, so a reply cached by a process killed before billing it is billed when replayed."""
+
+    books_unbilled_replays = True
 
     def __init__(self, path: Path, *, load_existing: bool = True) -> None:
         self.path = Path(path)
@@ -34,9 +37,22 @@ class PersistentLedger(UsageLedger):
         existing = read_jsonl(self.path) if load_existing else []
         super().__init__(CallRecord.model_validate(r) for r in existing)
         self._loading = False
+        self._end_torn_line()
 
-    def record(self, rec: CallRecord) -> None:
-        super().record(rec)
+    def _end_torn_line(self) -> None:
+        """A kill during an append leaves a partial last line: end it, so the next record starts a line of its
+        own (the fragment is skipped by read_jsonl; the reply it billed is billed again when replayed)."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(-1, 2)
+                torn = fh.read(1) != b"\n"
+        except OSError:  # no file yet, or an empty one
+            return
+        if torn:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write("\n")
+
+    def _persist(self, rec: CallRecord) -> None:
         if getattr(self, "_loading", False):
             return
         line = json.dumps(rec.model_dump(mode="json")) + "\n"

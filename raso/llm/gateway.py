@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -296,7 +297,7 @@ class LLMGateway:
             key = cache_key(model, messages, {**params, "api_base": role_cfg.api_base, "extra": cache_key_extra}, None)
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
-                self.ledger.record(CallRecord(role=role, stage=stage, model=model, cached=True))
+                self._record_replay(hit, CallRecord(role=role, stage=stage, model=model, cached=True))
                 return Completion(
                     text=hit["text"], model=model, role=role, stage=stage, cached=True,
                     finish_reason=hit.get("finish_reason"),
@@ -344,16 +345,34 @@ class LLMGateway:
             completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1,
             finish_reason=finish_reason, latency_s=latency,
         )
-        self.ledger.record(
-            CallRecord(role=role, stage=stage, model=model, prompt_tokens=prompt_tokens,
-                       completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1, latency_s=latency,
-                       unpriced=priced is None)
-        )
-        self._release_budget(reserved)
-        if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": text, "finish_reason": finish_reason, "prompt_tokens": prompt_tokens,
-                                 "completion_tokens": completion_tokens, "cost_usd": cost})
+        record = CallRecord(role=role, stage=stage, model=model, prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1,
+                            latency_s=latency, unpriced=priced is None, call_id=uuid.uuid4().hex)
+        try:
+            # The replayable reply is stored before the call is billed, and carries its own bill: a kill between
+            # the two leaves a reply that the resumed run replays and bills then (_record_replay), never a billed
+            # call that must be paid for again.
+            if self.cache is not None and key is not None:
+                self.cache.put(key, {"text": text, "finish_reason": finish_reason, "prompt_tokens": prompt_tokens,
+                                     "completion_tokens": completion_tokens, "cost_usd": cost,
+                                     "bill": record.model_dump(mode="json")})
+            self.ledger.record(record)
+        finally:
+            self._release_budget(reserved)
         return completion
+
+    def _record_replay(self, hit: dict[str, Any], replay: CallRecord) -> None:
+        """Book a cache hit: free, unless the ledger keeps the bills of its own cache and this reply's bill never
+        reached it (the process that paid for it was killed in between): then the original bill is booked once."""
+        bill = hit.get("bill")
+        if self.ledger.books_unbilled_replays and isinstance(bill, dict) and bill.get("call_id"):
+            try:
+                original = CallRecord.model_validate(bill)
+            except ValueError:
+                original = None
+            if original is not None and self.ledger.book_once(original):
+                return
+        self.ledger.record(replay)
 
     def preflight(self) -> None:
         """Check, before any work, that every configured role's model can be used: the embedded model's extra
@@ -450,18 +469,20 @@ class LLMGateway:
         return price.cost(prompt_tokens, int(max_tokens or DEFAULT_WORST_CASE_COMPLETION_TOKENS))
 
     def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
-        """Refuse the call (BudgetExceededError) if the spend so far, the calls in flight and this call's worst
-        case would pass the USD budget; else hold its worst case until it is booked."""
+        """Refuse the call (BudgetExceededError) once the spend so far plus the worst cases of the calls in flight
+        reach the USD budget; else hold this call's worst case until it is booked. So the spend passes the budget
+        by at most the last admitted call (its cost is bounded by its max_tokens), and a run whose real cost is
+        under the budget is never stopped by worst-case estimates of calls it does not make."""
         budget = self.config.budget_usd
         if budget is None:
             return 0.0
         estimate = self.worst_case_cost(model, messages, params)
         with self._budget_lock:
             spent = float(self.ledger.totals()["cost_usd"])
-            if spent + self._reserved_usd + estimate > budget:
+            if spent + self._reserved_usd >= budget:
                 raise BudgetExceededError(
-                    f"USD budget reached: ${spent:.4f} spent, ${self._reserved_usd:.4f} in flight; a call to "
-                    f"{model!r} (role {role!r}) could cost up to ${estimate:.4f}, past the ${budget:.4f} budget",
+                    f"USD budget reached: ${spent:.4f} spent and ${self._reserved_usd:.4f} held by calls in flight "
+                    f"of the ${budget:.4f} budget; a call to {model!r} (role {role!r}) was refused",
                     model=model, role=role)
             self._reserved_usd += estimate
         return estimate

@@ -32,6 +32,7 @@ class CallRecord(BaseModel):
     failed: bool = False
     latency_s: float = 0.0
     unpriced: bool = False  # a paid call whose cost is unknown (no price for the model): cost_usd reads 0
+    call_id: str | None = None  # a paid call's identity, also stored with its cached reply (see book_once)
 
 
 def _empty() -> dict[str, Any]:
@@ -57,9 +58,14 @@ def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
 class UsageLedger:
     """Accumulates `CallRecord`s; aggregates are always recomputable from the records."""
 
+    #: Whether cache hits whose bill never reached this ledger are booked when replayed: only for a ledger that
+    #: is the sole bill of its cache (a run's), never for a cache shared between runs, where a hit is free.
+    books_unbilled_replays = False
+
     def __init__(self, records: Iterable[CallRecord] = ()) -> None:
         self._lock = threading.Lock()
         self._records: list[CallRecord] = []
+        self._call_ids: set[str] = set()
         self._totals = _empty()
         self._by_role: dict[str, dict[str, Any]] = {}
         self._by_stage: dict[str, dict[str, Any]] = {}
@@ -69,11 +75,29 @@ class UsageLedger:
 
     def record(self, rec: CallRecord) -> None:
         with self._lock:
-            self._records.append(rec)
-            _add(self._totals, rec)
-            _add(self._by_role.setdefault(rec.role, _empty()), rec)
-            _add(self._by_stage.setdefault(rec.stage, _empty()), rec)
-            _add(self._by_model.setdefault(rec.model, _empty()), rec)
+            self._append(rec)
+        self._persist(rec)
+
+    def book_once(self, rec: CallRecord) -> bool:
+        """Record a paid call unless a record with its `call_id` is already here; True when it was recorded."""
+        with self._lock:
+            if rec.call_id is None or rec.call_id in self._call_ids:
+                return False
+            self._append(rec)
+        self._persist(rec)
+        return True
+
+    def _persist(self, rec: CallRecord) -> None:
+        """Hook for ledgers that mirror each record elsewhere (raso.engine.replay.PersistentLedger)."""
+
+    def _append(self, rec: CallRecord) -> None:
+        if rec.call_id is not None:
+            self._call_ids.add(rec.call_id)
+        self._records.append(rec)
+        _add(self._totals, rec)
+        _add(self._by_role.setdefault(rec.role, _empty()), rec)
+        _add(self._by_stage.setdefault(rec.stage, _empty()), rec)
+        _add(self._by_model.setdefault(rec.model, _empty()), rec)
 
     def records(self) -> list[CallRecord]:
         with self._lock:

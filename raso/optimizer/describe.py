@@ -39,7 +39,7 @@ class DescribeLimits(BaseModel):
     max_files: int = Field(default=40, ge=1, description="source files read at most")
     example_tasks: int = Field(default=3, ge=0, description="example task instructions shown")
     example_chars: int = Field(default=600, ge=50, description="one example task instruction")
-    reply_tokens: int | None = Field(default=None, ge=64, description="the reply's token limit (None: the role's)")
+    reply_tokens: int = Field(default=4096, ge=64, description="the reply's token limit (the USD budget reserves it)")
 
 
 def limits_for(gateway: LLMGateway) -> DescribeLimits:
@@ -160,8 +160,8 @@ def draft_descriptions(gateway: LLMGateway, harness: Harness, *, limits: Describ
     """T and H drafted by the gateway's optimizer model from the harness's own code (one structured call)."""
     limits = limits or limits_for(gateway)
     messages = describe_messages(harness, collect_sources(harness, limits), limits, prompts=prompts)
-    params = {} if limits.reply_tokens is None else {"max_tokens": limits.reply_tokens}
-    return gateway.structured(OPTIMIZER_ROLE, messages, HarnessDescriptionDrafts, stage=STAGE_DESCRIBE, **params)
+    return gateway.structured(OPTIMIZER_ROLE, messages, HarnessDescriptionDrafts, stage=STAGE_DESCRIBE,
+                              max_tokens=limits.reply_tokens)
 
 
 class DraftsExistError(FileExistsError):

@@ -32,7 +32,7 @@ LimitsT = TypeVar("LimitsT", bound=BaseModel)
 class PromptLimits(BaseModel):
     """Character and token budgets that keep every prompt inside a small model's context (8k tokens).
 
-    Character budgets clip what is shown; token budgets cap each reply (None: the role's default).
+    Character budgets clip what is shown; token budgets cap each reply.
     """
 
     description_chars: int = Field(default=4000, ge=200, description="task and harness description, each")
@@ -41,9 +41,10 @@ class PromptLimits(BaseModel):
     step_chars: int = Field(default=500, ge=50, description="one observation or action inside a trajectory")
     skill_chars: int = Field(default=12000, ge=500, description="the current skill shown to the optimizer")
     max_items: int = Field(default=6, ge=1, description="failure modes per chunk and after the merge")
-    plan_tokens: int | None = Field(default=None, description="query-init, gradient and merge replies")
-    lesson_tokens: int | None = Field(default=None, description="adaptation replies")
-    skill_tokens: int | None = Field(default=None, description="skill-init and skill-update replies")
+    # Every optimizer call carries a reply cap: the USD budget reserves each call's worst case from it.
+    plan_tokens: int = Field(default=2048, ge=16, description="query-init, gradient and merge replies")
+    lesson_tokens: int = Field(default=1024, ge=16, description="adaptation replies")
+    skill_tokens: int = Field(default=4096, ge=16, description="skill-init and skill-update replies")
     field_chars: dict[str, int] = Field(
         default_factory=dict, description="maxLength per reply field name in the schema sent to the model (e.g. a "
         "skill's body), so a grammar-constrained small model closes each field within its token cap")

@@ -65,9 +65,9 @@ def _messages(prompts: PromptLibrary | None, name: str, **values: str) -> Messag
     ]
 
 
-def _tokens(limit: int | None, limits: PromptLimits | None = None) -> dict[str, Any]:
+def _tokens(limit: int, limits: PromptLimits | None = None) -> dict[str, Any]:
     """The reply's token cap and, for models that get field bounds (limits.field_chars), those bounds."""
-    params: dict[str, Any] = {} if limit is None else {"max_tokens": limit}
+    params: dict[str, Any] = {"max_tokens": limit}
     if limits is not None and limits.field_chars:
         params["field_chars"] = limits.field_chars
     return params
