@@ -105,12 +105,12 @@ def test_optimize_on_a_damaged_index_stops_before_paying(tmp_path: Path) -> None
 def test_a_checkpoint_naming_unknown_tasks_is_refused_before_anything_is_rewritten(tmp_path: Path) -> None:
     agent = named_scripted_model("unknown-task-agent", toy_agent_reply)
     optimizer = named_scripted_model("unknown-task-optimizer", lambda messages: "LEVEL=1")
-    from test_engine_support import toy_initialize, toy_propose
+    from test_engine_support import toy_initializer, toy_proposer
 
     run_dir = tmp_path / "run"
     raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rfsi", update="rfsu", epochs=1,
                   minibatch=2, workers=1, max_iterations=1, test=False, run_dir=run_dir,
-                  initializer=toy_initialize, proposer=toy_propose)
+                  initializer=toy_initializer, proposer=toy_proposer)
     checkpoint = run_dir / "checkpoint.json"
     state = json.loads(checkpoint.read_text())
     state.update(phase="iterate", finished_at=None, stop_reason=None,
@@ -118,6 +118,6 @@ def test_a_checkpoint_naming_unknown_tasks_is_refused_before_anything_is_rewritt
     checkpoint.write_text(json.dumps(state))
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     with pytest.raises(RunError, match=r"names 2 train task\(s\) that harness 'toy' does not have \('gone-1', 'gone-2'\)"):
-        raso.resume(run_dir, harness=ToyHarness(), initializer=toy_initialize, proposer=toy_propose)
+        raso.resume(run_dir, harness=ToyHarness(), initializer=toy_initializer, proposer=toy_proposer)
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
     shutil.rmtree(run_dir)

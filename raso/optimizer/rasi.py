@@ -118,6 +118,7 @@ class RASI:
     skill_name: str | None = None
 
     def init(self, ctx: "RunContext") -> InitResult:
+        ctx.retriever()  # an index that cannot be loaded stops the init before any model call is paid for
         requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
         found = gather_lessons(ctx, [(r.requirement, r.query) for r in requirements], adapt=self.options.adapt)
         skill = write_initial_skill(ctx, requirements, found, self.skill_name)
