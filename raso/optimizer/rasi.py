@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from raso.choices import InitMode
 from raso.llm import LLMGateway, StructuredOutputError
 from raso.prompts import PromptLibrary
 from raso.skill import Skill
@@ -19,7 +20,7 @@ from .adaptation import gather_lessons
 from .render import PromptLimits, limits_for
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import assemble_body, draft_to_skill, fallback_description, fallback_name
-from .types import InitMode, InitResult, Requirement
+from .types import InitResult, Requirement
 
 if TYPE_CHECKING:
     from raso.retrieval.retrievers import SectionSearcher

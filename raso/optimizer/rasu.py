@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from raso.choices import UpdateMode
 from raso.harness import Rollout
 from raso.llm import LLMGateway, StructuredOutputError
 from raso.prompts import PromptLibrary
@@ -22,7 +23,7 @@ from .adaptation import gather_lessons
 from .render import PromptLimits, limits_for
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import draft_to_skill
-from .types import Gradient, UpdateMode, UpdateProposal
+from .types import Gradient, UpdateProposal
 
 if TYPE_CHECKING:
     from raso.retrieval.retrievers import SectionSearcher
