@@ -8,10 +8,11 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from raso.engine.replay import UnitGateway
-from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
+from raso.llm import GatewayConfig, LLMAuthError, LLMGateway, RetryConfig, UsageLedger
 from raso.llm.scripted import ScriptedModel
 
 
@@ -71,7 +72,7 @@ def test_every_model_calling_method_of_the_gateway_is_wrapped_and_tagged(tmp_pat
         assert len(model.calls) - before == 2 * first, name
 
 
-def test_the_wrapper_reads_the_parents_state_and_never_copies_it() -> None:
+def test_the_wrapper_reads_the_parents_state_and_never_copies_it(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedModel(["a"])
     gateway = LLMGateway(GatewayConfig.for_models(target=model.model))
     unit = UnitGateway(UnitGateway(gateway, "outer"), "inner")
@@ -80,4 +81,8 @@ def test_the_wrapper_reads_the_parents_state_and_never_copies_it() -> None:
     assert unit.ledger is gateway.ledger and unit.unpriced_models() == gateway.unpriced_models()
     unit.complete("agent", [{"role": "user", "content": "hi"}])
     assert gateway.ledger.totals()["calls"] == 1
-    assert not hasattr(unit, "cache") and not hasattr(unit, "preflight")
+    assert not hasattr(unit, "cache") and not hasattr(unit, "_complete")  # the parent's internals stay its own
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    hosted = UnitGateway(LLMGateway(GatewayConfig.for_models(target="openai/gpt-4o-mini")), "u")
+    with pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):  # the parent's check, before any call
+        hosted.preflight()

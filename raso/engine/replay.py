@@ -88,6 +88,9 @@ class UnitGateway:
         return self._parent.structured(role, messages, schema, cache_key_extra=_join(self._unit, cache_key_extra),
                                        **kwargs)
 
+    def preflight(self) -> None:
+        self._parent.preflight()  # checks that the models can be used; calls none of them
+
     def price(self, model: str) -> ModelPrice | None:
         return self._parent.price(model)
 
