@@ -72,6 +72,19 @@ def test_every_model_calling_method_of_the_gateway_is_wrapped_and_tagged(tmp_pat
         assert len(model.calls) - before == 2 * first, name
 
 
+def test_every_public_method_of_the_gateway_is_on_the_wrapper(tmp_path: Path) -> None:
+    # a read-only one missing would fail quietly where callers tolerate a stand-in gateway (e.g. the agent's
+    # grammar support and the prompt limits read the model profile, and fall back without one)
+    public = {name for name, _ in inspect.getmembers(LLMGateway) if not name.startswith("_")}
+    assert {"profile", "complete", "structured"} <= public
+    assert public <= set(vars(UnitGateway)), sorted(public - set(vars(UnitGateway)))
+    gateway = LLMGateway(GatewayConfig.for_models(target=ScriptedModel(["a"]).model, cache_dir=tmp_path))
+    unit = UnitGateway(gateway, "u")
+    assert unit.profile("agent") is gateway.profile("agent")
+    assert unit.worst_case_cost("m", [], {}) == gateway.worst_case_cost("m", [], {})
+    assert unit.price(unit.config.roles["agent"].model) == gateway.price(gateway.config.roles["agent"].model)
+
+
 def test_the_wrapper_reads_the_parents_state_and_never_copies_it(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedModel(["a"])
     gateway = LLMGateway(GatewayConfig.for_models(target=model.model))

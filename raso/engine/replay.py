@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from raso.llm import CallRecord, GatewayConfig, UsageLedger
 from raso.llm.config import ModelPrice
+from raso.llm.profiles import ModelProfile
 
 from .run_dir import read_jsonl
 
@@ -59,9 +60,10 @@ class UnitGateway:
     """A run's gateway keyed to one unit of work: every model call made through it carries the unit in its cache
     key; the config, ledger, cache and concurrency limit are the parent's own (read through, never copied).
 
-    A wrapper, not a copy: only the methods below exist on it. Each one that calls a model adds the tag; a
+    A wrapper, not a copy: only the methods below exist on it, and each one that calls a model adds the tag. A
     gateway method not listed here is absent (AttributeError), so a new model-calling method of LLMGateway
-    cannot be reached untagged (tests/test_engine_replay_unit.py checks the list against LLMGateway)."""
+    cannot be reached untagged; tests/test_engine_unit_gateway.py fails until every public method of
+    LLMGateway is listed here."""
 
     def __init__(self, parent: LLMGateway | UnitGateway, unit: str) -> None:
         self._parent = parent
@@ -78,6 +80,9 @@ class UnitGateway:
     @property
     def ledger(self) -> UsageLedger:
         return self._parent.ledger
+
+    def profile(self, role: str) -> ModelProfile:
+        return self._parent.profile(role)
 
     def complete(self, role: str, messages: list[dict[str, Any]], *, cache_key_extra: str | None = None,
                  **kwargs: Any) -> Completion:
@@ -96,3 +101,6 @@ class UnitGateway:
 
     def unpriced_models(self) -> list[str]:
         return self._parent.unpriced_models()
+
+    def worst_case_cost(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
+        return self._parent.worst_case_cost(model, messages, params)
