@@ -95,9 +95,10 @@ class ActionSpace:
     code_block: CodeBlock | None = None
 
     @classmethod
-    def choices(cls, options: Iterable[str], **kwargs: object) -> "ActionSpace":
+    def choices(cls, options: Iterable[str], *, thought: bool = True, key: Callable[[str], str] | None = _same_text,
+                code_block: CodeBlock | None = None) -> "ActionSpace":
         """A space of fixed choices, each exact."""
-        return cls(tuple(Action.exact(o) for o in options), **kwargs)  # type: ignore[arg-type]
+        return cls(tuple(Action.exact(o) for o in options), thought=thought, key=key, code_block=code_block)
 
     def without(self, avoid: Collection[str]) -> "ActionSpace":
         """This space less the fixed choices in `avoid` (actions the agent took before in this very state and
