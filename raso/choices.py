@@ -13,8 +13,19 @@ RetrievalKind = Literal["bm25", "tfidf", "hybrid", "field", "dreamer"]
 InitKind = Literal["rasi", "rfsi"]
 #: How a skill is updated from rollouts.
 UpdateKind = Literal["rasu", "rfsu"]
+#: What ran to write a skill: an init or update kind, or RASI/RASU without the adaptation step ("-raw").
+InitMode = Literal[InitKind, "rasi-raw"]
+UpdateMode = Literal[UpdateKind, "rasu-raw"]
 #: Task splits of a harness.
 Split = Literal["train", "val", "test"]
+#: How a rollout or an optimizer step failed: "agent_error" — its own doing (junk, a tool crash, a context
+#: overflow: a rollout's is scored 0 and counted); "infrastructure" — a model call still failing after the
+#: gateway's retries (rate limit, timeout, 5xx, connection: worth re-running later); "unusable" — the model
+#: cannot be used at all (credentials, a missing extra, an unknown model: re-running cannot help); "budget" —
+#: the USD budget refused a call. Only "agent_error" failures are ever scored.
+FailureKind = Literal["agent_error", "infrastructure", "unusable", "budget"]
+#: How a rollout ended: "ok" (the agent's own result, whatever its reward) or how it failed.
+Outcome = Literal["ok", FailureKind]
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -22,4 +33,5 @@ def choices_of(literal: Any) -> tuple[str, ...]:
     return tuple(get_args(literal))
 
 
-__all__ = ["AgentMode", "InitKind", "RetrievalKind", "Split", "UpdateKind", "choices_of"]
+__all__ = ["AgentMode", "FailureKind", "InitKind", "InitMode", "Outcome", "RetrievalKind", "Split", "UpdateKind",
+           "UpdateMode", "choices_of"]

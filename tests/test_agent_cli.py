@@ -91,7 +91,7 @@ def test_eval_counts_rollouts_without_an_agent_result_apart(tmp_path: Path, caps
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mean_reward"] == 0.5 and summary["infrastructure_failures"] == 1
     assert summary["mean_reward_of_completed"] == 1.0
-    assert [t["failure_kind"] for t in summary["per_task"]] == [None, "unusable"]
+    assert [t["outcome"] for t in summary["per_task"]] == ["ok", "unusable"]
     err = capsys.readouterr().err
     assert "1 of 2 rollout(s) got no agent result" in err and "mean over the rest: 1.000" in err
 

@@ -1,5 +1,6 @@
-"""Constrained actions (issue 16): each harness declares the grammar of a valid reply, the agent sends it to
-models that support grammars, and a repeated invalid reply makes the agent change something.
+"""Constrained actions (issue 16): each harness declares its action space, the LLM layer compiles it to the grammar
+of a valid reply, the agent sends it to models that support grammars, and a repeated invalid reply makes the
+agent change something.
 
 The plumbing is tested with the scripted model (it records the parameters of every call); the embedded tests
 check that the real 0.5B, under the grammar, writes a reply that parses as a valid action."""
@@ -10,13 +11,26 @@ import re
 
 import pytest
 
-from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
+from harnesses.alfworld.action_space import alfworld_action_is_valid, alfworld_action_space
+from harnesses.spreadsheet.action_space import SPREADSHEET_ACTION_SPACE, spreadsheet_action_is_valid
 from harnesses.spreadsheet.actions import parse_reply
-from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.harness.grammar import choice_rule, command_choice_grammar, gbnf_caseless, gbnf_literal
+from raso.harness import Harness
+from raso.harness.actions import ActionSpace
+from raso.llm.action_grammar import choice_rule, gbnf_caseless, gbnf_literal, to_gbnf
 from raso.testing import scripted_gateway
+
+SPREADSHEET_REPLY_GRAMMAR = to_gbnf(SPREADSHEET_ACTION_SPACE)
+
+
+def reply_grammar(harness: Harness, info: dict, avoid: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """What the agent sends a grammar-following model in the state `info` describes (as ExecutionAgent does)."""
+    return to_gbnf(harness.action_space(info), avoid)
+
+
+def alfworld_reply_grammar(info: dict, *, allow_think: bool = False, avoid: set[str] = frozenset()) -> str | None:
+    return to_gbnf(alfworld_action_space(info, allow_think=allow_think), avoid)
 
 
 def _results_info(harness: WebShopHarness, keywords: str = "yoga pants") -> tuple[dict, dict]:
@@ -32,15 +46,15 @@ def test_literals_escape_what_would_break_the_grammar():
     assert choice_rule(["a", "b", "a", ""]) == '"a" | "b"'
     with pytest.raises(ValueError):
         choice_rule([])
-    assert command_choice_grammar([]) is None
+    assert to_gbnf(ActionSpace.choices([])) is None and to_gbnf(None) is None
 
 
 def test_webshop_grammar_follows_the_page():
     harness = WebShopHarness()
     search_info, results_info = _results_info(harness)
-    on_search = harness.reply_grammar(search_info)
+    on_search = reply_grammar(harness, search_info)
     assert '"search[" [^\\[\\]\\n<>]{1,100} "]"' in on_search and "click[" not in on_search
-    on_results = harness.reply_grammar(results_info)
+    on_results = reply_grammar(harness, results_info)
     clickables = [a for a in results_info["available_actions"]]
     assert "search[" not in on_results and len(clickables) > 2
     assert all(gbnf_caseless(a[len("click["):-1]) in on_results for a in clickables)
@@ -71,7 +85,7 @@ def test_webshop_grammar_takes_a_click_in_the_case_the_page_shows():
     harness = WebShopHarness()
     _, results_info = _results_info(harness)
     asin = next(a for a in results_info["available_actions"] if a.startswith("click[b0"))
-    grammar = harness.reply_grammar(results_info)
+    grammar = reply_grammar(harness, results_info)
     assert _sequence_regex(gbnf_caseless(asin[len("click["):-1])).fullmatch(asin[len("click["):-1].upper())
     assert gbnf_caseless(asin[len("click["):-1]) in grammar
     assert harness.action_is_valid(asin.replace("click[b0", "click[B0").upper().replace("CLICK", "click"),
@@ -117,8 +131,8 @@ def test_the_agent_sends_the_page_grammar_each_turn_when_constrained():
     rollout = harness.rollout(harness.tasks("val")[0], [],
                               ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
     search_info, results_info = _results_info(harness)
-    assert [p.get("grammar") for p in model.params] == [harness.reply_grammar(search_info),
-                                                       harness.reply_grammar(results_info)]
+    assert [p.get("grammar") for p in model.params] == [reply_grammar(harness, search_info),
+                                                       reply_grammar(harness, results_info)]
     assert rollout.metadata["constrained_turns"] == 2 and rollout.metadata["valid_actions"] == 2
 
 
@@ -167,7 +181,7 @@ def test_an_embedded_reply_under_the_webshop_grammar_parses_as_a_valid_action():
         messages = [{"role": "system", "content": harness.action_instructions},
                     {"role": "user", "content": f"{page}\n\nReply with your next action."}]
         reply = gw.complete("agent", messages, stage="test", max_tokens=96, temperature=0.0,
-                            grammar=harness.reply_grammar(info)).text
+                            grammar=reply_grammar(harness, info)).text
         action = harness.parse_action(reply)
         assert harness.action_is_valid(action, info), reply
     # and the env agrees: it is not answered with an "invalid"/"not available" note
@@ -190,7 +204,7 @@ def test_an_embedded_model_can_click_a_button_as_the_page_writes_it():
     gw = LLMGateway(GatewayConfig.for_models(target=DEFAULT_LOCAL_MODEL, retry=RetryConfig(max_attempts=1)))
     messages = [{"role": "user", "content": f"{observation}\n\nThis is the product to buy. Click [Buy Now]."}]
     reply = gw.complete("agent", messages, stage="test", max_tokens=64, temperature=0.0,
-                        grammar=harness.reply_grammar(info)).text
+                        grammar=reply_grammar(harness, info)).text
     action = harness.parse_action(reply)
     assert harness.action_is_valid(action, info) and action == "click[Buy Now]", reply  # as the page writes it
 
@@ -266,7 +280,10 @@ def test_a_path_option_or_skill_file_labels_its_cell_by_a_short_name():
 
 # ---------------------------------------------------------------- the cycle rule
 def test_choices_without_drops_the_avoided_but_never_every_choice():
-    from raso.harness.grammar import choices_without
+    def choices_without(options, avoid, key=str):
+        """The choices the compiled grammar leaves."""
+        action_rule = to_gbnf(ActionSpace.choices(options, key=key), avoid).split("action ::= ")[1].strip()
+        return [literal[1:-1] for literal in action_rule.split(" | ")]
 
     assert choices_without(["a", "b", "a", "c"], {"b"}) == ["a", "c"]
     assert choices_without(["a", "b"], {"a", "b"}) == ["a", "b"]  # all tried: keep them rather than allow nothing
@@ -279,12 +296,12 @@ def test_webshop_grammar_leaves_out_the_clicks_to_avoid():
     search_info, results_info = _results_info(harness)
     back = "click[back to search]"
     assert back in results_info["available_actions"]
-    on_results = harness.reply_grammar(results_info, avoid={back})
+    on_results = reply_grammar(harness, results_info, avoid={back})
     assert _click_gbnf(back) not in on_results
     assert all(_click_gbnf(a) in on_results for a in results_info["available_actions"] if a != back)
     every_click = set(results_info["available_actions"])
-    assert all(_click_gbnf(a) in harness.reply_grammar(results_info, avoid=every_click) for a in every_click)
-    assert harness.reply_grammar(search_info, avoid={"search[yoga pants]"}) == harness.reply_grammar(search_info)
+    assert all(_click_gbnf(a) in reply_grammar(harness, results_info, avoid=every_click) for a in every_click)
+    assert reply_grammar(harness, search_info, avoid={"search[yoga pants]"}) == reply_grammar(harness, search_info)
 
 
 def test_alfworld_grammar_leaves_out_the_commands_to_avoid():
@@ -314,21 +331,23 @@ def test_back_in_a_state_the_grammar_rules_out_what_looped_there():
     assert back in model.params[3]["grammar"] and "cycle_avoiding_turns" not in rollout.metadata
 
 
-def test_a_harness_without_the_avoid_parameter_still_gets_its_grammar():
-    class OldWebShop(WebShopHarness):
-        def reply_grammar(self, info):  # written before `avoid` existed
-            return super().reply_grammar(info)
+def test_a_harness_without_an_action_space_keeps_free_text_even_when_constrained():
+    class FreeShop(WebShopHarness):
+        def action_space(self, info):
+            return None
 
-    harness = OldWebShop(max_steps=4)
-    gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"] * 2)
-    harness.rollout(harness.tasks("val")[0], [], ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
-    assert len(model.params) == 4 and _click_gbnf("click[back to search]") in model.params[3]["grammar"]
+    harness = FreeShop(max_steps=2)
+    gw, model = scripted_gateway(["Action: search[yoga pants]", "Action: click[back to search]"])
+    rollout = harness.rollout(harness.tasks("val")[0], [],
+                              ExecutionAgent(gw, AgentConfig(mode="none", constrain_replies=True)))
+    assert len(model.params) == 2 and all("grammar" not in p for p in model.params)
+    assert "constrained_turns" not in rollout.metadata and rollout.metadata["valid_actions"] == 2
 
 
 def test_webshop_grammar_without_the_thought_line():
     search_info, results_info = _results_info(WebShopHarness())
-    with_thought = WebShopHarness().reply_grammar(results_info)
-    without = WebShopHarness(reply_thought=False).reply_grammar(results_info)
+    with_thought = reply_grammar(WebShopHarness(), results_info)
+    without = reply_grammar(WebShopHarness(reply_thought=False), results_info)
     assert "thought ::=" in with_thought and 'root ::= thought? "Action: " action' in with_thought
     assert "thought" not in without and 'root ::= "Action: " action' in without
     assert with_thought.split("action ::=")[1] == without.split("action ::=")[1]  # the same actions

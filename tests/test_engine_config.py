@@ -83,8 +83,9 @@ def test_a_harness_replaces_the_quick_defaults_it_names() -> None:
     from harnesses.webshop import WebShopHarness
 
     shop = build_config(None, {"harness": "webshop"})
-    assert WebShopHarness.quick_defaults["agent_max_steps"] > QUICK_LOCAL_DEFAULTS["agent_max_steps"]
-    assert {k: getattr(shop, k) for k in WebShopHarness.quick_defaults} == WebShopHarness.quick_defaults
+    assert WebShopHarness.task_needs.agent_steps > QUICK_LOCAL_DEFAULTS["agent_max_steps"]
+    assert (shop.agent_max_steps, shop.agent_max_tokens) == (WebShopHarness.task_needs.agent_steps,
+                                                             WebShopHarness.task_needs.reply_tokens)
     assert shop.minibatch == QUICK_LOCAL_DEFAULTS["minibatch"] and "agent_max_steps" in shop.quick_defaults_applied
     assert build_config(None, {"harness": "webshop", "agent_max_steps": 5}).agent_max_steps == 5  # the user's wins
     assert build_config(None, {"harness": "spreadsheet"}).agent_max_steps == QUICK_LOCAL_DEFAULTS["agent_max_steps"]

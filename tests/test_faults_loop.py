@@ -123,7 +123,7 @@ def test_infrastructure_failures_never_reach_the_gradient_prompt(tmp_path: Path)
     config = _config(tmp_path, agent, optimizer)
     with pytest.raises(InfrastructureError, match="_train failed"):
         optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(recording_propose))
-    assert all(r.error is None and r.failure_kind is None for r in seen)
+    assert all(r.error is None and r.outcome == "ok" for r in seen)
     assert "t1" not in [r.task_id for r in seen]
     state = json.loads(RunDir(config.run_dir).checkpoint.read_text())
     assert state["pending"]["step"] == "start"  # the minibatch is rolled out again on resume

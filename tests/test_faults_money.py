@@ -18,8 +18,8 @@ import raso
 from raso.engine.replay import PersistentLedger
 from raso.engine.run_dir import read_jsonl
 from raso.llm import GatewayConfig, LLMGateway, UsageLedger
-from raso.llm.config import ModelPrice
 from raso.llm._litellm import litellm
+from raso.llm.config import ModelPrice
 from raso.llm.scripted import ScriptedModel
 
 

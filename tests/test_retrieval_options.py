@@ -113,13 +113,13 @@ def test_hybrid_without_an_encoder_is_a_clear_error(index: SectionIndex) -> None
         build_retriever(RetrievalOptions(kind="hybrid", encoder="none"), index=index)
 
 
-def test_dreamer_needs_a_gateway_and_old_keyword_form_still_works(index: SectionIndex) -> None:
+def test_dreamer_needs_a_gateway_and_options_come_only_as_retrieval_options(index: SectionIndex) -> None:
     with pytest.raises(ValueError, match="gateway"):
         build_retriever(RetrievalOptions(kind="dreamer"), index=index)
-    legacy = build_retriever("field", index=index, method="tfidf-fields", top_skills=1)
-    assert legacy.search("interactive rebase squash commits", k=2)[0].section.skill_name == "git-rebase"
-    with pytest.raises(ValueError, match="no options"):
-        build_retriever("bm25", index=index, top_skills=3)
+    field = build_retriever({"kind": "field", "field_method": "tfidf-fields", "top_skills": 1}, index=index)
+    assert field.search("interactive rebase squash commits", k=2)[0].section.skill_name == "git-rebase"
+    with pytest.raises(TypeError, match="top_skills"):
+        build_retriever("bm25", index=index, top_skills=3)  # type: ignore[call-arg]
 
 
 def test_an_optimize_run_with_hybrid_retrieval_goes_end_to_end_on_the_scripted_model(tmp_path) -> None:

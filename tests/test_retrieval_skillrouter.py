@@ -70,8 +70,8 @@ def _index() -> SectionIndex:
 
 def test_field_retriever_returns_sections_of_the_best_skills():
     index = _index()
-    retriever = build_retriever("field", index=index, skills=[PoolSkill(r.id, r.name, r.description, r.body, r.repo)
-                                                              for r in POOL], method="tfidf-fields", top_skills=2)
+    retriever = build_retriever({"kind": "field", "field_method": "tfidf-fields", "top_skills": 2}, index=index,
+                                skills=[PoolSkill(r.id, r.name, r.description, r.body, r.repo) for r in POOL])
     assert isinstance(retriever, SectionSearcher)
     hits = retriever.search("insert a pivot table grouped by quarter", k=3)
     assert hits[0].section.skill_id == "r1/pivot"
@@ -97,7 +97,8 @@ def test_dreamer_retriever_plugs_in_with_a_scripted_model():
                     "body": "Insert a pivot table and group rows by quarter."}),
     ])
     gateway = LLMGateway(GatewayConfig.for_models(target=model.model))
-    retriever = build_retriever("dreamer", index=_index(), gateway=gateway, use_dense=False, k=2)
+    retriever = build_retriever({"kind": "dreamer", "encoder": "none", "dreamer": {"k": 2}}, index=_index(),
+                                gateway=gateway)
     hits = retriever.search("Quarterly sales report from the sheet", k=2)
     assert len(model.calls) == 2
     assert hits and hits[0].section.skill_id == "r1/pivot"

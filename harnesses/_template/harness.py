@@ -7,17 +7,22 @@ how it is scored. Replace the document/answer game below with your environment; 
 * `make_env(task)` returns a fresh `TextEnv` whose `reset()` gives the first observation and whose
   `step(action)` returns `(observation, reward in [0, 1], terminated, truncated, info)`;
 * `task_description.md` (T), `harness_description.md` (H) and `action_format.md` describe it to the agent and
-  to RASO's optimizer; keep them true to this code (`raso harness describe` drafts them from it).
+  to RASO's optimizer; keep them true to this code (`raso harness describe` drafts them from it);
+* optionally `action_space(info)` declares the valid actions in a state (models that can be constrained then
+  write only those), and `task_needs` the agent steps and reply tokens one task needs (raso.harness.actions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from raso.choices import Split
 from raso.harness import SPLITS, Harness, Task, TextEnv
+from raso.harness.actions import Action, ActionSpace, FreeText
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 TASKS_FILE = RESOURCE_DIR / "tasks.json"
@@ -28,7 +33,7 @@ class TaskRow(BaseModel):
     """One task in the tasks file."""
 
     id: str
-    split: Literal["train", "val", "test"]
+    split: Split
     question: str
     document: str
     answer: str
@@ -98,3 +103,7 @@ class TemplateHarness(Harness):
 
     def make_env(self, task: Task) -> TemplateEnv:
         return TemplateEnv(task)
+
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace:
+        """Every state takes the same two commands: `read`, or `answer` with up to 200 characters of text."""
+        return ActionSpace((Action.exact("read"), Action.of("answer ", FreeText(200))))

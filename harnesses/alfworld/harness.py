@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harnesses.alfworld.action_space import alfworld_action_is_valid, alfworld_action_space
 from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
 from harnesses.alfworld.games import GameRecord, discover_games
-from harnesses.alfworld.reply_grammar import alfworld_action_is_valid, alfworld_reply_grammar
 from raso.harness import Harness, Task, TextEnv
+from raso.harness.actions import ActionSpace
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 
@@ -66,8 +67,8 @@ class AlfworldHarness(Harness):
         return AlfworldEnv(self.gamefile(task), max_steps=self.max_steps, show_admissible=self.show_admissible,
                            observation=self.observation)
 
-    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
-        return alfworld_reply_grammar(info, allow_think=self.observation == "react", avoid=avoid)
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace | None:
+        return alfworld_action_space(info, allow_think=self.observation == "react")
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
         return alfworld_action_is_valid(action, info, allow_think=self.observation == "react")

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
+from harnesses.spreadsheet.action_space import SPREADSHEET_ACTION_SPACE, spreadsheet_action_is_valid
 from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.answers import RecalculatedAnswers, default_answer_cache_dir
 from harnesses.spreadsheet.env import SpreadsheetEnv
 from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, load_tasks
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
-from harnesses.spreadsheet.reply_grammar import SPREADSHEET_REPLY_GRAMMAR, spreadsheet_action_is_valid
 from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
 from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS, UpstreamSpreadsheetEnv, extract_code
 from raso.harness import Harness, Task
+from raso.harness.actions import ActionSpace
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
 DEFAULT_RECALC = "auto"
@@ -111,12 +112,12 @@ class SpreadsheetHarness(Harness):
     def turn_reminder(self) -> str | None:
         return self._resource("turn_reminder.md")
 
-    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace | None:
         # Upstream mode keeps SpreadsheetBench's own free-form replies.
-        return None if getattr(self, "prompt_mode", "raso") == "upstream" else SPREADSHEET_REPLY_GRAMMAR
+        return None if self.prompt_mode == "upstream" else SPREADSHEET_ACTION_SPACE
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
-        return None if getattr(self, "prompt_mode", "raso") == "upstream" else spreadsheet_action_is_valid(action)
+        return None if self.prompt_mode == "upstream" else spreadsheet_action_is_valid(action)
 
     def parse_action(self, reply: str) -> str:
         """Upstream mode: the code to execute (upstream's rule). Else RUN or SUBMIT plus the program's code

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harnesses.webshop.action_space import webshop_action_is_valid, webshop_action_space
 from harnesses.webshop.catalog import Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
-from harnesses.webshop.reply_grammar import webshop_action_is_valid, webshop_reply_grammar
 from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
 from raso.harness import Harness, Task, TextEnv
+from raso.harness.actions import ActionSpace, TaskNeeds
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 # The standard WebShop split of the (shuffled) human goals: test 0-499, val 500-1499, train the rest.
@@ -62,9 +63,9 @@ class WebShopHarness(Harness):
 
     name: ClassVar[str] = "webshop"
     resource_dir: ClassVar[Path] = RESOURCE_DIR
-    # A purchase takes search, a product, its options and Buy Now: the generic 3 quick steps end most episodes
-    # before it; short replies keep 8 steps of the embedded model within the main job's time.
-    quick_defaults: ClassVar[dict[str, Any]] = {"agent_max_steps": 8, "agent_max_tokens": 128}
+    # A purchase takes search, a product, its options and Buy Now; short replies keep 8 steps of the embedded
+    # model within the main job's time.
+    task_needs: ClassVar[TaskNeeds] = TaskNeeds(agent_steps=8, reply_tokens=128)
 
     def __init__(
         self,
@@ -112,8 +113,8 @@ class WebShopHarness(Harness):
         self._search: ProductSearch | None = None
         self._splits: dict[str, list[Task]] | None = None
 
-    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
-        return webshop_reply_grammar(info, avoid, thought=self.reply_thought)
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace | None:
+        return webshop_action_space(info, thought=self.reply_thought)
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
         return webshop_action_is_valid(action, info)

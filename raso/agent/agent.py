@@ -19,10 +19,8 @@ error recorded; `run` never raises an `Exception`.
 
 from __future__ import annotations
 
-import inspect
 import re
 import time
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
-from raso.llm.errors import LLMError, failure_kind, makes_model_unusable
+from raso.harness.base import failure_fields
+from raso.llm.action_grammar import to_gbnf
+from raso.llm.errors import LLMError
 from raso.llm.profiles import ModelProfile
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
@@ -91,9 +91,9 @@ class AgentConfig(BaseModel):
     max_wall_s: float | None = Field(default=None, gt=0, description="wall-clock limit per rollout, checked between turns")
     constrain_replies: bool | None = Field(
         default=None,
-        description="send the harness's reply grammar (Harness.reply_grammar) with each turn, so every reply is a "
-        "valid action: None = for models that support grammars (the embedded ones), hosted models keep free text; "
-        "False = never; True = always (the model must accept a `grammar` parameter)",
+        description="send the harness's action space (Harness.action_space), compiled for the model, with each "
+        "turn, so every reply is a valid action: None = for models that support grammars (the embedded ones), "
+        "hosted models keep free text; False = never; True = always (the model must accept a `grammar` parameter)",
     )
     repeat_temperature: float = Field(
         default=0.8, ge=0.0, le=2.0,
@@ -178,9 +178,7 @@ class _State:
     terminated: bool = False
     truncated: bool = False
     final_output: str | None = None
-    error: str | None = None
-    model_unusable: bool = False
-    failure_kind: str | None = None
+    failure: dict[str, Any] = field(default_factory=dict)  # the rollout's `error` and `outcome` when it failed
     skills_loaded: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -239,17 +237,13 @@ class ExecutionAgent:
         state = _State()
         env = None
         try:
-            max_steps = cfg.max_steps or int(getattr(harness, "max_steps", 20))
+            max_steps = cfg.max_steps or harness.max_steps
             state.metadata["max_steps"] = max_steps
             env = harness.make_env(task)
             self._loop(harness, task, skills, env, state, max_steps, started)
         except Exception as exc:  # model junk, tool crash, timeout, LLMError: a score of 0, never a crash
-            state.error = f"{type(exc).__name__}: {exc}\n" + "".join(
-                traceback.format_exception(type(exc), exc, exc.__traceback__, limit=6)
-            )
+            state.failure = failure_fields(exc, trace_limit=6)
             state.reward = 0.0
-            state.model_unusable = makes_model_unusable(exc)
-            state.failure_kind = failure_kind(exc)
             state.metadata["stop_reason"] = "error"
         finally:
             if env is not None:
@@ -264,9 +258,7 @@ class ExecutionAgent:
             soft_score=state.soft_score,
             trajectory=state.steps,
             final_output=state.final_output,
-            error=state.error,
-            model_unusable=state.model_unusable,
-            failure_kind=state.failure_kind,  # type: ignore[arg-type]
+            **state.failure,
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
             cost_usd=state.cost_usd,
@@ -306,7 +298,7 @@ class ExecutionAgent:
         state.metadata["skills_in_prompt"] = [s.name for s in in_prompt]
 
         system = self.system_prompt(harness, in_prompt, catalog, max_steps)
-        reminder = getattr(harness, "turn_reminder", None)  # harnesses may word the reply format their own way
+        reminder = harness.turn_reminder  # harnesses may word the reply format their own way
         first = cut_middle(observation, cfg.max_observation_chars)
         loads_allowed = cfg.max_loads if catalog else 0
         max_turns = cfg.max_turns or (max_steps + loads_allowed)
@@ -324,7 +316,7 @@ class ExecutionAgent:
             grammar = None
             if constrained:
                 avoid = cycles.avoid(observation) if cfg.avoid_cycles else frozenset()
-                grammar = self._reply_grammar(harness, info, avoid)
+                grammar = to_gbnf(harness.action_space(info), avoid)
                 if avoid:
                     state.metadata["cycle_avoiding_turns"] = state.metadata.get("cycle_avoiding_turns", 0) + 1
             reply = self._complete(messages, state, self._reply_tokens(harness), grammar=grammar,
@@ -348,7 +340,7 @@ class ExecutionAgent:
                 continue
 
             assert action is not None
-            valid = self._action_is_valid(harness, action, info)
+            valid = harness.action_is_valid(action, info)
             if valid is not None:
                 key = "valid_actions" if valid else "invalid_actions"
                 state.metadata[key] = state.metadata.get(key, 0) + 1
@@ -456,7 +448,7 @@ class ExecutionAgent:
 
     # ------------------------------------------------------------------ model calls
     def _reply_tokens(self, harness: Harness) -> int:
-        return self.config.max_tokens or int(getattr(harness, "max_reply_tokens", 512))
+        return self.config.max_tokens or harness.max_reply_tokens
 
     def _params(self, max_tokens: int, *, grammar: str | None = None, temperature: float | None = None) -> dict[str, Any]:
         cfg = self.config
@@ -484,20 +476,6 @@ class ExecutionAgent:
             return self.gateway.profile(self.config.role)
         except (AttributeError, LLMError):
             return None
-
-    @staticmethod
-    def _reply_grammar(harness: Harness, info: dict[str, Any], avoid: frozenset[str] = frozenset()) -> str | None:
-        declare = getattr(harness, "reply_grammar", None)  # harnesses from before the method was added
-        if declare is None:
-            return None
-        if avoid and "avoid" in inspect.signature(declare).parameters:  # older harnesses take `info` only
-            return declare(info, avoid=avoid)
-        return declare(info)
-
-    @staticmethod
-    def _action_is_valid(harness: Harness, action: str, info: dict[str, Any]) -> bool | None:
-        check = getattr(harness, "action_is_valid", None)
-        return check(action, info) if check is not None else None
 
     def _account(self, completion: Any, state: _State) -> None:
         state.model_calls += 1

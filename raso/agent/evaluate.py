@@ -58,7 +58,7 @@ class EvalResult(BaseModel):
     def without_agent_result(self) -> list[Rollout]:
         """Rollouts that got no agent result (model calls kept failing, the model is unusable, the USD budget
         ran out): their 0 says nothing about the skill, so they are counted apart (the engine refuses them)."""
-        return [r for r in self.rollouts if not _agent_result(r)]
+        return [r for r in self.rollouts if not r.counts]
 
     @property
     def infrastructure_failures(self) -> int:
@@ -73,7 +73,7 @@ class EvalResult(BaseModel):
     @property
     def mean_reward_of_completed(self) -> float | None:
         """Mean reward over the rollouts that got an agent result (None when none did)."""
-        completed = [r.reward for r in self.rollouts if _agent_result(r)]
+        completed = [r.reward for r in self.rollouts if r.counts]
         return statistics.fmean(completed) if completed else None
 
     def totals(self) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class EvalResult(BaseModel):
                  "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                  "cost_usd": r.cost_usd, "wall_time_s": r.wall_time_s,
                  "error": (r.error or "").splitlines()[0][:300] if r.error else None,
-                 "failure_kind": r.failure_kind}
+                 "outcome": r.outcome}
                 for r in self.rollouts
             ],
         }
@@ -116,10 +116,6 @@ class EvalResult(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
         return cls(harness=data["harness"], rollouts=[Rollout.model_validate(r) for r in data.get("rollouts", [])],
                    skill_names=data.get("skill_names", []), wall_time_s=data.get("wall_time_s", 0.0))
-
-
-def _agent_result(rollout: Rollout) -> bool:
-    return not rollout.model_unusable and rollout.failure_kind not in ("infrastructure", "unusable", "budget")
 
 
 def _guarded_rollout(harness: Harness, agent: RolloutRunner, task: Task, skills: Sequence[Skill]) -> Rollout:

@@ -34,8 +34,8 @@ def quick_schedule(model: str) -> dict[str, Any]:
 
 
 #: Applied when the target model is the embedded one and the user set none of these fields: the embedded model
-#: profile's quick schedule (raso.llm.profiles.EMBEDDED_QUICK_SCHEDULE). A harness replaces the ones it names
-#: (Harness.quick_defaults).
+#: profile's quick schedule (raso.llm.profiles.EMBEDDED_QUICK_SCHEDULE). A harness's task needs
+#: (Harness.task_needs) replace the agent's steps and reply tokens.
 QUICK_LOCAL_DEFAULTS: dict[str, Any] = quick_schedule(DEFAULT_LOCAL_MODEL)
 
 
@@ -214,14 +214,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def harness_quick_defaults(harness: str) -> dict[str, Any]:
-    """The harness's own quick defaults (Harness.quick_defaults); none when its class cannot be loaded (the run
-    then reports that error where it builds the harness)."""
+    """The quick-default fields that the harness's task needs (Harness.task_needs) replace; none when its class
+    cannot be loaded (the run then reports that error where it builds the harness)."""
     from raso.harness.registry import HarnessLoadError, harness_class
 
     try:
-        return dict(harness_class(harness).quick_defaults)
+        needs = harness_class(harness).task_needs
     except (ValueError, TypeError, HarnessLoadError):  # unknown name, not a Harness, import failure
         return {}
+    fields = {"agent_max_steps": needs.agent_steps, "agent_max_tokens": needs.reply_tokens}
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:

@@ -215,8 +215,8 @@ class Engine:
         )
         rollouts = list(result.rollouts)
         for attempt in range(1, self.config.infra_retries + 1):
-            failed = [i for i, r in enumerate(rollouts) if r.failure_kind == "infrastructure"]
-            if not failed or any(r.failure_kind in ("budget", "unusable") for r in rollouts):
+            failed = [i for i, r in enumerate(rollouts) if r.outcome == "infrastructure"]
+            if not failed or any(r.outcome in ("budget", "unusable") for r in rollouts):
                 break
             self.state.infra_failed_rollouts += len(failed)
             self.state.infra_reruns += len(failed)
@@ -241,18 +241,18 @@ class Engine:
         """A batch with rollouts that did not get an agent result is never scored: scoring the infrastructure's
         failures as 0 would bias the gate against whatever skill was being evaluated during an outage, and
         show the outage to the gradient agent as the skill's failure modes."""
-        budget = [r for r in rollouts if r.failure_kind == "budget"]
+        budget = [r for r in rollouts if r.outcome == "budget"]
         if budget:
             raise _BudgetStop(f"USD budget reached during {batch} ({_first_line(budget[0].error)}); "
                               "that batch was not counted")
-        infra = [r for r in rollouts if r.failure_kind in ("infrastructure", "unusable") or r.model_unusable]
+        infra = [r for r in rollouts if not r.counts]
         if not infra:
             return
         self.state.infra_failed_rollouts += len(infra)
         self.state.infra_stops += 1
         self.checkpoint()  # the counts only: the phase and the pending step are unchanged, so resume redoes it
         first = _first_line(infra[0].error)
-        if len(infra) == len(rollouts) and all(r.model_unusable for r in rollouts):
+        if len(infra) == len(rollouts):
             raise ModelUnusableError(f"every rollout of {batch} failed because the model is unusable ({first}); "
                                      "nothing was counted: fix the cause and `raso resume` the run")
         raise InfrastructureError(
@@ -302,7 +302,7 @@ class Engine:
                     if kind == "budget":
                         raise RunError(f"the USD budget ran out before the initial skill was written ({exc}); "
                                        "raise --budget-usd in config.resolved.json and `raso resume`") from exc
-                    if kind == "agent" and not isinstance(exc, RunError):
+                    if kind == "agent_error" and not isinstance(exc, RunError):
                         # junk from a working model: the cache would replay the same junk, so key the retry afresh;
                         # after an outage the calls that did succeed replay for free
                         self.state.failed_attempts["init"] = self.state.failed_attempts.get("init", 0) + 1

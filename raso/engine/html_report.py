@@ -399,6 +399,12 @@ def _steps(rollout: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     return out, hidden
 
 
+def _outcome(rollout: dict[str, Any]) -> str | None:
+    """How a saved rollout failed: its `outcome`, or the older `failure_kind` (None when it did not fail)."""
+    outcome = rollout.get("outcome") or rollout.get("failure_kind")
+    return None if outcome in (None, "ok") else str(outcome)
+
+
 def _scores(rd: RunDir, state: RunState) -> dict[str, Any]:
     """The task x skill-version tables (val; test for s0 and best) and every batch's trajectories."""
     candidates = {c.iteration: c for c in state.candidates}
@@ -413,7 +419,7 @@ def _scores(rd: RunDir, state: RunState) -> dict[str, Any]:
             steps, hidden = _steps(r)
             entries.append({"id": f"{anchor}-{index}", "task_id": str(r.get("task_id", "?")),
                             "reward": r.get("reward"), "soft_score": r.get("soft_score"),
-                            "error": r.get("error"), "failure_kind": r.get("failure_kind"),
+                            "error": r.get("error"), "outcome": _outcome(r),
                             "final_output": cut(r.get("final_output"), OBSERVATION_CHARS) if r.get("final_output")
                             else None, "steps": steps, "hidden_steps": hidden,
                             "env_steps": r.get("env_steps", len(r.get("trajectory") or []))})

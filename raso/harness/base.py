@@ -15,14 +15,17 @@ import re
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import gymnasium as gym
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from raso.choices import Outcome
 from raso.fileio import atomic_write_text
+
+from .actions import ActionSpace, TaskNeeds
 
 if TYPE_CHECKING:
     from raso.skill import Skill
@@ -65,11 +68,10 @@ class Rollout(BaseModel):
     soft_score: float | None = None
     trajectory: list[Step] = Field(default_factory=list)
     final_output: str | None = None
-    error: str | None = None
-    model_unusable: bool = False  # the error says the model cannot be used at all (see llm.makes_model_unusable)
-    # why the rollout failed (None: it did not, or an agent that does not say): see raso.llm.errors.FailureKind;
-    # only "agent" failures are scored, the others (infrastructure, unusable, budget) never enter a mean
-    failure_kind: Literal["agent", "infrastructure", "unusable", "budget"] | None = None
+    error: str | None = None  # what went wrong, with its traceback (None when nothing did)
+    # how it ended (raso.choices.Outcome): only "ok" and "agent_error" rollouts count; the others
+    # (infrastructure, unusable, budget) say nothing about the skill and never enter a mean
+    outcome: Outcome = "ok"
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -83,9 +85,34 @@ class Rollout(BaseModel):
     skills_loaded: list[str] = Field(default_factory=list)  # progressive mode: names loaded, in order
     mode: str | None = None  # skill incorporation mode of the agent that ran it
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_three_fields(cls, data: Any) -> Any:
+        """A rollout saved before `outcome` existed said how it failed in `error`, `model_unusable` and
+        `failure_kind`; its outcome follows from them."""
+        if not isinstance(data, dict) or "outcome" in data:
+            return data
+        data = dict(data)
+        kind, unusable = data.pop("failure_kind", None), data.pop("model_unusable", False)
+        if kind == "agent":
+            data["outcome"] = "agent_error"
+        elif kind is not None:
+            data["outcome"] = kind
+        elif unusable:  # a crash recorded without a kind: its model could not be used (never counted)
+            data["outcome"] = "unusable"
+        else:
+            data["outcome"] = "agent_error" if data.get("error") else "ok"
+        return data
+
     @property
     def success(self) -> bool:
         return self.reward >= 1.0
+
+    @property
+    def counts(self) -> bool:
+        """Whether the rollout got the agent's own result, so its reward says something about the skill and
+        enters a mean (a failure of the infrastructure, an unusable model or the budget does not)."""
+        return self.outcome in ("ok", "agent_error")
 
     def save(self, path: str | Path) -> Path:
         """Write the rollout as JSON (atomically: temp file + rename)."""
@@ -164,9 +191,8 @@ class Harness(ABC):
     resource_dir: ClassVar[Path]
     max_steps: int = 20
     max_reply_tokens: int = 512  # reply length the agent allows per turn unless AgentConfig.max_tokens says otherwise
-    #: OptimizeConfig fields that replace the embedded model's quick defaults (raso.engine.config.QUICK_LOCAL_DEFAULTS)
-    #: for this harness, e.g. the agent steps one of its tasks needs at the least
-    quick_defaults: ClassVar[dict[str, Any]] = {}
+    #: what one task needs (agent steps, reply tokens): a quick schedule gives the agent these (TaskNeeds)
+    task_needs: ClassVar[TaskNeeds] = TaskNeeds()
 
     @abstractmethod
     def splits(self) -> dict[str, list[Task]]:
@@ -209,15 +235,11 @@ class Harness(ABC):
         actions = [a for a in _ACTION_LINE.findall(reply) if a]
         return actions[-1] if actions else reply.strip()
 
-    def reply_grammar(self, info: Mapping[str, Any], avoid: Collection[str] = ()) -> str | None:
-        """The GBNF grammar (llama.cpp's format) of a valid reply in the state that the environment's latest
-        `info` (from reset or step) describes, or None for free text (the default). The agent sends it to
-        models that support grammars, so each of their turns is a valid action; raso.harness.grammar has the
-        building blocks.
-
-        `avoid`: actions the agent wants ruled out this turn (it took them before in this very state and came
-        back to it, so taking them again would loop). Drop those of your fixed choices that are in it, but
-        never all of them (raso.harness.grammar.choices_without does both)."""
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace | None:
+        """The valid actions in the state that the environment's latest `info` (from reset or step) describes,
+        or None for free text (the default). The agent has it compiled for models that can be constrained
+        (raso.llm.action_grammar), so each of their turns is a valid action; raso.harness.actions has the
+        building blocks. The agent rules out of it the choices that looped (ActionSpace.without)."""
         return None
 
     def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
@@ -238,15 +260,20 @@ def failed_rollout(
     harness_name: str, task: Task, skills: Sequence["Skill"], exc: BaseException, *, wall_time_s: float = 0.0
 ) -> Rollout:
     """The record of a rollout that crashed before producing its own: reward 0, the error and traceback."""
-    from raso.llm.errors import makes_model_unusable
-
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=5))
     return Rollout(
-        model_unusable=makes_model_unusable(exc),
         task_id=task.id,
         harness=harness_name,
         reward=0.0,
-        error=f"{type(exc).__name__}: {exc}\n{trace}",
+        **failure_fields(exc, trace_limit=5),
         wall_time_s=wall_time_s,
         skill_names=[getattr(s, "name", str(s)) for s in skills],
     )
+
+
+def failure_fields(exc: BaseException, *, trace_limit: int) -> dict[str, Any]:
+    """A failed rollout's `error` (the exception and its traceback) and `outcome`: the one place a rollout's
+    failure is classified (raso.llm.errors.failure_kind)."""
+    from raso.llm.errors import failure_kind
+
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=trace_limit))
+    return {"error": f"{type(exc).__name__}: {exc}\n{trace}", "outcome": failure_kind(exc)}

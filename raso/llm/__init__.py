@@ -9,7 +9,6 @@ from typing import Any
 from .config import DEFAULT_LOCAL_MODEL, GatewayConfig, RetryConfig, RoleConfig
 from .errors import (
     BudgetExceededError,
-    FailureKind,
     LLMAuthError,
     LLMContextWindowError,
     LLMError,
@@ -33,7 +32,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BudgetExceededError",
-    "FailureKind",
     "failure_kind",
     "DEFAULT_LOCAL_MODEL",
     "CallRecord",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from raso.choices import FailureKind
 
 
 class LLMError(RuntimeError):
@@ -48,23 +48,15 @@ class BudgetExceededError(LLMError):
     max_tokens) would take the spend past the budget. Never retried; the run stops at its budget."""
 
 
-#: How a failed rollout (or optimizer step) failed: "agent" — its own doing (junk, a tool crash, a context
-#: overflow: scored 0 and counted); "infrastructure" — a model call still failing after the gateway's retries
-#: (rate limit, timeout, 5xx, connection: worth re-running later); "unusable" — the model cannot be used at all
-#: (credentials, a missing extra, an unknown model: re-running cannot help); "budget" — the USD budget refused a
-#: call. Only "agent" failures are ever scored.
-FailureKind = Literal["agent", "infrastructure", "unusable", "budget"]
-
-
 def failure_kind(exc: BaseException) -> FailureKind:
-    """Classify an exception that ended a rollout or an optimizer step (see FailureKind)."""
+    """Classify an exception that ended a rollout or an optimizer step (see raso.choices.FailureKind)."""
     if isinstance(exc, BudgetExceededError):
         return "budget"
     if isinstance(exc, LLMUnavailableError):
         return "infrastructure"
     if makes_model_unusable(exc):
         return "unusable"
-    return "agent"
+    return "agent_error"
 
 
 def makes_model_unusable(exc: BaseException) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from raso.choices import InitMode
 from raso.llm import StructuredOutputError
 from raso.skill import Skill
 
@@ -22,7 +23,7 @@ from .adaptation import Found, gather_lessons
 from .options import InitOptions
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import assemble_body, draft_to_skill, fallback_description, fallback_name
-from .types import InitMode, InitResult, Requirement
+from .types import InitResult, Requirement
 
 if TYPE_CHECKING:
     from raso.engine.context import RunContext

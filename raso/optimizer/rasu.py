@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from raso.choices import UpdateMode
 from raso.harness import Rollout
 from raso.llm import StructuredOutputError
 from raso.skill import Skill
@@ -25,7 +26,7 @@ from .adaptation import Found, gather_lessons
 from .options import UpdateOptions
 from .sanitizers import sanitize_draft, sanitizers_for
 from .skills import draft_to_skill
-from .types import Gradient, UpdateMode, UpdateProposal
+from .types import Gradient, UpdateProposal
 
 if TYPE_CHECKING:
     from raso.engine.context import RunContext

@@ -5,10 +5,11 @@ Every model here is pydantic v2 and round-trips through `to_dict()` / `from_dict
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from raso.choices import InitMode, UpdateMode
 from raso.skill import Skill
 
 R = TypeVar("R", bound="Record")
@@ -72,10 +73,6 @@ class Gradient(Record):
     failure_mode: str = Field(min_length=1, description="what went wrong and what the skill should change, one or two sentences")
     evidence: str = Field(default="", description="task ids or observations that show it")
     query: str = Field(default="", description="a few search keywords for knowledge that would fix it")
-
-
-InitMode = Literal["rasi", "rfsi", "rasi-raw"]
-UpdateMode = Literal["rasu", "rfsu", "rasu-raw"]
 
 
 class InitResult(Record):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from raso.choices import RetrievalKind, choices_of
 from raso.retrieval.dreamer import DreamerConfig
 
 if TYPE_CHECKING:
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RETRIEVER_KINDS: tuple[str, ...] = ("bm25", "tfidf", "hybrid", "field", "dreamer")
-RetrieverKind = Literal["bm25", "tfidf", "hybrid", "field", "dreamer"]
+RETRIEVER_KINDS: tuple[str, ...] = choices_of(RetrievalKind)
 
 
 class RetrievalOptions(BaseModel):
@@ -43,7 +43,7 @@ class RetrievalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: RetrieverKind = Field("bm25", description="bm25 | tfidf | hybrid | field | dreamer")
+    kind: RetrievalKind = Field("bm25", description="bm25 | tfidf | hybrid | field | dreamer")
     k: int = Field(5, ge=1, description="sections retrieved per query")
     top_skills: int = Field(10, ge=1, description="tfidf, field: skills whose sections are searched")
     fusion: Literal["uniform", "mlp"] = Field(
@@ -75,15 +75,14 @@ class SectionSearcher(Protocol):
 
 
 def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = None, *, index: Any,
-                    gateway: Any = None, skills: Sequence[Any] | None = None, encoder: Encoder | None = None,
-                    **legacy: Any) -> SectionSearcher:
+                    gateway: Any = None, skills: Sequence[Any] | None = None,
+                    encoder: Encoder | None = None) -> SectionSearcher:
     """The section searcher `options` describe, over `index` (a `corpus_tools.index.SectionIndex`).
 
     `options`: a `RetrievalOptions`, a dict of its fields, or just the kind ("bm25"). `gateway` is
     needed by "dreamer" (its model calls). `skills` (records with id, name, description, body) is the
     skill pool for tfidf/field/dreamer; by default it is rebuilt from the index. `encoder` overrides
-    `options.encoder` with a ready encoder. The old call form `build_retriever("field", index=...,
-    method=..., top_skills=...)` still works: keyword options go to the retriever's constructor."""
+    `options.encoder` with a ready encoder."""
     if options is None:
         options = RetrievalOptions()
     elif isinstance(options, str):
@@ -97,21 +96,9 @@ def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = No
         raise ValueError("build_retriever needs a section index (corpus_tools.index.SectionIndex)")
     kind = options.kind
     if kind == "bm25":
-        if legacy:
-            raise ValueError(f"the bm25 retriever takes no options, got {sorted(legacy)}")
         return index
     if kind == "dreamer" and gateway is None:
         raise ValueError("the dreamer retriever calls the model: pass gateway=LLMGateway(...)")
-    if legacy:  # the old form: constructor keywords
-        if skills is not None:
-            legacy["skills"] = skills
-        if encoder is not None:
-            legacy["encoder"] = encoder
-        if kind == "field":
-            return FieldSectionRetriever.from_index(index, **legacy)
-        if kind == "dreamer":
-            return DreamerSectionRetriever.from_index(index, gateway=gateway, **legacy)
-        raise ValueError(f"pass the {kind} retriever's options as RetrievalOptions, got keywords {sorted(legacy)}")
     sparse_only = options.encoder.strip().lower() == "none"
     if kind == "tfidf":
         return FieldSectionRetriever.from_index(index, skills=skills, method="tfidf", top_skills=options.top_skills)

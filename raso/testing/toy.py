@@ -8,10 +8,12 @@ that count (a tool crash); `crash_in_make_env` makes `make_env` itself fail.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from raso.harness import Harness, Task, TextEnv
+from raso.harness.actions import ActionSpace
 
 RESOURCES = Path(__file__).resolve().parent / "toy_resources"
 
@@ -66,6 +68,11 @@ class CountingHarness(Harness):
         if task.metadata.get("crash_in_make_env"):
             raise OSError("cannot start the counting environment")
         return CountingEnv(task)
+
+    def action_space(self, info: Mapping[str, Any]) -> ActionSpace:
+        """The numbers up to the largest target, and `stop`."""
+        largest = max((int(t.metadata["target"]) for t in self._tasks), default=1)
+        return ActionSpace.choices([*(str(n) for n in range(1, largest + 1)), "stop"])
 
 
 def count_script(messages: list[dict[str, Any]]) -> str:
