@@ -13,7 +13,7 @@ pytest.importorskip("textgrad")
 from test_experiments_support import MARKER, PLAIN_SKILL, scripted_models  # noqa: E402
 
 import raso.api  # noqa: E402
-from experiments.baselines.gepa_baseline import HarnessGEPAAdapter, gepa_metric_budget, run_gepa  # noqa: E402
+from experiments.baselines.gepa_baseline import HarnessGEPAAdapter, run_gepa  # noqa: E402
 from experiments.baselines.textgrad_baseline import TextGradProposer  # noqa: E402
 from raso.agent import AgentConfig, ExecutionAgent  # noqa: E402
 from raso.engine import OptimizeConfig, RunDir  # noqa: E402
@@ -50,7 +50,7 @@ def test_gepa_runs_through_the_package_within_the_rollout_budget(tmp_path: Path)
     trajectory_files = list((tmp_path / "gepa" / "trajectories").glob("gepa*/*.json"))
     assert outcome.rollouts_used == len(trajectory_files) <= budget
     assert outcome.gepa_metric_calls == outcome.rollouts_used
-    assert outcome.max_metric_calls == gepa_metric_budget(budget, n_val=3, reflection_minibatch=3)
+    assert outcome.max_metric_calls == budget  # the whole budget: the reported candidate was found within it
     # the reflection model was called through the gateway: its calls are in our ledger
     stages = gw.ledger.by_stage()
     assert stages["gepa.reflection"]["calls"] >= 1

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from raso.harness import Rollout
-from raso.optimizer.render import PromptLimits, render_trajectory
+from raso.optimizer.render import PromptLimits, render_description, render_trajectory
 from raso.skill import Skill, SkillParseError
-
-#: Characters of one rendered trajectory shown to a baseline's reflection/critique model.
-TRAJECTORY_CHARS = 3000
 
 
 def skill_from_text(text: str, *, fallback: Skill) -> Skill:
@@ -23,9 +20,19 @@ def skill_from_text(text: str, *, fallback: Skill) -> Skill:
                      metadata=dict(fallback.metadata))
 
 
-def rollout_feedback(rollout: Rollout, *, chars: int = TRAJECTORY_CHARS, limits: PromptLimits | None = None) -> str:
-    """The rollout as quoted data (reward, error, first observation, final steps) within `chars` characters."""
-    return render_trajectory(rollout, chars, limits or PromptLimits())
+def rollout_feedback(rollout: Rollout, limits: PromptLimits | None = None) -> str:
+    """The rollout as quoted data (reward, error, first observation, final steps) within the same per-trajectory
+    budget RASU's gradient chunks get (`limits.trajectory_chars_each`), so every reflection sees as much of it."""
+    limits = limits or PromptLimits()
+    return render_trajectory(rollout, limits.trajectory_chars_each, limits)
+
+
+def task_and_harness(task_description: str, harness_description: str, limits: PromptLimits | None = None) -> str:
+    """The task description T and harness description H as RASO's roles show them (clipped, neutralised, in the
+    same tags), for a baseline's reflection prompt: every method then knows the harness equally well."""
+    limits = limits or PromptLimits()
+    return (f"<task_description>\n{render_description(task_description, limits)}\n</task_description>\n\n"
+            f"<harness_description>\n{render_description(harness_description, limits)}\n</harness_description>")
 
 
 def score_feedback(rollout: Rollout) -> str:

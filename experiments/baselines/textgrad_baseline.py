@@ -17,8 +17,14 @@ Differences from TextGrad as published, each forced by the setting:
   (rendered as quoted data with its reward). TextGrad's backward through a string function is its own.
 * TextGrad's examples keep a new prompt unless validation gets worse; here the engine's gate accepts a candidate
   only when its val score is strictly higher — the same gate every update method in an experiment goes through.
-* One TGD step per minibatch over the summed per-rollout losses (`textgrad.sum`), as in TextGrad's prompt
-  optimization; no momentum, no gradient memory.
+* The minibatch is cut into chunks of at most `chunk_size` rollouts (RASU's chunk size) and TextGrad takes one TGD
+  step per chunk over that chunk's summed losses (`textgrad.sum`), the skill carried from step to step, as in
+  TextGrad's batched prompt optimization: TGD inlines every gradient's context (the whole trajectory), so one step
+  over a minibatch of 40 would need a ~230k-character prompt that a smaller-context model cannot take. No momentum,
+  no gradient memory. A chunk whose step fails is recorded in `errors` and skipped; when every step fails there is
+  no candidate (the engine records it).
+* Equal information: the skill's role description carries the task and harness descriptions (T, H) as RASO's roles
+  do, and each trajectory is rendered within RASU's per-trajectory budget (`PromptLimits.trajectory_chars_each`).
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
+from raso.optimizer.render import PromptLimits
 from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
-from .common import rollout_feedback, score_feedback, skill_from_text
+from .common import rollout_feedback, score_feedback, skill_from_text, task_and_harness
 
 if TYPE_CHECKING:
     from raso.engine.context import RunContext
@@ -104,38 +111,70 @@ class TextGradProposal(BaseModel):
 
 @dataclass(frozen=True)
 class TextGradProposer:
-    """TextGrad as a raso proposer: one TGD step per minibatch, every call through `ctx.gateway` (it reads nothing
-    else of the context: TextGrad retrieves nothing)."""
+    """TextGrad as a raso proposer: one TGD step per chunk of at most `chunk_size` rollouts (pass the run's
+    `update.chunk_size`, RASU's), every call through `ctx.gateway`; it reads T, H and the prompt limits from the
+    context and nothing else (TextGrad retrieves nothing)."""
+
+    chunk_size: int = 8
 
     def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> TextGradProposal:
-        return textgrad_step(ctx.gateway, skill, rollouts)
+        return textgrad_step(ctx.gateway, skill, rollouts, chunk_size=self.chunk_size,
+                             context=task_and_harness(ctx.task_description, ctx.harness_description,
+                                                      ctx.prompt_limits),
+                             limits=ctx.prompt_limits)
 
 
-def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout]) -> TextGradProposal:
-    """One TextGrad update of `skill` from the minibatch `rollouts`."""
+def skill_role(context: str) -> str:
+    """The skill variable's role description: what a skill is, and for which task and harness (T, H)."""
+    if not context.strip():
+        return SKILL_ROLE
+    return f"{SKILL_ROLE}, for this task and harness:\n{context}"
+
+
+def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], *, chunk_size: int = 8,
+                  context: str = "", limits: PromptLimits | None = None) -> TextGradProposal:
+    """TextGrad's update of `skill` from the minibatch `rollouts`: one TGD step per chunk of `chunk_size`."""
     if not rollouts:
         raise ValueError("TextGrad needs at least one rollout to compute a loss")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     tg = import_textgrad()
     from textgrad.autograd import StringBasedFunction
 
     engine = gateway_engine(gw)
-    skill_var = tg.Variable(skill.to_markdown(), requires_grad=True, role_description=SKILL_ROLE)
+    limits = limits or PromptLimits()
+    skill_var = tg.Variable(skill.to_markdown(), requires_grad=True, role_description=skill_role(context))
     loss_fn = tg.TextLoss(LOSS_PROMPT, engine=engine)
-    losses = []
-    for rollout in rollouts:
-        recorded = f"{score_feedback(rollout)}\n{rollout_feedback(rollout)}"
-        task_text = rollout.trajectory[0].observation if rollout.trajectory else rollout.task_id
-        task_var = tg.Variable(task_text, requires_grad=False, role_description="the task given to the agent")
-        run = StringBasedFunction(fn=lambda skill, task, _recorded=recorded: _recorded, function_purpose=RUN_PURPOSE)
-        trajectory = run(inputs={"skill": skill_var, "task": task_var}, response_role_description=TRAJECTORY_ROLE)
-        losses.append(loss_fn(trajectory))
-    total = tg.sum(losses)
-    total.backward(engine)
-    gradients = [g.value for g in skill_var.gradients]
     optimizer = tg.TGD(parameters=[skill_var], engine=engine, constraints=CONSTRAINTS)
-    optimizer.step()  # raises IndexError when the reply lacks the <IMPROVED_VARIABLE> tags: no candidate this time
+    losses: list[str] = []
+    gradients: list[str] = []
+    errors: list[str] = []
+    chunks = [list(rollouts[i:i + chunk_size]) for i in range(0, len(rollouts), chunk_size)]
+    for number, chunk in enumerate(chunks, 1):
+        optimizer.zero_grad()
+        chunk_losses = []
+        for rollout in chunk:
+            recorded = f"{score_feedback(rollout)}\n{rollout_feedback(rollout, limits)}"
+            task_text = rollout.trajectory[0].observation if rollout.trajectory else rollout.task_id
+            task_var = tg.Variable(task_text, requires_grad=False, role_description="the task given to the agent")
+            run = StringBasedFunction(fn=lambda skill, task, _recorded=recorded: _recorded,
+                                      function_purpose=RUN_PURPOSE)
+            trajectory = run(inputs={"skill": skill_var, "task": task_var},
+                             response_role_description=TRAJECTORY_ROLE)
+            chunk_losses.append(loss_fn(trajectory))
+        tg.sum(chunk_losses).backward(engine)
+        losses.extend(loss.value for loss in chunk_losses)
+        gradients.extend(g.value for g in skill_var.gradients)
+        before = skill_var.value
+        try:
+            optimizer.step()
+        except IndexError as exc:  # the reply lacks the <IMPROVED_VARIABLE> tags: this chunk proposes nothing
+            skill_var.set_value(before)
+            errors.append(f"TGD step {number} of {len(chunks)} gave no skill: {str(exc).splitlines()[0][:200]}")
+    if len(errors) == len(chunks):
+        raise ValueError(f"no TGD step of {len(chunks)} produced a skill ({errors[-1]})")
     candidate = skill_from_text(skill_var.value, fallback=skill)
-    return TextGradProposal(candidate=candidate, losses=[loss.value for loss in losses], gradients=gradients)
+    return TextGradProposal(candidate=candidate, losses=losses, gradients=gradients, errors=errors)
 
 
-__all__ = ["TextGradProposal", "TextGradProposer", "gateway_engine", "import_textgrad", "textgrad_step"]
+__all__ = ["TextGradProposal", "TextGradProposer", "gateway_engine", "import_textgrad", "skill_role", "textgrad_step"]

@@ -116,7 +116,7 @@ EMBEDDED_FIELD_CHARS: dict[str, int] = {
 #: Tighter budgets for an 8k-token context and slow CPU generation: a draft that runs to its cap is unusable
 #: anyway, and each capped attempt costs about a minute.
 EMBEDDED_PROMPT_LIMITS: dict[str, Any] = {
-    "description_chars": 2500, "section_chars": 800, "trajectory_chars": 4000, "step_chars": 300,
+    "description_chars": 2500, "section_chars": 800, "trajectory_chars_each": 1000, "step_chars": 300,
     "skill_chars": 6000, "max_items": 4, "plan_tokens": 400, "lesson_tokens": 200, "skill_tokens": 640,
     "field_chars": EMBEDDED_FIELD_CHARS,
 }

@@ -37,7 +37,9 @@ class PromptLimits(BaseModel):
 
     description_chars: int = Field(default=4000, ge=200, description="task and harness description, each")
     section_chars: int = Field(default=1500, ge=100, description="one retrieved section")
-    trajectory_chars: int = Field(default=6000, ge=500, description="all rollouts of one chunk together")
+    # Per trajectory, whatever the chunk size: every reflection (RASU/RFSU gradient chunks, GEPA's reflective
+    # dataset, TextGrad's loss) sees the same amount of each rollout, so methods differ in what they do with it.
+    trajectory_chars_each: int = Field(default=3000, ge=200, description="one rollout (its last steps first)")
     step_chars: int = Field(default=500, ge=50, description="one observation or action inside a trajectory")
     skill_chars: int = Field(default=12000, ge=500, description="the current skill shown to the optimizer")
     max_items: int = Field(default=6, ge=1, description="failure modes per chunk and after the merge")
@@ -215,5 +217,5 @@ def render_trajectory(rollout: Rollout, budget: int, limits: PromptLimits) -> st
 
 
 def render_trajectories(rollouts: Sequence[Rollout], limits: PromptLimits) -> str:
-    budget = max(limits.trajectory_chars // max(len(rollouts), 1), 300)
-    return "\n".join(render_trajectory(r, budget, limits) for r in rollouts)
+    """Each rollout within `limits.trajectory_chars_each`, independent of how many share the prompt."""
+    return "\n".join(render_trajectory(r, limits.trajectory_chars_each, limits) for r in rollouts)
