@@ -62,19 +62,29 @@ class EmptyLessonError(ValueError):
     """The adaptation reply was valid JSON but carried no knowledge (it restated the requirement or the prompt)."""
 
 
-def adapt_lesson(ctx: "RunContext", requirement: str, sections: Sequence[RetrievedSection]) -> Lesson:
-    """One adaptation call. The lesson's requirement and sources come from the inputs, never from the
+def adapt_lesson(ctx: "RunContext", requirement: str, sections: Sequence[RetrievedSection]) -> Lesson | None:
+    """One adaptation call; None when the model answers that no section supports the requirement (then no
+    lesson is written). The lesson's requirement and sources come from the inputs, never from the
     model's reply, so text in a section cannot retarget the lesson or forge its provenance."""
     out = roles.adapt(ctx.gateway, roles.AdaptationInput(
         requirement=requirement, task_description=ctx.task_description,
         harness_description=ctx.harness_description, sections=list(sections),
     ), ctx.prompt_limits, prompts=ctx.prompts)
+    if not out.supported:
+        return None
     reason = None if words_of(out.lesson) else "it has no words"  # an error for every model
     reason = reason or lesson_rejection(out.lesson, sanitizers_for(ctx.gateway), Context(
         requirement=requirement, prompts=ctx.prompts, headings=[s.ref.heading_path for s in sections]))
     if reason is not None:
         raise EmptyLessonError(f"the lesson was dropped because {reason}: {out.lesson.strip()[:120]!r}")
     return Lesson(requirement=requirement, text=out.lesson.strip(), sources=[s.ref for s in sections])
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """The adaptation agent's answer that no retrieved section supports `requirement`."""
+
+    requirement: str
 
 
 @dataclass
@@ -85,13 +95,21 @@ class Found:
     lessons: list[Lesson] = field(default_factory=list)
     retrieved: list[list[RetrievedSection]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)  # requirements no retrieved section supported
+    adapted_items: int = 0  # items that went through adaptation (0: adaptation off or nothing to adapt)
+    assembled_fallback: bool = False  # skill-init's draft was unusable: the skill was assembled without it
+
+    def supported_share(self) -> float | None:
+        """The share of adapted items that got a supported lesson (None when nothing was adapted)."""
+        return len(self.lessons) / self.adapted_items if self.adapted_items else None
 
 
 def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt: bool) -> Found:
     """Retrieve (`ctx.retriever()`, `ctx.k` sections, `ctx`'s exclusions) and adapt each (requirement, query)
     pair, with up to `ctx.workers` adaptation calls at a time.
 
-    An item whose query finds nothing gets no lesson; an item whose adaptation reply is junk
+    An item whose query finds nothing gets no lesson, nor does one the adaptation agent says no section supports
+    (listed in `unsupported`); an item whose adaptation reply is junk
     (StructuredOutputError, or a lesson that adds nothing) is skipped and reported in `errors`, so one bad
     reply does not sink a whole initialization or update. `adapt=False` keeps the raw sections as the lesson.
     """
@@ -101,7 +119,7 @@ def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt
         for _, query in items
     ]
 
-    def one(index: int) -> Lesson | str | None:
+    def one(index: int) -> Lesson | str | Unsupported | None:
         requirement = items[index][0]
         sections = retrieved[index]
         if not sections:
@@ -109,7 +127,7 @@ def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt
         if not adapt:
             return raw_lesson(requirement, sections, ctx.prompt_limits)
         try:
-            return adapt_lesson(ctx, requirement, sections)
+            return adapt_lesson(ctx, requirement, sections) or Unsupported(requirement)
         except (StructuredOutputError, EmptyLessonError) as exc:
             return f"adaptation for requirement {index + 1} ({requirement[:80]!r}) skipped: {exc}"
 
@@ -119,4 +137,6 @@ def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt
     else:
         results = [one(i) for i in range(len(items))]
     return Found(lessons=[r for r in results if isinstance(r, Lesson)], retrieved=retrieved,
-                 errors=[r for r in results if isinstance(r, str)])
+                 errors=[r for r in results if isinstance(r, str)],
+                 unsupported=[r.requirement for r in results if isinstance(r, Unsupported)],
+                 adapted_items=sum(1 for r in retrieved if r) if adapt else 0)

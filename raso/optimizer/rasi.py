@@ -84,6 +84,7 @@ def write_initial_skill(ctx: "RunContext", requirements: Sequence[Requirement], 
         found.errors.append(f"skill_init: the model's draft was unusable ({exc}; its reply began "
                             f"{exc.raw_text[:160]!r}); the skill was assembled from the requirements and lessons "
                             "without it")
+        found.assembled_fallback = True
         return to_skill(roles.SkillDraft(body=assemble_body(requirements, found.lessons)))
 
 
@@ -104,7 +105,8 @@ class RFSI:
         requirements = plan_requirements(ctx, self.options.num_requirements, self.requirements)
         found = Found()
         skill = write_initial_skill(ctx, requirements, found, self.skill_name)
-        return InitResult(mode="rfsi", skill=skill, requirements=requirements, errors=found.errors)
+        return InitResult(mode="rfsi", skill=skill, requirements=requirements, errors=found.errors,
+                          assembled_fallback=found.assembled_fallback)
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,8 @@ class RASI:
         skill = write_initial_skill(ctx, requirements, found, self.skill_name)
         mode: InitMode = "rasi" if self.options.adapt else "rasi-raw"
         return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=found.lessons,
-                          retrieved=found.retrieved, errors=found.errors)
+                          retrieved=found.retrieved, errors=found.errors, unsupported=found.unsupported,
+                          supported_share=found.supported_share(), assembled_fallback=found.assembled_fallback)
 
 
 def initializer_for(options: InitOptions, *, requirements: Sequence[Requirement] | None = None) -> RASI | RFSI:

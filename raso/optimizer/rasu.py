@@ -161,7 +161,8 @@ def _proposal(ctx: "RunContext", mode: UpdateMode, skill: Skill, diagnosis: Diag
     candidate = rewrite_skill(ctx, skill, diagnosis.gradients, found)
     return UpdateProposal(mode=mode, candidate=candidate, gradients=diagnosis.gradients,
                           chunk_gradients=diagnosis.chunk_gradients, lessons=found.lessons,
-                          retrieved=found.retrieved, errors=found.errors)
+                          retrieved=found.retrieved, errors=found.errors, unsupported=found.unsupported,
+                          supported_share=found.supported_share())
 
 
 def proposer_for(options: UpdateOptions) -> RASU | RFSU:

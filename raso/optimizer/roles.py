@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
@@ -128,10 +128,23 @@ class AdaptationInput(_Input):
 # Output schemas carry no docstring: pydantic would put it into the JSON schema, and a small model copies it.
 class AdaptationOutput(BaseModel):
     # Only the text: which requirement a lesson serves is fixed by the caller, never by the model.
+    # `supported` false says no retrieved section supports the requirement: then no lesson is written (the
+    # RASI - RFSI difference must come from the corpus, not from the model elaborating on the requirement).
 
+    # Both fields are asked for (a grammar-constrained model decides first, then writes); a reply without
+    # `supported` is read as a lesson.
+    model_config = ConfigDict(json_schema_extra={"required": ["supported", "lesson"]})
+
+    supported: bool = True
     # The cap stops a small model from copying the whole prompt into the lesson; no field description either:
     # a small model may return it verbatim as the lesson.
-    lesson: str = Field(min_length=1, max_length=MAX_LESSON_CHARS)
+    lesson: str = Field(default="", max_length=MAX_LESSON_CHARS)
+
+    @model_validator(mode="after")
+    def _a_supported_lesson_has_text(self) -> "AdaptationOutput":
+        if self.supported and not self.lesson.strip():
+            raise ValueError("a supported lesson needs text (say supported: false when no section helps)")
+        return self
 
 
 def adaptation_messages(

@@ -86,6 +86,12 @@ class InitResult(Record):
         default_factory=list, description="per requirement, the sections its query retrieved (empty for RFSI)"
     )
     errors: list[str] = Field(default_factory=list, description="steps that failed and were skipped (e.g. junk lesson)")
+    unsupported: list[str] = Field(default_factory=list,
+                                   description="requirements for which the adaptation agent found no supporting section")
+    supported_share: float | None = Field(
+        default=None, description="share of adapted requirements that got a supported lesson (None: none adapted)")
+    assembled_fallback: bool = Field(
+        default=False, description="skill-init's draft was unusable and s0 was assembled from requirements and lessons")
 
 
 class UpdateProposal(Record):
@@ -103,3 +109,7 @@ class UpdateProposal(Record):
     retrieved: list[list[RetrievedSection]] = Field(default_factory=list)
     unchanged: bool = False
     errors: list[str] = Field(default_factory=list)
+    unsupported: list[str] = Field(default_factory=list,
+                                   description="failure modes for which the adaptation agent found no supporting section")
+    supported_share: float | None = Field(
+        default=None, description="share of adapted failure modes that got a supported lesson (None: none adapted)")
