@@ -168,3 +168,17 @@ def test_textgrad_takes_one_step_per_chunk_and_each_step_sees_at_most_a_chunk() 
     assert len(steps) == 3  # chunks of 2, 2 and 1
     assert all(len(set(re.findall(r'task="(task-\d)"', prompt))) <= 2 for prompt in steps)
     assert len(proposal.losses) == 5 and not proposal.errors
+
+
+def test_proposal_failures_are_counted_per_run() -> None:
+    from experiments.proposals import proposal_failures
+
+    def record(iteration: int, version: int | None, error: str | None = None) -> dict[str, Any]:
+        return {"version": version, "iteration": iteration, "epoch": 0, "batch_index": iteration,
+                "train_task_ids": [], "train_mean_reward": 0.0, "current_version": 0, "reason": "r",
+                "rollouts_used": 0, "cost_usd": 0.0, "error": error}
+
+    runs = [record(1, 1), record(2, None, "IndexError: no tags"), record(3, None, "ValueError: overflow")]
+    assert proposal_failures(runs) == {"iterations": 3, "no_candidate": 2,
+                                       "no_candidate_note": "no candidate: 2 of 3 iterations"}
+    assert proposal_failures(runs[:1])["no_candidate_note"] == ""
