@@ -118,3 +118,20 @@ def discover_games(data_dir: Path | str | None = None) -> dict[str, list[GameRec
         if (data_dir / name).is_dir():
             return _from_manifest(data_dir, data_dir / name)
     return _scan(data_dir)
+
+
+def paper_games(data_dir: Path | str) -> dict[str, list[GameRecord]]:
+    """The paper's 39 / 18 / 134 games (SkillOpt's manifest, shipped in harnesses/paper_splits/alfworld.json) found
+    in `data_dir` (laid out as $ALFWORLD_DATA, or its json_2.1.1 folder itself); PaperSplitError naming what is
+    missing."""
+    from harnesses.paper_splits import select
+
+    data_dir = Path(data_dir)
+    root = data_dir / "json_2.1.1" if (data_dir / "json_2.1.1").is_dir() else data_dir
+    if not root.is_dir():
+        raise GameDataError(f"ALFWorld data folder not found: {data_dir}")
+    available = [f"{p.parent.parent.parent.name}/{p.parent.parent.name}/{p.parent.name}"
+                 for p in root.glob("*/*/*/game.tw-pddl")]
+    ids = select("alfworld", available, str(data_dir))
+    return {split: [record_for(root / game_id / "game.tw-pddl") for game_id in ids[split]]
+            for split in ("train", "val", "test")}

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 from harnesses.alfworld.action_space import alfworld_action_is_valid, alfworld_action_space
 from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
-from harnesses.alfworld.games import GameRecord, discover_games
+from harnesses.alfworld.games import SHIPPED_DATA_DIR, GameRecord, discover_games, paper_games
+from harnesses.paper_splits import check_split_option, data_label, demo_refusal
 from raso.harness import Harness, Task, TextEnv
 from raso.harness.actions import ActionSpace
 
@@ -29,24 +30,38 @@ class AlfworldHarness(Harness):
     resource_dir: ClassVar[Path] = RESOURCE_DIR
 
     def __init__(self, data_dir: str | Path | None = None, *, max_steps: int = 50, show_admissible: bool = True,
-                 observation: str = "skillopt"):
+                 observation: str = "skillopt", split: str = "default"):
         if observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.split = check_split_option(split)
+        if self.split == "paper" and self._demo:
+            raise demo_refusal("alfworld", "ALFWorld's json_2.1.1 games (`alfworld-download`, $ALFWORLD_DATA): "
+                                           "39 train, 18 valid_seen and 134 valid_unseen games of the paper's split")
         self.max_steps = max_steps
         self.show_admissible = show_admissible
         self.observation = observation
         self._records: dict[str, list[GameRecord]] | None = None
         self._by_id: dict[str, GameRecord] = {}
+        if self.split == "paper":
+            self.records()  # data that lacks a game of the paper's split is refused now, not mid-run
 
     def records(self) -> dict[str, list[GameRecord]]:
         if self._records is None:
-            self._records = discover_games(self.data_dir)
+            self._records = paper_games(self.data_dir) if self.split == "paper" else discover_games(self.data_dir)
             self._by_id = {r.id: r for records in self._records.values() for r in records}
         return self._records
 
     def splits(self) -> dict[str, list[Task]]:
         return {split: [self._task(r) for r in records] for split, records in self.records().items()}
+
+    @property
+    def _demo(self) -> bool:
+        return self.data_dir is None or self.data_dir.resolve() == SHIPPED_DATA_DIR
+
+    def data_label(self) -> str:
+        demo = "demo data (ALFWorld games shipped with raso)"
+        return data_label(self.split, self.data_dir, demo=demo if self._demo else None)
 
     @staticmethod
     def _task(record: GameRecord) -> Task:

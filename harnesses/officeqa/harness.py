@@ -11,6 +11,7 @@ from harnesses.officeqa.corpus import DEFAULT_PAGE_CHARS, Corpus
 from harnesses.officeqa.env import OfficeQAEnv
 from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, OfficeQAQuestion, load_questions
 from harnesses.officeqa.splits import DEFAULT_SALT, load_or_make_splits
+from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
 from raso.harness import Harness, Task
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
@@ -41,8 +42,12 @@ class OfficeQAHarness(Harness):
                  tolerance: float = 0.0, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
                  page_chars: int = DEFAULT_PAGE_CHARS, search_k: int = 5, max_open_pages: int = 2,
                  max_observation_chars: int = 5000, index_cache_dir: str | Path | None = None,
-                 cpu_seconds: int = 10, wall_seconds: float = 20.0) -> None:
+                 cpu_seconds: int = 10, wall_seconds: float = 20.0, split: str = "default") -> None:
         self.data_dir = Path(data_dir).expanduser() if data_dir is not None else PACKAGED_DATA_DIR
+        self.split = check_split_option(split)
+        if self.split == "paper" and self.data_dir == PACKAGED_DATA_DIR:
+            raise demo_refusal("officeqa", "OfficeQA Full (officeqa_full.csv and its Treasury Bulletin pages, "
+                                           "databricks/officeqa on Hugging Face)")
         self.subset = subset
         self.questions = load_questions(self.data_dir, subset)
         if not self.questions:
@@ -79,11 +84,18 @@ class OfficeQAHarness(Harness):
         source = str(self.data_dir / f"officeqa_{self.subset}.csv")
         if self.data_dir == PACKAGED_DATA_DIR:
             source = "harnesses/officeqa/data/officeqa_full.csv (synthetic demo, not OfficeQA)"
-        uids = load_or_make_splits(self.questions, self.splits_file, self.split_salt, source)
+        if self.split == "paper":
+            uids = select("officeqa", list(self._by_uid), str(self.data_dir))
+        else:
+            uids = load_or_make_splits(self.questions, self.splits_file, self.split_salt, source)
         return {name: [self.to_task(self._by_uid[u]) for u in members] for name, members in uids.items()}
 
     def splits(self) -> dict[str, list[Task]]:
         return {name: list(tasks) for name, tasks in self._splits.items()}
+
+    def data_label(self) -> str:
+        demo = "demo data (synthetic OfficeQA-style questions shipped with raso)"
+        return data_label(self.split, self.data_dir, demo=demo if self.data_dir == PACKAGED_DATA_DIR else None)
 
     def question(self, task_id: str) -> OfficeQAQuestion:
         try:

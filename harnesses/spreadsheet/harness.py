@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
+from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
 from harnesses.spreadsheet.action_space import SPREADSHEET_ACTION_SPACE, spreadsheet_action_is_valid
 from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.answers import RecalculatedAnswers, default_answer_cache_dir
@@ -47,11 +48,16 @@ class SpreadsheetHarness(Harness):
     def __init__(self, data_dir: str | Path | None = None, recalc: str = DEFAULT_RECALC, max_steps: int | None = None,
                  split_salt: str = DEFAULT_SALT, split_fractions: tuple[float, float, float] | list[float] = DEFAULT_FRACTIONS,
                  cpu_seconds: int = 20, wall_seconds: float = 40.0, memory_mb: int = 1536, preview_rows: int = 10,
-                 prompt_mode: PromptMode = "raso", answer_cache_dir: str | Path | None = None) -> None:
+                 prompt_mode: PromptMode = "raso", answer_cache_dir: str | Path | None = None,
+                 split: str = "default") -> None:
         if prompt_mode not in get_args(PromptMode):
             raise ValueError(f"unknown prompt_mode {prompt_mode!r}; choose one of {list(get_args(PromptMode))}")
         self.prompt_mode = prompt_mode
         self.data_dir = Path(data_dir) if data_dir is not None else PACKAGED_DATA_DIR
+        self.split = check_split_option(split)
+        if self.split == "paper" and self.data_dir == PACKAGED_DATA_DIR:
+            raise demo_refusal("spreadsheet", "SpreadsheetBench Verified-400 (spreadsheetbench_verified_400.tar.gz "
+                                              "from KAKA22/SpreadsheetBench on Hugging Face, unpacked)")
         self._tasks = load_tasks(self.data_dir)
         self._by_id = {t.id: t for t in self._tasks}
         # Fails here, with the install command, if the chosen engine is missing.
@@ -81,11 +87,18 @@ class SpreadsheetHarness(Harness):
 
     @functools.cached_property
     def _splits(self) -> dict[str, list[Task]]:
+        if self.split == "paper":
+            ids = select("spreadsheet", list(self._by_id), str(self.data_dir))
+            return {name: [self.to_task(self._by_id[i]) for i in members] for name, members in ids.items()}
         raw = split_tasks(self._tasks, fractions=self.split_fractions, salt=self.split_salt)  # type: ignore[arg-type]
         return {name: [self.to_task(t) for t in tasks] for name, tasks in raw.items()}
 
     def splits(self) -> dict[str, list[Task]]:
         return {name: list(tasks) for name, tasks in self._splits.items()}
+
+    def data_label(self) -> str:
+        demo = "demo data (50 SpreadsheetBench tasks shipped with raso)"
+        return data_label(self.split, self.data_dir, demo=demo if self.data_dir == PACKAGED_DATA_DIR else None)
 
     def spreadsheet_task(self, task_id: str) -> SpreadsheetTask:
         try:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harnesses.paper_splits import PAPER_SIZES, check_split_option, data_label, demo_refusal, sample_split
 from harnesses.webshop.action_space import webshop_action_is_valid, webshop_action_space
 from harnesses.webshop.catalog import Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
@@ -82,7 +83,13 @@ class WebShopHarness(Harness):
         type_match: str = "words",
         spacy_model: str = "en_core_web_sm",
         reply_thought: bool = True,
+        split: str = "default",
     ):
+        self.split = check_split_option(split)
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        if self.split == "paper" and data_dir is None and human_goals_path is None:
+            raise demo_refusal("webshop", "WebShop's official data (items_shuffle.json, items_ins_v2.json, "
+                                          "items_human_ins.json from princeton-nlp/WebShop's setup)")
         if observation not in OBSERVATION_MODES:
             raise ValueError(f"observation must be one of {OBSERVATION_MODES}, not {observation!r}")
         self.max_steps = max_steps
@@ -110,6 +117,9 @@ class WebShopHarness(Harness):
         if not self.catalog.goals:
             raise CatalogError("the WebShop data holds no usable goals (human goals need attributes)")
         self._goals = {g.id: g for g in self.catalog.goals}
+        if self.split == "paper" and len(self.catalog.goals) <= OFFICIAL_VAL_END:
+            raise demo_refusal("webshop", f"WebShop's official human goals (more than {OFFICIAL_VAL_END}; this data "
+                                          f"has {len(self.catalog.goals)})")
         self._search: ProductSearch | None = None
         self._splits: dict[str, list[Task]] | None = None
 
@@ -133,11 +143,18 @@ class WebShopHarness(Harness):
 
     def splits(self) -> dict[str, list[Task]]:
         if self._splits is None:
-            self._splits = {
-                split: [self._task(goal) for goal in goals]
-                for split, goals in split_goals(self.catalog.goals, self.seed).items()
-            }
+            official = split_goals(self.catalog.goals, self.seed)
+            if self.split == "paper":
+                ids = sample_split({name: [g.id for g in goals] for name, goals in official.items()},
+                                   PAPER_SIZES["webshop"])
+                official = {name: [self._goals[i] for i in members] for name, members in ids.items()}
+            self._splits = {split: [self._task(goal) for goal in goals] for split, goals in official.items()}
         return self._splits
+
+    def data_label(self) -> str:
+        if self.data_dir is None and len(self.catalog.goals) <= OFFICIAL_VAL_END:
+            return "demo data (the small WebShop catalog shipped with raso)"
+        return data_label(self.split, self.data_dir or "the given WebShop files")
 
     @staticmethod
     def _task(goal: Goal) -> Task:

@@ -202,6 +202,11 @@ class Harness(ABC):
     def make_env(self, task: Task) -> TextEnv:
         """A fresh environment for one task."""
 
+    def data_label(self) -> str:
+        """What data the splits come from, as a table row or `result.json` names it ("paper split of <dir>",
+        "demo data ..."); harnesses with a data folder say which. Default: the harness's own tasks."""
+        return f"{self.name} tasks"
+
     def tasks(self, split: str) -> list[Task]:
         splits = self.splits()
         if split not in splits:
