@@ -1,7 +1,10 @@
 """An experiment's outputs from its cells' results: CSVs, a markdown table in the paper's layout, PNG plots.
 
-Scores are percentages (mean test reward x 100) as mean ± standard error over seeds; the per-task rewards of every
-cell are kept in per_task.csv so paired comparisons between methods are possible.
+Scores are percentages (mean test reward x 100) as mean ± standard error over seeds, each cell with its n (test
+tasks × seeds); below the table, each method's paired difference from its row's reference (no skill for init,
+RFSI's s0 for update) with a 95 % paired-bootstrap interval over tasks and seeds (experiments.stats), marked * when
+it excludes 0. The per-task rewards of every cell are kept in per_task.csv. The cost table's headline is init +
+update (what the method spends to produce its skill); the test evaluation has its own column.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from raso.fileio import atomic_write_text
 
 from .config import ExperimentConfig
+from .stats import cell_n, paired_difference, reference_for
 
 STAGES = ("init", "update", "test")
 
@@ -53,9 +57,14 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
         groups[(r["harness"], r["method"], r["setting_index"])].append(r)
+    reference = reference_for(sorted({r["method"] for r in results}))
     rows = []
     for (harness, method, setting_index), cells in sorted(groups.items(), key=lambda kv: kv[0]):
         first = cells[0]
+        n_tasks, n_seeds = cell_n(cells)
+        ref_cells = groups.get((harness, reference, setting_index)) or groups.get((harness, reference, 0)) or []
+        diff = (paired_difference(cells, ref_cells, reference)
+                if reference is not None and method != reference and ref_cells else None)
         test, test_se = mean_se([c["test_mean"] for c in cells])
         val, val_se = mean_se([c["val_best"] for c in cells])
         row = {
@@ -67,7 +76,11 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "rollouts_used_mean": statistics.fmean(c["rollouts_used"] for c in cells),
             "cost_usd_mean": statistics.fmean(_cost(c) for c in cells),
             "wall_time_s_mean": statistics.fmean(c["wall_time_s"] for c in cells),
-            "commit": first["git"]["commit"],
+            "commit": first["git"]["commit"], "n_tasks": n_tasks, "n_seeds": n_seeds,
+            "reference": diff.reference if diff else None, "diff_mean": diff.mean if diff else None,
+            "diff_low": diff.low if diff else None, "diff_high": diff.high if diff else None,
+            "diff_excludes_zero": diff.excludes_zero if diff else None,
+            "diff_n": diff.n if diff else None,
         }
         for stage in STAGES:
             row[f"{stage}_cost_usd"] = statistics.fmean(_cost(c, stage) for c in cells)
@@ -113,7 +126,8 @@ def score_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
                 continue
             label = next(c["label"] for c in cells if c)
             line = ([next(c["setting"] for c in cells if c)] if sweep else []) + [label]
-            line += [fmt(c["test_mean"], c["test_se"]) if c else "–" for c in cells]
+            line += [f"{fmt(c['test_mean'], c['test_se'])} (n={c['n_tasks']}×{c['n_seeds']})" if c else "–"
+                     for c in cells]
             if len(harnesses) > 1:
                 means = [c["test_mean"] for c in cells if c and c["test_mean"] is not None]
                 line.append(f"{statistics.fmean(means) * 100:.2f}" if len(means) == len(harnesses) else "–")
@@ -121,14 +135,30 @@ def score_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
     return _markdown(header, body)
 
 
-def cost_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
-    """Per method and harness: USD, rollouts and tokens per stage (means over seeds)."""
-    header = ["Method", "Harness", "Rollouts", "USD init", "USD update", "USD test", "USD total",
-              "Tokens init", "Tokens update", "Tokens test"]
+def difference_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
+    """Per method and harness: the paired difference from the reference (points of test score), its 95 %
+    bootstrap interval over tasks and seeds (* = excludes 0) and its n; "" when the table has no reference."""
+    shown = [r for r in rows if r.get("diff_mean") is not None]
+    if not shown:
+        return ""
+    header = ["Method", "Harness", f"Δ vs {shown[0]['reference']} (points) [95 % CI]", "n (tasks × seeds)"]
     body = [[r["label"] + (f" ({r['setting']})" if len(config.settings) > 1 else ""), r["harness_label"],
-             f"{r['rollouts_mean']:.0f}", f"{r['init_cost_usd']:.4f}", f"{r['update_cost_usd']:.4f}",
-             f"{r['test_cost_usd']:.4f}", f"{r['cost_usd_mean']:.4f}", f"{r['init_tokens']:.0f}",
-             f"{r['update_tokens']:.0f}", f"{r['test_tokens']:.0f}"] for r in rows]
+             f"{r['diff_mean'] * 100:+.2f} [{r['diff_low'] * 100:+.2f}, {r['diff_high'] * 100:+.2f}]"
+             + ("*" if r["diff_excludes_zero"] else ""),
+             f"{r['diff_n'] // max(r['n_seeds'], 1)} × {r['n_seeds']}"] for r in shown]
+    return _markdown(header, body)
+
+
+def cost_table(config: ExperimentConfig, rows: list[dict[str, Any]]) -> str:
+    """Per method and harness: the headline cost of producing the skill (init + update: USD and tokens), then each
+    stage, the test evaluation in its own column (means over seeds)."""
+    header = ["Method", "Harness", "Rollouts", "USD (init + update)", "Tokens (init + update)", "USD init",
+              "USD update", "Tokens init", "Tokens update", "USD test", "Tokens test"]
+    body = [[r["label"] + (f" ({r['setting']})" if len(config.settings) > 1 else ""), r["harness_label"],
+             f"{r['rollouts_mean']:.0f}", f"{r['init_cost_usd'] + r['update_cost_usd']:.4f}",
+             f"{r['init_tokens'] + r['update_tokens']:.0f}", f"{r['init_cost_usd']:.4f}",
+             f"{r['update_cost_usd']:.4f}", f"{r['init_tokens']:.0f}", f"{r['update_tokens']:.0f}",
+             f"{r['test_cost_usd']:.4f}", f"{r['test_tokens']:.0f}"] for r in rows]
     return _markdown(header, body)
 
 
@@ -223,9 +253,14 @@ def write_tables(config: ExperimentConfig, results: list[dict[str, Any]]) -> dic
     out["per_task"] = atomic_write_text(root / "per_task.csv", _csv(per_task))
     commits = sorted({str(r["git"]["commit"]) for r in results})
     seeds = sorted({r["seed"] for r in results})
-    footer = (f"\n\nTest score (%), mean ± standard error over seeds {seeds}; config `{config.name}` "
-              f"({config.table}); model `{config.model}`; commit(s) {', '.join(c[:10] for c in commits)}.\n")
+    footer = (f"\n\nTest score (%), mean ± standard error over seeds {seeds}, n = test tasks × seeds; config "
+              f"`{config.name}` ({config.table}); model `{config.model}`; commit(s) "
+              f"{', '.join(c[:10] for c in commits)}.\n")
     main = cost_table(config, rows) if config.table == "cost" else score_table(config, rows)
+    differences = difference_table(config, rows)
+    if differences:
+        footer += (f"\nPaired difference from the reference, 95 % bootstrap interval over test tasks and seeds "
+                   f"(fixed seed); * marks an interval that excludes 0.\n\n{differences}\n")
     out["markdown"] = atomic_write_text(root / f"{config.table}.md", f"# {config.name}\n\n{main}{footer}")
     out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows)}\n")
     if rows and config.table == "k_sweep":
@@ -238,4 +273,4 @@ def write_tables(config: ExperimentConfig, results: list[dict[str, Any]]) -> dic
     return out
 
 
-__all__ = ["aggregate", "cost_table", "fmt", "mean_se", "score_table", "write_tables"]
+__all__ = ["aggregate", "cost_table", "difference_table", "fmt", "mean_se", "score_table", "write_tables"]

@@ -77,7 +77,7 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     # the paper's layout: methods down, the harness across, mean ± standard error in percent
     table = (root / "init.md").read_text()
     assert "| Method | CountingHarness(n_tasks=6) |" in table
-    assert "| No skill | 0.00 ± 0.00 |" in table and "| RASI | 100.00 ± 0.00 |" in table
+    assert "| No skill | 0.00 ± 0.00 (n=" in table and "| RASI | 100.00 ± 0.00 (n=" in table
     assert table.index("No skill") < table.index("SkillRouter") < table.index("RFSI") < table.index("| RASI")
     rows = list(csv.DictReader((root / "per_task.csv").open()))
     assert len(rows) == 12 * 6  # every cell's per-task rewards, for paired comparisons

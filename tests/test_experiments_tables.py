@@ -37,8 +37,9 @@ def test_score_table_has_methods_down_harnesses_across(tmp_path: Path) -> None:
     table = score_table(config, aggregate(results))
     lines = table.splitlines()
     assert lines[0] == "| Method | spreadsheet | officeqa | Avg. |"
-    assert lines[2] == "| No skill | 25.00 ± 0.00 | 50.00 ± 0.00 | 37.50 |"  # the config's method order
-    assert lines[3] == "| RASI | 66.67 ± 33.33 | 50.00 ± 0.00 | 58.33 |"
+    # the config's method order; every cell states its n (test tasks x seeds)
+    assert lines[2] == "| No skill | 25.00 ± 0.00 (n=1×3) | 50.00 ± 0.00 (n=1×3) | 37.50 |"
+    assert lines[3] == "| RASI | 66.67 ± 33.33 (n=1×3) | 50.00 ± 0.00 (n=1×3) | 58.33 |"
     paths = write_tables(config, results)
     assert paths["csv"].read_text().splitlines()[0].startswith("harness,harness_label,method,label,setting")
     assert "abc123" in paths["markdown"].read_text()  # the commit is on the table
@@ -52,7 +53,10 @@ def test_sweep_table_and_cost_table(tmp_path: Path) -> None:
     rows = aggregate(results)
     table = score_table(config, rows).splitlines()
     assert table[0] == "| Setting | Method | spreadsheet |"
-    assert table[2:] == ["| k=1 | RASO (RASI + RASU) | 20.00 ± 0.00 |", "| k=3 | RASO (RASI + RASU) | 60.00 ± 0.00 |"]
+    assert table[2:] == ["| k=1 | RASO (RASI + RASU) | 20.00 ± 0.00 (n=1×3) |",
+                         "| k=3 | RASO (RASI + RASU) | 60.00 ± 0.00 (n=1×3) |"]
     cost = cost_table(config, rows).splitlines()
-    assert cost[2].split(" | ")[2:7] == ["6", "0.5000", "0.5000", "0.5000", "1.5000"]
+    # the headline is init + update (USD, tokens); the test evaluation has its own column
+    assert cost[0].split(" | ")[3:5] == ["USD (init + update)", "Tokens (init + update)"]
+    assert cost[2].split(" | ")[2:11] == ["6", "1.0000", "30", "0.5000", "0.5000", "15", "15", "0.5000", "15 |"]
     assert write_tables(config, results)["plot"].read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,87 @@
+"""Paired differences with bootstrap confidence intervals, for the tables.
+
+A method is compared with its row's reference (the `none` method of an init table: no skill; the `rfsi` method of an
+update table: the s0 every update starts from) on the same test tasks and seeds: d[seed, task] = reward of the
+method − reward of the reference. The 95 % interval is a paired bootstrap over seeds and tasks (both resampled with
+replacement, a fixed generator seed, so a table is reproducible); an interval that excludes 0 is marked. `n` is
+test tasks × seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Which method a row is compared with, in order of preference (init tables: no skill; update tables: RFSI's s0).
+REFERENCES = ("none", "rfsi")
+RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean paired difference (method − reference) in reward units, its 95 % bootstrap interval and its n."""
+
+    reference: str
+    mean: float
+    low: float
+    high: float
+    tasks: int
+    seeds: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def n(self) -> int:
+        return self.tasks * self.seeds
+
+    def text(self, scale: float = 100.0) -> str:
+        mark = "*" if self.excludes_zero else ""
+        return f"{self.mean * scale:+.2f} [{self.low * scale:+.2f}, {self.high * scale:+.2f}]{mark}"
+
+
+def reference_for(methods: Sequence[str]) -> str | None:
+    """The reference method among `methods` (None when the table has none: no differences are shown)."""
+    return next((m for m in REFERENCES if m in methods), None)
+
+
+def per_task(cell: dict[str, Any]) -> dict[str, float]:
+    return {str(t["task_id"]): float(t["reward"]) for t in cell.get("test_per_task") or []}
+
+
+def paired_difference(cells: Sequence[dict[str, Any]], reference_cells: Sequence[dict[str, Any]], reference: str,
+                      *, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> PairedDifference | None:
+    """The paired difference of `cells` (one per seed) against `reference_cells` over the seeds both have and the
+    test tasks every one of those seeds scored; None when nothing pairs."""
+    ref_by_seed = {c["seed"]: per_task(c) for c in reference_cells}
+    pairs = [(per_task(c), ref_by_seed[c["seed"]]) for c in sorted(cells, key=lambda c: c["seed"])
+             if c["seed"] in ref_by_seed]
+    if not pairs:
+        return None
+    tasks = sorted(set.intersection(*(set(m) & set(r) for m, r in pairs)))
+    if not tasks:
+        return None
+    import numpy as np
+
+    diffs = np.array([[m[t] - r[t] for t in tasks] for m, r in pairs], dtype=float)  # seeds x tasks
+    n_seeds, n_tasks = diffs.shape
+    rng = np.random.default_rng(seed)
+    picked_seeds = rng.integers(n_seeds, size=(resamples, n_seeds))
+    picked_tasks = rng.integers(n_tasks, size=(resamples, n_tasks))
+    # per resample: the mean over its seeds of each seed's mean over its tasks (= the mean over the grid)
+    seed_means = diffs[:, picked_tasks].mean(axis=2)  # seeds x resamples
+    means = np.take_along_axis(seed_means.T, picked_seeds, axis=1).mean(axis=1)
+    low, high = (float(q) for q in np.quantile(means, [0.025, 0.975]))
+    observed = float(diffs.mean())
+    return PairedDifference(reference=reference, mean=observed, low=low, high=high, tasks=n_tasks, seeds=n_seeds)
+
+
+def cell_n(cells: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(test tasks, seeds) of a table cell: the most tasks any seed scored, and the number of seeds."""
+    return max((len(c.get("test_per_task") or []) for c in cells), default=0), len(cells)
+
+
+__all__ = ["BOOTSTRAP_SEED", "PairedDifference", "REFERENCES", "cell_n", "paired_difference", "reference_for"]
