@@ -182,3 +182,54 @@ def test_proposal_failures_are_counted_per_run() -> None:
     assert proposal_failures(runs) == {"iterations": 3, "no_candidate": 2,
                                        "no_candidate_note": "no candidate: 2 of 3 iterations"}
     assert proposal_failures(runs[:1])["no_candidate_note"] == ""
+
+
+class FailingOnce:
+    """The real agent, except that every rollout of its `fail_at`-th call to a batch is an outage."""
+
+    def __init__(self, agent: Any, down_for: int) -> None:
+        self.agent, self.down_for, self.calls = agent, down_for, 0
+
+    def run(self, harness: Any, task: Any, skills: Any) -> Rollout:
+        self.calls += 1
+        if self.calls > 3 and self.down_for > 0:  # s0's val evaluation (3 tasks) goes through, then an outage
+            self.down_for -= 1
+            return Rollout(task_id=task.id, harness=harness.name, reward=0.0, outcome="infrastructure",
+                           error="APIConnectionError: connection refused")
+        return self.agent.run(harness, task, skills)
+
+
+def test_gepa_stops_on_an_outage_and_a_rerun_resumes_without_scoring_it(tmp_path: Path) -> None:
+    agent_model, optimizer_model = scripted_models()
+    gw = _gateway(agent_model, optimizer_model)
+    harness = CountingHarness(n_tasks=6)
+    agent = ExecutionAgent(gw, AgentConfig(role="agent"))
+    kwargs = dict(train=harness.tasks("train"), val=harness.tasks("val"), budget_rollouts=21,
+                  run_dir=tmp_path / "gepa", seed=1)
+    with pytest.raises(InfrastructureError):
+        run_gepa(harness, FailingOnce(agent, down_for=3), gw, seed_skill=S0, workers=1, **kwargs)
+    outcome = run_gepa(harness, agent, gw, seed_skill=S0, workers=1, **kwargs)
+    assert outcome.best_val == 1.0  # the outage's zeros never reached GEPA's scores
+    assert 0.0 not in outcome.val_scores[1:]
+
+
+def test_a_textgrad_chunk_whose_step_fails_is_recorded_and_the_others_still_count() -> None:
+    from test_experiments_support import optimizer_reply
+
+    calls = {"tgd": 0}
+
+    def flaky(messages: list[dict[str, Any]]) -> str:
+        if "<IMPROVED_VARIABLE>" in str(messages[0].get("content")):
+            calls["tgd"] += 1
+            if calls["tgd"] == 1:
+                return "I would rather not."  # no tags: this chunk's step gives no skill
+        return optimizer_reply(messages)
+
+    from raso.llm.scripted import ScriptedModel
+
+    agent_model, _ = scripted_models()
+    optimizer_model = ScriptedModel(flaky, name="flaky-optimizer")
+    gw = _gateway(agent_model, optimizer_model)
+    proposal = textgrad_step(gw, S0, [long_rollout(f"task-{i}", steps=3) for i in range(3)], chunk_size=2)
+    assert len(proposal.errors) == 1 and proposal.errors[0].startswith("TGD step 1 of 2 gave no skill")
+    assert "COUNT-UP" in proposal.candidate.body  # the second chunk's step still improved the skill
