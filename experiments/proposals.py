@@ -7,7 +7,9 @@ its s0 in the table; the table must say so. `proposal_failures` gives the number
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from raso.engine.state import CandidateRecord
@@ -22,4 +24,24 @@ def proposal_failures(candidates: Iterable[CandidateRecord | dict[str, Any]]) ->
     return {"iterations": len(records), "no_candidate": failed, "no_candidate_note": note}
 
 
-__all__ = ["proposal_failures"]
+def init_notes(init_json: Path | None) -> dict[str, Any]:
+    """From an init.json (InitResult.to_dict()): the share of requirements with a supported lesson and whether
+    skill-init's assembled fallback made s0 (both None when there is no such record, e.g. s0 from a file)."""
+    if init_json is None or not Path(init_json).is_file():
+        return {"supported_share": None, "assembled_fallback": None}
+    record = json.loads(Path(init_json).read_text(encoding="utf-8"))
+    return {"supported_share": record.get("supported_share"), "assembled_fallback": record.get("assembled_fallback")}
+
+
+def cell_notes(harness: Any, *, checkpoint: Path | None = None, init_json: Path | None = None) -> dict[str, Any]:
+    """What a cell's `result.json` says beside its scores: the data it ran on (`harness.data_label()`), how often
+    its update proposal produced nothing (from the engine's checkpoint), and its init's supported-lesson share
+    and assembled fallback (from init.json)."""
+    failures: dict[str, Any] = {"iterations": None, "no_candidate": None, "no_candidate_note": ""}
+    if checkpoint is not None and Path(checkpoint).is_file():
+        state = json.loads(Path(checkpoint).read_text(encoding="utf-8"))
+        failures = proposal_failures(state.get("candidates") or [])
+    return {"data": harness.data_label(), **failures, **init_notes(init_json)}
+
+
+__all__ = ["cell_notes", "init_notes", "proposal_failures"]

@@ -233,3 +233,20 @@ def test_a_textgrad_chunk_whose_step_fails_is_recorded_and_the_others_still_coun
     proposal = textgrad_step(gw, S0, [long_rollout(f"task-{i}", steps=3) for i in range(3)], chunk_size=2)
     assert len(proposal.errors) == 1 and proposal.errors[0].startswith("TGD step 1 of 2 gave no skill")
     assert "COUNT-UP" in proposal.candidate.body  # the second chunk's step still improved the skill
+
+
+def test_cell_notes_name_the_data_the_failed_proposals_and_the_init_support(tmp_path: Path) -> None:
+    import json as _json
+
+    from experiments.proposals import cell_notes
+
+    record = {"version": None, "iteration": 1, "epoch": 0, "batch_index": 0, "train_task_ids": [],
+              "train_mean_reward": 0.0, "current_version": 0, "reason": "no candidate", "rollouts_used": 0,
+              "cost_usd": 0.0, "error": "IndexError: no tags"}
+    (tmp_path / "checkpoint.json").write_text(_json.dumps({"candidates": [record, {**record, "version": 1,
+                                                                                   "error": None}]}))
+    (tmp_path / "init.json").write_text(_json.dumps({"supported_share": 0.6, "assembled_fallback": True}))
+    notes = cell_notes(CountingHarness(), checkpoint=tmp_path / "checkpoint.json", init_json=tmp_path / "init.json")
+    assert notes == {"data": "toy tasks", "iterations": 2, "no_candidate": 1,
+                     "no_candidate_note": "no candidate: 1 of 2 iterations", "supported_share": 0.6,
+                     "assembled_fallback": True}
