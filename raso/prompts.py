@@ -118,6 +118,17 @@ class PromptLibrary:
         (a harness override may leave a slot out)."""
         return _fill(self.template(name), values, name=name).strip() + "\n"
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled with every template read, so a library sent to a rollout worker (raso.agent.executors) needs
+        none of these folders there."""
+        texts = {name: self.template(name) for name in self.names()}
+        return {"folders": self.folders, "texts": texts}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.folders = state["folders"]  # type: ignore[assignment]
+        self._texts = dict(state["texts"])  # type: ignore[call-overload]
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"PromptLibrary({[str(f) for f in self.folders]!r})"
 

@@ -1,8 +1,8 @@
 """Parallel evaluation: run a skill on a list of tasks and collect the rollouts in task order.
 
-Rollouts run in a thread pool; the gateway's `max_concurrency` bounds the model calls across threads. A
-rollout that crashes (even in a harness that overrides `rollout` carelessly) scores 0 with its error, so one
-bad task never stops an evaluation.
+Rollouts run in a thread pool, or where a `RolloutExecutor` puts them (raso.agent.executors); the gateway's
+`max_concurrency` bounds the model calls across all of them. A rollout that crashes (even in a harness that
+overrides `rollout` carelessly) scores 0 with its error, so one bad task never stops an evaluation.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from raso.harness import Harness, Rollout, RolloutRunner, Task, failed_rollout
+from raso.harness import Harness, Rollout, RolloutRunner, Task
 from raso.skill import Skill
+
+from .executors import RolloutExecutor, ThreadExecutor
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -118,18 +119,6 @@ class EvalResult(BaseModel):
                    skill_names=data.get("skill_names", []), wall_time_s=data.get("wall_time_s", 0.0))
 
 
-def _guarded_rollout(harness: Harness, agent: RolloutRunner, task: Task, skills: Sequence[Skill]) -> Rollout:
-    started = time.perf_counter()
-    try:
-        rollout = harness.rollout(task, skills, agent)
-        if not isinstance(rollout, Rollout):
-            raise TypeError(f"{type(harness).__name__}.rollout returned {type(rollout).__name__}, not a Rollout")
-        return rollout
-    except Exception as exc:  # harness.rollout should never raise; if one does, it still only scores 0
-        return failed_rollout(getattr(harness, "name", type(harness).__name__), task, skills, exc,
-                              wall_time_s=time.perf_counter() - started)
-
-
 def evaluate(
     harness: Harness,
     agent: RolloutRunner,
@@ -139,12 +128,15 @@ def evaluate(
     max_workers: int = 2,
     trajectories_dir: str | Path | None = None,
     on_rollout: Callable[[Rollout], Any] | None = None,
+    executor: RolloutExecutor | None = None,
 ) -> EvalResult:
     """Run every task with `skills` and return the rollouts in task order.
 
-    Each finished rollout is written to `trajectories_dir/<index>_<task id>.json` (if given) and passed to
-    `on_rollout` in the calling thread; an exception from `on_rollout` cancels the tasks not yet started
-    and propagates (how a caller stops an evaluation, e.g. when a budget runs out).
+    `executor` says where the rollouts run (raso.agent.executors; None = a pool of `max_workers` threads here);
+    `agent` must be the one it built (`executor.agent(...)`). Each finished rollout is written to
+    `trajectories_dir/<index>_<task id>.json` (if given) and passed to `on_rollout` in the calling thread; an
+    exception from `on_rollout` cancels the tasks not yet started and propagates (how a caller stops an
+    evaluation, e.g. when a budget runs out).
     """
     skills = list(skills)
     tasks = list(tasks)
@@ -153,25 +145,17 @@ def evaluate(
         out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results: list[Rollout | None] = [None] * len(tasks)
-    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="rollout") as pool:
-        pending: dict[Future[Rollout], int] = {
-            pool.submit(_guarded_rollout, harness, agent, task, skills): i for i, task in enumerate(tasks)
-        }
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = pending.pop(future)
-                    rollout = future.result()  # cannot raise: _guarded_rollout catches
-                    results[index] = rollout
-                    if out_dir is not None:
-                        rollout.save(out_dir / trajectory_filename(index, tasks[index].id))
-                    if on_rollout is not None:
-                        on_rollout(rollout)
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+    runner = executor if executor is not None else ThreadExecutor(max_workers)
+    batch = runner.run(harness, agent, tasks, skills)
+    try:
+        for index, rollout in batch:
+            results[index] = rollout
+            if out_dir is not None:
+                rollout.save(out_dir / trajectory_filename(index, tasks[index].id))
+            if on_rollout is not None:
+                on_rollout(rollout)
+    finally:
+        batch.close()  # cancels the rollouts not yet started when the loop stopped early
     return EvalResult(
         harness=getattr(harness, "name", type(harness).__name__),
         rollouts=[r for r in results if r is not None],

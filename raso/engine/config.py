@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from raso.agent.executors import BACKENDS, ExecutionOptions
 from raso.choices import AgentMode, RetrievalKind, UpdateKind, choices_of
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
 from raso.llm.profiles import profile_for
@@ -124,6 +125,11 @@ class OptimizeConfig(BaseModel):
     seed: int = Field(default=0, description="seed of the minibatch order")
     workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
 
+    execution: ExecutionOptions = Field(
+        default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
+        "ray), or in a config file a table with backend, address, workers, driver_host (raso.agent.executors)",
+        json_schema_extra=cli("--execution", choices=list(BACKENDS)))
+
     # where
     run_dir: Path | None = Field(default=None, description="the run directory; None = runs/<harness>-<UTC time>")
     quick_defaults_applied: list[str] = Field(default_factory=list, description="fields filled by "
@@ -143,6 +149,11 @@ class OptimizeConfig(BaseModel):
     @classmethod
     def _retrieval_kind(cls, value: Any) -> Any:
         return {"kind": value} if isinstance(value, str) else value
+
+    @field_validator("execution", mode="before")
+    @classmethod
+    def _execution_backend(cls, value: Any) -> Any:
+        return {"backend": value} if isinstance(value, str) else value
 
     @field_validator("harness", "model")
     @classmethod

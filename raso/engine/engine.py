@@ -31,7 +31,6 @@ from .config import OptimizeConfig
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .protocols import RunComponents
-from .replay import UnitGateway
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 from .state import OLDEST_READABLE_VERSION, STATE_VERSION, CandidateRecord, CurvePoint, PendingIteration, RunState, TestScore
 
@@ -140,6 +139,11 @@ class Engine:
         if not self.train_tasks:
             raise RunError(f"harness {self.harness.name!r} has no train tasks to optimize on")
         self._check_pending_tasks()
+        from raso.agent.executors import make_executor
+
+        self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
+                                      harness_name=config.harness, harness_options=config.harness_options,
+                                      default_workers=config.workers)
 
     def _check_pending_tasks(self) -> None:
         """A checkpoint whose pending minibatch names tasks this harness does not have (its data changed since the
@@ -205,10 +209,10 @@ class Engine:
         from raso.agent.evaluate import evaluate, trajectory_filename
 
         tasks = list(tasks)
-        agent = self.parts.agent_factory(UnitGateway(self.gateway, batch))
+        agent = self.executor.agent(self.parts.agent_factory, self.gateway, batch)
         self._event("batch_started", batch=batch, size=len(tasks))
         result = evaluate(
-            self.harness, agent, tasks, skills=[skill], max_workers=self.config.workers,
+            self.harness, agent, tasks, skills=[skill], executor=self.executor,
             trajectories_dir=self.run_dir.trajectories_dir(batch),
             on_rollout=lambda r: self._event("rollout_done", batch=batch, task_id=r.task_id, reward=r.reward,
                                              error=bool(r.error)),
@@ -225,8 +229,7 @@ class Engine:
             if self.config.infra_retry_wait_s:
                 time.sleep(self.config.infra_retry_wait_s * attempt)
             # the same unit tag: the turns that succeeded replay from the cache, the failed call is made afresh
-            again = evaluate(self.harness, agent, [tasks[i] for i in failed], skills=[skill],
-                             max_workers=self.config.workers)
+            again = evaluate(self.harness, agent, [tasks[i] for i in failed], skills=[skill], executor=self.executor)
             for index, rollout in zip(failed, again.rollouts):
                 rollouts[index] = rollout
                 rollout.save(self.run_dir.trajectories_dir(batch) / trajectory_filename(index, tasks[index].id))
@@ -289,8 +292,11 @@ class Engine:
 
     # ------------------------------------------------------------------ phases
     def run(self) -> OptimizeResult:
-        with _DegradationLog(self.state):
-            return self._run()
+        try:
+            with _DegradationLog(self.state):
+                return self._run()
+        finally:
+            self.executor.close()
 
     def _run(self) -> OptimizeResult:
         try:

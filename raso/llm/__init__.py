@@ -6,6 +6,7 @@ light imports (`raso.llm.config`, the CLI's `--help`) stay fast.
 
 from typing import Any
 
+from .completion import Completion
 from .config import DEFAULT_LOCAL_MODEL, GatewayConfig, RetryConfig, RoleConfig
 from .errors import (
     BudgetExceededError,
@@ -19,7 +20,7 @@ from .errors import (
 )
 from .ledger import CallRecord, UsageLedger
 
-_FROM_GATEWAY = ("Completion", "LLMGateway", "is_transient", "supports_schema_mode")
+_FROM_GATEWAY = ("LLMGateway", "is_transient", "supports_schema_mode")
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from raso.prompts import PromptLibrary
@@ -22,6 +22,7 @@ from raso.prompts import PromptLibrary
 from . import local, scripted  # noqa: F401  (importing registers the `local/` and `scripted/` providers)
 from ._litellm import litellm
 from .cache import ResponseCache, cache_key
+from .completion import Completion
 from .config import GatewayConfig, ModelPrice, RetryConfig, RoleConfig, StructuredOutputMode
 from .errors import (
     BudgetExceededError,
@@ -71,24 +72,6 @@ def is_transient(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status == 429 or status >= 500)
-
-
-class Completion(BaseModel):
-    """One reply. On a cache hit `cached` is True and tokens/cost are 0 (nothing was spent)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str
-    model: str
-    role: str
-    stage: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    cached: bool = False
-    retries: int = 0
-    finish_reason: str | None = None
-    latency_s: float = 0.0
 
 
 def supports_schema_mode(model: str) -> bool:
