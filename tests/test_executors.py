@@ -87,8 +87,10 @@ def test_processes_backend_gives_the_threads_run_and_its_ledger(tmp_path: Path, 
     assert os.getpid() not in pids and 1 <= len(pids) <= 2  # rollouts ran in the pool's worker processes
 
 
+@pytest.mark.cluster
 def test_dask_cluster_gives_the_threads_run_and_its_ledger(tmp_path: Path, threads_run: Any) -> None:
-    distributed = pytest.importorskip("distributed")
+    import distributed  # the `distributed` extra; installed with `dev`
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
         other = _toy_run(tmp_path / "run", ExecutionOptions(backend="dask", address=cluster.scheduler_address))
@@ -97,6 +99,7 @@ def test_dask_cluster_gives_the_threads_run_and_its_ledger(tmp_path: Path, threa
     assert os.getpid() not in _pids(other[1])
 
 
+@pytest.mark.cluster
 def test_local_ray_gives_the_threads_run_and_its_ledger(tmp_path: Path, threads_run: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import ray  # noqa: F401  (the `ray` extra; installed with `dev`)
