@@ -16,10 +16,11 @@ from test_engine_support import named_scripted_model, toy_initializer, toy_propo
 
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.agent.evaluate import evaluate
-from raso.agent.executors import ExecutionOptions, ProcessExecutor, RemoteGateway, harness_spec
+from raso.agent.executors import REMOTE_METHODS, ExecutionOptions, ProcessExecutor, RemoteGateway, harness_spec
 from raso.api import optimize
 from raso.engine import OptimizeConfig, RunDir
 from raso.engine.config import ConfigError, build_config
+from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import read_jsonl
 from raso.llm.errors import LLMUnavailableError
 from raso.testing import count_script, scripted_gateway
@@ -78,6 +79,17 @@ def test_execution_section_in_the_config() -> None:
                                                                                                "tcp://10.0.0.5:8786", 8)
     with pytest.raises(ConfigError, match="execution.backend"):
         build_config(overrides={"execution": {"backend": "slurm"}}, quick_local_defaults=False)
+    with pytest.raises(ConfigError, match="address is for a cluster"):
+        build_config(overrides={"execution": {"backend": "processes", "address": "tcp://h:8786"}},
+                     quick_local_defaults=False)
+
+
+def test_remote_gateway_offers_what_the_unit_gateway_does_but_the_ledger() -> None:
+    def public(cls: type) -> set[str]:
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert public(RemoteGateway) == public(UnitGateway) - {"ledger"} | {"address"}
+    assert set(REMOTE_METHODS) == public(UnitGateway) - {"ledger", "unit", "config"}
 
 
 def test_processes_backend_gives_the_threads_run_and_its_ledger(tmp_path: Path, threads_run: Any) -> None:

@@ -28,7 +28,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raso.harness import Harness, Rollout, RolloutRunner, Task, failed_rollout
 from raso.llm.errors import LLMError, LLMUnavailableError
@@ -64,6 +64,14 @@ class ExecutionOptions(BaseModel):
     driver_host: str | None = Field(default=None, description="the host name or IP address at which the workers "
                                     "reach this process's model-call server; None = the local address on the route "
                                     "to the cluster (loopback for a local one)")
+
+    @model_validator(mode="after")
+    def _address_needs_a_cluster(self) -> ExecutionOptions:
+        if self.backend in ("threads", "processes") and (self.address or self.driver_host):
+            given = "address" if self.address else "driver_host"
+            raise ValueError(f"{given} is for a cluster: set backend to dask or ray (backend {self.backend} runs "
+                             "on this machine)")
+        return self
 
 
 class InfrastructureFailure(RuntimeError):
@@ -185,14 +193,14 @@ class RemoteGateway:
     be reached is an outage (LLMUnavailableError: infrastructure), never the agent's failure."""
 
     def __init__(self, address: tuple[str, int], authkey: bytes, unit: str, config: Any) -> None:
-        self.address = tuple(address)
+        self._address = (str(address[0]), int(address[1]))
         self._authkey = authkey
         self._unit = unit
-        self.config = config
+        self._config = config
         self._local = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"address": self.address, "authkey": self._authkey, "unit": self._unit, "config": self.config}
+        return {"address": self._address, "authkey": self._authkey, "unit": self._unit, "config": self._config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["address"], state["authkey"], state["unit"], state["config"])  # type: ignore[misc]
@@ -201,10 +209,20 @@ class RemoteGateway:
     def unit(self) -> str:
         return self._unit
 
+    @property
+    def config(self) -> Any:
+        """The driver's GatewayConfig (read-only here: the driver's gateway makes the calls)."""
+        return self._config
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The driver's model-call server."""
+        return self._address
+
     def _connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = Client(self.address, authkey=self._authkey)
+            conn = self._local.conn = Client(self._address, authkey=self._authkey)
         return conn
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
