@@ -107,14 +107,18 @@ def make_executor(backend: str, workers: int, gateway: Any, harness: Any, option
 
 
 def run_batch(executor: Any, gateway: Any, harness: Any, tasks: list[Task], unit: str) -> tuple[float, float]:
-    """(wall seconds, mean reward) of one batch."""
+    """(wall seconds, mean reward) of one batch; a failed rollout's error is printed."""
     from raso.agent import AgentConfig, ExecutionAgent
     from raso.agent.evaluate import evaluate
 
     agent = executor.agent(lambda gw: ExecutionAgent(gw, AgentConfig(mode="none")), gateway, unit)
     started = time.perf_counter()
     result = evaluate(harness, agent, tasks, executor=executor)
-    return time.perf_counter() - started, result.mean_reward
+    wall = time.perf_counter() - started
+    failed = [r for r in result.rollouts if r.error]
+    if failed:
+        print(f"  {len(failed)} rollout(s) failed on {executor.name}: {failed[0].error.splitlines()[0]}", flush=True)
+    return wall, result.mean_reward
 
 
 def cpu_s() -> float:
@@ -143,7 +147,10 @@ def main() -> None:
     def measure(latency: float, delay: float, n: int, plan: list[tuple[str, int]]) -> dict[str, tuple]:
         StandInModel.latency = latency
         options = {"n_tasks": n, "step_delay_s": delay}
-        harness = SlowCountingHarness(**options)
+        # the class by its module name, which the workers import (this script itself runs as __main__)
+        from bench_executors import SlowCountingHarness as ByName
+
+        harness = ByName(**options)
         tasks = harness.tasks("test")
         out: dict[str, tuple] = {}
         for backend, workers in plan:
@@ -172,7 +179,8 @@ def main() -> None:
 
     serial = slow["threads (1)"]
     base = fast["threads (1)"][2] / args.overhead_tasks
-    print("\n| backend | workers | startup s | wall s (batch) | vs serial | calls | driver CPU s | overhead ms/rollout |")
+    print("\n| backend | workers | first batch s (1 task per worker: startup) | wall s (batch) | vs serial | calls "
+          "| driver CPU s | overhead ms/rollout |")
     print("|---|---|---|---|---|---|---|---|")
     for name, (workers, startup, wall, _reward, cpu, calls) in slow.items():
         one_at_a_time = fast.get(name)  # the remote backends and threads (1), the baseline

@@ -154,6 +154,18 @@ def test_the_engine_reruns_a_rollout_whose_worker_died(tmp_path: Path, threads_r
     assert _rollouts(rd) == _rollouts(threads_run[1])
 
 
+def test_a_harness_class_workers_cannot_import_is_refused_before_the_run() -> None:
+    from raso.testing.toy import CountingHarness
+
+    class LocalHarness(CountingHarness):
+        pass
+
+    with pytest.raises(ValueError, match="workers cannot rebuild it"):
+        harness_spec(LocalHarness(), "toy", {})
+    assert harness_spec(CountingHarness(), "toy", {"n_tasks": 3}).name == "toy"
+    assert harness_spec(DieOnceHarness(), "toy", {}).name == "executor_support:DieOnceHarness"
+
+
 def test_an_unreachable_driver_is_an_outage_not_the_agents_failure() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

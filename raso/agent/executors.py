@@ -597,6 +597,9 @@ def harness_spec(harness: Harness, name: str, options: dict[str, Any]) -> Harnes
         same = harness_class(name) is cls
     except Exception:
         same = False
+    if not same and (cls.__module__ == "__main__" or "<locals>" in cls.__qualname__):
+        raise ValueError(f"harness class {cls.__qualname__} is defined in a script or a function, so workers cannot "
+                         "rebuild it: define it in an importable module (or register it) to run it on workers")
     return HarnessSpec(name=name if same else f"{cls.__module__}:{cls.__qualname__}", options=dict(options))
 
 

@@ -141,9 +141,12 @@ class Engine:
         self._check_pending_tasks()
         from raso.agent.executors import make_executor
 
-        self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
-                                      harness_name=config.harness, harness_options=config.harness_options,
-                                      default_workers=config.workers)
+        try:
+            self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
+                                          harness_name=config.harness, harness_options=config.harness_options,
+                                          default_workers=config.workers)
+        except ValueError as exc:
+            raise RunError(f"execution backend {config.execution.backend}: {exc}") from None
 
     def _check_pending_tasks(self) -> None:
         """A checkpoint whose pending minibatch names tasks this harness does not have (its data changed since the
