@@ -187,6 +187,9 @@ class GatewayServer:
         self._listener.close()
 
 
+_thread_connections = threading.local()
+
+
 class RemoteGateway:
     """A worker's stand-in for the run's `UnitGateway`: the same methods, each one a request to the driver's
     `GatewayServer`. Picklable (the connection is per worker thread and made on first use). A driver that cannot
@@ -197,7 +200,6 @@ class RemoteGateway:
         self._authkey = authkey
         self._unit = unit
         self._config = config
-        self._local = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"address": self._address, "authkey": self._authkey, "unit": self._unit, "config": self._config}
@@ -220,9 +222,12 @@ class RemoteGateway:
         return self._address
 
     def _connection(self) -> Connection:
-        conn = getattr(self._local, "conn", None)
+        """This thread's connection to the driver, shared by every batch's RemoteGateway (the unit travels with
+        each request), so the driver serves one connection per worker thread however many batches a run has."""
+        conns: dict[tuple[Any, ...], Connection] = _thread_connections.__dict__.setdefault("by_server", {})
+        conn = conns.get((self._address, self._authkey))
         if conn is None:
-            conn = self._local.conn = Client(self._address, authkey=self._authkey)
+            conn = conns[(self._address, self._authkey)] = Client(self._address, authkey=self._authkey)
         return conn
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -231,7 +236,7 @@ class RemoteGateway:
             conn.send((self._unit, method, args, kwargs))
             reply = conn.recv()
         except (OSError, EOFError) as exc:
-            self._local.conn = None
+            _thread_connections.__dict__.get("by_server", {}).pop((self._address, self._authkey), None)
             raise LLMUnavailableError(f"the run's driver at {self.address[0]}:{self.address[1]} cannot be reached "
                                       f"from this worker ({type(exc).__name__}: {exc})") from exc
         if reply[0] == "ok":
