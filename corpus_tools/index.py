@@ -78,7 +78,7 @@ class SectionIndex:
     def __init__(self, *, vocab: dict[str, int], indptr: np.ndarray, postings: np.ndarray, weights: np.ndarray,
                  doc_lengths: np.ndarray, doc_source: np.ndarray, sources: list[dict[str, str]],
                  blobs: dict[str, tuple[np.ndarray, np.ndarray]], meta: dict[str, Any],
-                 term_max: np.ndarray | None = None):
+                 term_max: np.ndarray | None = None, doc_columns: dict[str, np.ndarray] | None = None):
         self.vocab = vocab
         self.indptr = indptr
         self.postings = postings
@@ -88,6 +88,11 @@ class SectionIndex:
         self.sources = sources
         self.blobs = blobs
         self.meta = meta
+        # Optional per-section columns of a streamed build (corpus_tools.index_build), e.g. "flags".
+        self.doc_columns = doc_columns or {}
+        self.directory: Path | None = None  # where `load` read it from
+        # With `skip_flagged`, sections whose vetting flag (the "flags" column) is set never come back.
+        self.skip_flagged = False
         # Largest weight in each term's posting list: the bound that query pruning relies on.
         if term_max is None:
             nonempty = indptr[:-1] < indptr[1:]
@@ -322,6 +327,8 @@ class SectionIndex:
     def _filter(self, cand: np.ndarray, scores: np.ndarray, exclude_repos: Iterable[str],
                 exclude_skills: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         keep = scores > 0
+        if self.skip_flagged and "flags" in self.doc_columns:
+            keep &= np.asarray(self.doc_columns["flags"])[cand] == 0
         mask = self._exclusion_mask(cand, exclude_repos, exclude_skills)
         if mask is not None:
             keep &= ~mask
@@ -390,6 +397,8 @@ class SectionIndex:
         (tmp / "vocab.txt").write_text("\n".join(self.vocab), encoding="utf-8")
         arrays = {"indptr": self.indptr, "postings": self.postings, "weights": self.weights, "term_max": self.term_max,
                   "doc_lengths": self.doc_lengths, "doc_source": self.doc_source}
+        for name, values in self.doc_columns.items():
+            arrays[name] = values
         for name, (data, offsets) in self.blobs.items():
             arrays[f"{name}_blob"] = data
             arrays[f"{name}_offsets"] = offsets
@@ -437,10 +446,12 @@ class SectionIndex:
                         weights=arr("weights"), doc_lengths=arr("doc_lengths"),
                         doc_source=np.load(directory / "doc_source.npy"),
                         sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
-                        blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"))
+                        blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"),
+                        doc_columns={name: arr(name) for name in meta.get("doc_columns", ())})
         except (ValueError, EOFError) as exc:  # numpy's own complaint about a truncated .npy file
             raise IndexIntegrityError(f"index {directory} is damaged: {exc}; rebuild it") from None
         _verify_counts(directory, index)
+        index.directory = directory
         return index
 
 
@@ -474,11 +485,13 @@ def _verify_counts(directory: Path, index: "SectionIndex") -> None:
     found = {"terms (vocab.txt)": len(index.vocab), "sections (doc_lengths.npy)": len(index.doc_lengths),
              "postings (postings.npy)": len(index.postings), "weights (weights.npy)": len(index.weights),
              "term offsets (indptr.npy)": len(index.indptr) - 1, "term bounds (term_max.npy)": len(index.term_max),
-             "section sources (doc_source.npy)": len(index.doc_source)}
+             "section sources (doc_source.npy)": len(index.doc_source),
+             **{f"{name} ({name}.npy)": len(values) for name, values in index.doc_columns.items()}}
     expected = {"terms (vocab.txt)": meta.get("terms"), "sections (doc_lengths.npy)": meta.get("sections"),
                 "postings (postings.npy)": meta.get("postings"), "weights (weights.npy)": meta.get("postings"),
                 "term offsets (indptr.npy)": meta.get("terms"), "term bounds (term_max.npy)": meta.get("terms"),
-                "section sources (doc_source.npy)": meta.get("sections")}
+                "section sources (doc_source.npy)": meta.get("sections"),
+                **{f"{name} ({name}.npy)": meta.get("sections") for name in index.doc_columns}}
     for what, want in expected.items():
         if want is not None and found[what] != int(want):
             raise IndexIntegrityError(f"index {directory} is damaged: it has {found[what]:,} {what}, its meta.json "

@@ -49,6 +49,13 @@ from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
 DEFAULT_BATCH_SECTIONS = 8192
 DEFAULT_BLOCK_POSTINGS = 4_000_000
 SHARDS_FILE = "shards.json"
+SKILL_DIR = "skills"
+FLAGS_COLUMN = "flags"
+# Whole skills differ in length by two orders of magnitude: full length normalisation and a little
+# more tf headroom rank them best (docs/retrieval-at-scale.md 4.2).
+SKILL_K1, SKILL_B = 2.0, 1.0
+SKILL_BATCH = 1024  # skill documents are ~25 sections long: smaller batches keep a run's size similar
+TFIDF_SCHEME = "sublinear-tf, idf ln((1+N)/(1+df))+1, l2-normalised"
 _COLUMNS = ("text", "heading", "id")
 _HEADER_BYTES = 128  # a 1-D .npy header (version 1.0) of any realistic length fits in 128 bytes
 
@@ -140,7 +147,10 @@ class IndexWriter:
     def __init__(self, directory: str | Path, *, k1: float = 1.5, b: float = 0.75, idf: str = "lucene",
                  epsilon: float = 0.25, dtype: Any = np.float32, shards: int = 1,
                  batch_sections: int = DEFAULT_BATCH_SECTIONS, block_postings: int = DEFAULT_BLOCK_POSTINGS,
-                 progress: ProgressFn | None = None, total: int | None = None) -> None:
+                 progress: ProgressFn | None = None, total: int | None = None,
+                 doc_columns: dict[str, Any] | None = None, tfidf: bool = False,
+                 skill_level: bool = True, skill_k1: float = SKILL_K1, skill_b: float = SKILL_B,
+                 flagger: Callable[[str], int] | None = None) -> None:
         if idf not in IDF_MODES:
             raise ValueError(f"idf must be one of {IDF_MODES}, got {idf!r}")
         if k1 < 0 or not 0 <= b <= 1:
@@ -176,17 +186,49 @@ class IndexWriter:
         self.source_index: dict[tuple[str, ...], int] = {}
         self.runs: list[_Run] = []
         self.n_docs = 0
+        # Optional per-section integer columns (e.g. a skill's section range, a vetting flag), saved
+        # sliced per shard as `<name>.npy` and listed in the meta's "doc_columns".
+        self.flagger = flagger
+        columns = dict(doc_columns or {})
+        if flagger is not None:
+            columns.setdefault(FLAGS_COLUMN, np.uint8)
+        self.doc_columns = {name: _NpyAppender(self.spill / f"col_{name}.npy", dtype) for name, dtype in columns.items()}
+        self.tfidf = tfidf
         self._batch: dict[str, Any] = self._empty_batch()
         self._finished = False
+        # The skill-level index: one document per skill (a run of consecutive sections with the same
+        # skill id), written beside the section index by its own writer with the same streaming merge.
+        self.skill_level: _SkillLevel | None = None
+        if skill_level:
+            skill_dir = (self.tmp / "index" if shards == 1 else self.tmp) / SKILL_DIR
+            self.skill_level = _SkillLevel(IndexWriter(
+                skill_dir, k1=skill_k1, b=skill_b, idf="lucene", dtype=dtype, shards=shards,
+                batch_sections=SKILL_BATCH, block_postings=block_postings, skill_level=False, tfidf=True,
+                doc_columns={"section_start": np.int64, "section_count": np.int32}))
 
     @staticmethod
     def _empty_batch() -> dict[str, Any]:
-        return {"ids": [], "lengths": [], "sources": [], **{c: [] for c in _COLUMNS}}
+        return {"ids": [], "lengths": [], "sources": [], "columns": {}, **{c: [] for c in _COLUMNS}}
 
     # ------------------------------------------------------------------------------------------ input
-    def add(self, section: Section) -> None:
+    def add(self, section: Section, **doc_values: int) -> None:
+        """Add one section; `doc_values` gives its value of each of `doc_columns`."""
+        # Heading and text are tokenized apart (the same tokens as index_text's, which joins them with
+        # a newline) so the skill level can reuse the text's tokens.
+        text_tokens = tokenize(section.text)
+        if self.flagger is not None:
+            doc_values[FLAGS_COLUMN] = self.flagger(index_text(section))
+        self.add_tokens(tokenize(section.heading_path) + text_tokens, section, **doc_values)
+        if self.skill_level is not None:
+            self.skill_level.feed(section, text_tokens, self.n_docs - 1)
+
+    def add_tokens(self, tokens: list[str], section: Section, **doc_values: int) -> None:
+        """Add one document whose tokens are already known (the columns come from `section`)."""
         batch = self._batch
-        tokens = tokenize(index_text(section))
+        if set(doc_values) != set(self.doc_columns):
+            raise ValueError(f"need a value for each of {sorted(self.doc_columns)}, got {sorted(doc_values)}")
+        for name, value in doc_values.items():
+            batch["columns"].setdefault(name, []).append(value)
         batch["ids"].extend(map(self.vocab.__getitem__, tokens))
         batch["lengths"].append(len(tokens))
         key = (section.skill_id, section.skill_name, section.repo, section.path, section.commit, section.license)
@@ -220,6 +262,8 @@ class IndexWriter:
             self.blob_sizes[column] += int(sizes.sum())
         self.lengths_file.append(np.asarray(batch["lengths"], dtype=np.int32))
         self.source_file.append(np.asarray(batch["sources"], dtype=np.int32))
+        for name, appender in self.doc_columns.items():
+            appender.append(np.asarray(batch["columns"][name], dtype=appender.dtype))
         terms = np.asarray(batch["ids"], dtype=np.int64)
         docs = np.repeat(np.arange(first, self.n_docs, dtype=np.int64), batch["lengths"])
         keys, counts = np.unique((terms << 32) | docs, return_counts=True)  # term-major, then section
@@ -242,8 +286,11 @@ class IndexWriter:
         if self._finished:
             raise RuntimeError("finish() was already called")
         self._finished = True
+        skill_meta = None
+        if self.skill_level is not None:
+            skill_meta = self.skill_level.finish()
         self._flush()
-        for appender in (*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file):
+        for appender in self._appenders():
             appender.close()
         n_docs, n_terms = self.n_docs, len(self.vocab)
         doc_freq = self.doc_freq[:n_terms]
@@ -251,6 +298,8 @@ class IndexWriter:
         doc_source = np.load(self.spill / "doc_source.npy")
         avgdl = float(doc_lengths.mean()) if n_docs else 0.0
         idf = idf_values(doc_freq, n_docs, self.params["idf"], self.params["epsilon"])
+        tfidf = self._tfidf_statistics(doc_freq, n_docs) if self.tfidf else None
+        columns = {name: np.load(self.spill / f"col_{name}.npy") for name in self.doc_columns}
         vocab_text = "\n".join(self.vocab)
         sources = [dict(zip(_SOURCE_FIELDS, key)) for key in self.source_index]
         bounds = np.linspace(0, n_docs, self.shards + 1).round().astype(np.int64)
@@ -262,7 +311,11 @@ class IndexWriter:
             folder.mkdir(exist_ok=True)
             if self.shards > 1:
                 self._copy_columns(folder, lo, hi)
-            shard_max, postings = self._merge(folder, lo, hi, doc_lengths, idf, avgdl, n_terms)
+            shard_max, postings = self._merge(folder, lo, hi, doc_lengths, idf, avgdl, n_terms, tfidf)
+            for name, values in columns.items():
+                np.save(folder / f"{name}.npy", values[lo:hi])
+            if tfidf is not None:
+                np.save(folder / "tfidf_idf.npy", tfidf[0])
             np.maximum(term_max, shard_max, out=term_max)
             used, local_source = np.unique(doc_source[lo:hi], return_inverse=True)
             np.save(folder / "doc_lengths.npy", doc_lengths[lo:hi])
@@ -274,6 +327,12 @@ class IndexWriter:
                     "k1": self.params["k1"], "b": self.params["b"], "idf": self.params["idf"],
                     "epsilon": self.params["epsilon"], "dtype": self.params["dtype"].name,
                     "sections": hi - lo, "terms": n_terms, "postings": postings, "avgdl": avgdl}
+            if columns:
+                meta["doc_columns"] = sorted(columns)
+            if tfidf is not None:
+                meta["tfidf"] = TFIDF_SCHEME
+            if skill_meta is not None:
+                meta["skill_index"] = {**skill_meta, "dir": SKILL_DIR if self.shards == 1 else f"../{SKILL_DIR}"}
             if self.shards > 1:
                 meta["shard"] = {"number": number, "of": self.shards, "doc_offset": lo, "sections_total": n_docs}
             metas.append(meta)
@@ -291,16 +350,39 @@ class IndexWriter:
         manifest = {"format_version": FORMAT_VERSION, "sections": n_docs, "terms": n_terms,
                     "shards": [{"dir": f.name, "doc_offset": int(bounds[i]), "sections": int(bounds[i + 1] - bounds[i])}
                                for i, f in enumerate(folders)]}
+        if skill_meta is not None:
+            manifest["skill_index"] = {**skill_meta, "dir": SKILL_DIR}
         (self.tmp / SHARDS_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         return self._move_into_place(self.tmp)
 
     def abort(self) -> None:
         """Drop everything written so far (nothing at `directory` changes)."""
         self._finished = True
-        for appender in (*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file):
+        if self.skill_level is not None:
+            self.skill_level.writer.abort()
+        for appender in self._appenders():
             if not appender.fh.closed:
                 appender.fh.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _appenders(self) -> list[_NpyAppender]:
+        return [*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file,
+                *self.doc_columns.values()]
+
+    def _tfidf_statistics(self, doc_freq: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+        """(idf per term, L2 norm per document) of the TF-IDF weighting: one pass over the runs."""
+        tfidf_idf = tfidf_idf_values(doc_freq, n_docs)
+        norm2 = np.zeros(n_docs, dtype=np.float64)
+        for run in self.runs:
+            terms = _read(run.path("terms"), np.int32, 0, run.length)
+            docs = _read(run.path("docs"), np.int32, 0, run.length)
+            tf = _read(run.path("tf"), np.uint16, 0, run.length)
+            w = (1.0 + np.log(tf.astype(np.float64))) * tfidf_idf[terms]
+            norm2[run.first_doc:run.last_doc] += np.bincount(docs - run.first_doc, weights=w * w,
+                                                            minlength=run.last_doc - run.first_doc)
+        norm = np.sqrt(norm2)
+        norm[norm == 0] = 1.0
+        return tfidf_idf, norm
 
     def _move_into_place(self, built: Path) -> Path:
         if built != self.tmp:
@@ -333,7 +415,7 @@ class IndexWriter:
             out.close()
 
     def _merge(self, folder: Path, lo: int, hi: int, doc_lengths: np.ndarray, idf: np.ndarray, avgdl: float,
-               n_terms: int) -> tuple[np.ndarray, int]:
+               n_terms: int, tfidf: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
         """Write indptr/postings/weights of sections lo..hi; returns (largest weight per term, postings)."""
         runs = [r for r in self.runs if r.first_doc < hi and r.last_doc > lo]
         whole = all(lo <= r.first_doc and r.last_doc <= hi for r in runs)
@@ -352,6 +434,7 @@ class IndexWriter:
         np.save(folder / "indptr.npy", indptr)
         postings_out = _NpyAppender(folder / "postings.npy", np.int32)
         weights_out = _NpyAppender(folder / "weights.npy", self.params["dtype"])
+        tfidf_out = _NpyAppender(folder / "tfidf_weights.npy", np.float32) if tfidf is not None else None
         term_max = np.zeros(n_terms, dtype=np.float64)
         total = int(indptr[-1])
         run_share = {id(r): (r.last_doc - r.first_doc) / max(hi - lo, 1) for r in runs}
@@ -385,15 +468,68 @@ class IndexWriter:
                                    self.params["dtype"])
             postings_out.append((docs - lo).astype(np.int32))
             weights_out.append(weights)
+            if tfidf_out is not None:
+                tfidf_out.append((1.0 + np.log(tf.astype(np.float64))) * tfidf[0][terms] / tfidf[1][docs])
             if len(terms):
                 starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
                 term_max[terms[starts]] = np.maximum.reduceat(weights, starts)
             t0 = t1
         postings_out.close()
         weights_out.close()
+        if tfidf_out is not None:
+            tfidf_out.close()
         if postings_out.length != total:
             raise AssertionError(f"merge wrote {postings_out.length} postings, expected {total}")
         return term_max, total
+
+
+def tfidf_idf_values(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
+    """Smoothed idf of the TF-IDF weighting (as scikit-learn's and corpus_tools.retrieval.fields')."""
+    return np.log((1.0 + n_docs) / (1.0 + doc_freq.astype(np.float64))) + 1.0
+
+
+class _SkillLevel:
+    """Turns the section stream into skill documents for the skill-level writer. A skill document is
+    a run of consecutive sections with the same skill id: its name, then the text tokens of the
+    sections from the skill's own file (the first section's path; reference files stay section-level
+    only), with the first section's text (the description and what precedes the first heading) as its
+    description column and the run's range of section numbers as `section_start` / `section_count`."""
+
+    def __init__(self, writer: IndexWriter) -> None:
+        self.writer = writer
+        self.section: Section | None = None
+        self.tokens: list[str] = []
+        self.start = self.count = 0
+
+    def feed(self, section: Section, text_tokens: list[str], doc: int) -> None:
+        if self.section is None or section.skill_id != self.section.skill_id:
+            self.emit()
+            self.section, self.tokens, self.start, self.count = section, [], doc, 0
+        self.count += 1
+        if section.path == self.section.path:
+            self.tokens.extend(text_tokens)
+
+    def emit(self) -> None:
+        first = self.section
+        if first is None:
+            return
+        record = Section(id=first.skill_id, skill_id=first.skill_id, skill_name=first.skill_name,
+                         heading_path=first.skill_name, text=first.text[:SKILL_DESCRIPTION_CHARS], repo=first.repo,
+                         path=first.path, commit=first.commit, license=first.license)
+        self.writer.add_tokens(tokenize(first.skill_name) + self.tokens, record, section_start=self.start,
+                               section_count=self.count)
+        self.section, self.tokens = None, []
+
+    def finish(self) -> dict[str, Any]:
+        self.emit()
+        n = self.writer.n_docs
+        self.writer.finish()
+        return {"documents": n, "k1": self.writer.params["k1"], "b": self.writer.params["b"],
+                "fields": "name + the skill file's section texts (the description is its first section)",
+                "tfidf": TFIDF_SCHEME}
+
+
+SKILL_DESCRIPTION_CHARS = 1000
 
 
 def write_index(sections: Iterable[Section], directory: str | Path, **options: Any) -> Path:

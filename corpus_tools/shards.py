@@ -48,6 +48,7 @@ class ShardedIndex:
         self.shards = list(shards)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self._pool = ThreadPoolExecutor(max_workers=workers or len(shards)) if len(shards) > 1 else None
+        self.directory: Path | None = None  # where `load` read it from
         self.meta = dict(self.shards[0].meta)
         self.meta["sections"] = len(self)
 
@@ -63,7 +64,9 @@ class ShardedIndex:
         for entry, shard in zip(entries, shards):
             if len(shard) != entry["sections"]:
                 raise ValueError(f"{directory / entry['dir']}: {len(shard)} sections, manifest says {entry['sections']}")
-        return cls(shards, [e["doc_offset"] for e in entries], workers=workers)
+        sharded = cls(shards, [e["doc_offset"] for e in entries], workers=workers)
+        sharded.directory = directory
+        return sharded
 
     def __len__(self) -> int:
         return int(sum(len(s) for s in self.shards))
