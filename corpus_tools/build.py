@@ -24,7 +24,8 @@ from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.index import SectionIndex
 from corpus_tools.index_build import IndexWriter
 from corpus_tools.ingest import IngestReport, SkillRecord, iter_corpus
-from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, split_sections
+from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, retrievable_sections, split_sections
+from corpus_tools.vetting import FLAG_BITS, families_of, flag_bits
 
 # stage name, done, total (None when unknown)
 StageProgress = Callable[[str, int, "int | None"], None]
@@ -42,10 +43,15 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
                        blocklists: Sequence[str] = (), levels: tuple[int, ...] = DEFAULT_LEVELS,
                        max_chars: int = DEFAULT_MAX_CHARS, include_references: bool = True, k1: float = 1.5,
                        b: float = 0.75, idf: str = "lucene", shards: int = 1,
-                       progress: StageProgress | None = None) -> BuildResult:
+                       progress: StageProgress | None = None, keep_all_sections: bool = False,
+                       scan: bool = True) -> BuildResult:
     """Stream `sources` (minus blocklisted repositories) into a section index at `out`; without `out`
     the index is built in a temporary folder and loaded into memory. With `shards` > 1, `out` becomes
-    a sharded index (corpus_tools.shards.load_index reads it) and `result.index` is its first shard."""
+    a sharded index (corpus_tools.shards.load_index reads it) and `result.index` is its first shard.
+
+    Sections without procedural content (corpus_tools.sections.unretrievable_reason) are left out
+    unless `keep_all_sections`; with `scan` every section's injection / exfiltration flags
+    (corpus_tools.vetting) are stored in the index. Both are counted in `section_report.json`."""
     if shards > 1 and out is None:
         raise ValueError("a sharded build needs an output folder")
     seconds: dict[str, float] = {}
@@ -63,7 +69,17 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
     ingest = IngestReport(sources=[str(s) for s in sources])
     t = time.perf_counter()
     target = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="raso-index-")) / "index"
-    writer = IndexWriter(target, k1=k1, b=b, idf=idf, shards=shards, progress=stage("index"))
+    flagged: dict[str, int] = {}
+
+    def flagger(text: str) -> int:
+        bits = flag_bits(text)
+        for family in families_of(bits):
+            flagged[family] = flagged.get(family, 0) + 1
+        return bits
+
+    writer = IndexWriter(target, k1=k1, b=b, idf=idf, shards=shards, progress=stage("index"),
+                         flagger=flagger if scan else None)
+    left_out: dict[str, int] = {}
     kept = 0
 
     def records() -> Iterator[SkillRecord]:
@@ -75,7 +91,8 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
 
     try:
         for record in records():
-            for section in split_sections(record, levels, max_chars, include_references=include_references):
+            sections = split_sections(record, levels, max_chars, include_references=include_references)
+            for section in (sections if keep_all_sections else retrievable_sections(sections, left_out)):
                 writer.add(section)
         seconds["read_split_tokenize"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -86,7 +103,9 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
         raise
     extra = {"sources": [str(s) for s in sources],
              "blocklists": list(blocklist_report.benchmarks) if blocklist_report else [],
-             "levels": list(levels), "max_chars": max_chars, "skills_indexed": kept}
+             "levels": list(levels), "max_chars": max_chars, "skills_indexed": kept,
+             "sections_left_out": dict(sorted(left_out.items())),
+             "sections_flagged": {f: flagged.get(f, 0) for f in FLAG_BITS} if scan else None}
     index_dirs = sorted(directory.glob("shard-*")) if shards > 1 else [directory]
     for folder in index_dirs:
         meta_file = folder / "meta.json"
@@ -98,6 +117,9 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
         shutil.rmtree(directory.parent, ignore_errors=True)
         return BuildResult(index, ingest, blocklist_report, seconds)
     ingest.save(directory / "ingest_report.json")
+    (directory / "section_report.json").write_text(json.dumps(
+        {"sections_indexed": writer.n_docs, "sections_left_out": extra["sections_left_out"],
+         "sections_flagged": extra["sections_flagged"]}, indent=1) + "\n", encoding="utf-8")
     if blocklist_report is not None:
         blocklist_report.save(directory)
     (directory / "build_seconds.json").write_text(json.dumps({k: round(v, 3) for k, v in seconds.items()}))

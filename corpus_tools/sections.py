@@ -171,3 +171,63 @@ def split_corpus(records, levels: tuple[int, ...] = DEFAULT_LEVELS, max_chars: i
     """Yield the sections of every record in turn."""
     for record in records:
         yield from split_sections(record, levels, max_chars, include_references=include_references)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sections worth retrieving
+
+#: Why a section is not a retrievable unit (counted in the build report under these names).
+UNRETRIEVABLE_REASONS = ("cross-reference block", "link list", "heading without body")
+_CROSS_REFERENCE_TITLE = re.compile(
+    r"\b(related|see also|further reading|references?|resources|links|other skills|more skills|next steps|"
+    r"learn more|useful links|external links|credits|acknowledg\w*)\b", re.IGNORECASE)
+_LINK = re.compile(r"\[[^\]]*\]\([^)]*\)|https?://\S+|\[\[[^\]]+\]\]")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s|^\s*(=+|-+)\s*$")
+_WORD = re.compile(r"[^\W_]{2,}")
+MIN_BODY_WORDS = 3
+
+
+def _body_lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip() and not _HEADING_LINE.match(line)]
+
+
+def _reference_item(line: str) -> bool:
+    """A list item that only points elsewhere: a link, or a short name (`skill-x`, **Y**) with at most a
+    short gloss."""
+    if not _LIST_ITEM.match(line):
+        return bool(_LINK.search(line)) and len(_WORD.findall(_LINK.sub(" ", line))) <= 8
+    rest = _LINK.sub(" ", _LIST_ITEM.sub("", line))
+    return bool(_LINK.search(line)) or len(_WORD.findall(rest)) <= 12
+
+
+def unretrievable_reason(section: Section) -> str | None:
+    """Why `section` carries no procedural content worth retrieving (one of UNRETRIEVABLE_REASONS), or None:
+    * a cross-reference block: its own heading is "Related skills", "See also", "References", ... and
+      its lines are list items that point elsewhere (links, skill names with a short gloss);
+    * a link list: most of its lines are links (at least 2 and 80 %) with few other words;
+    * a heading without body: fewer than MIN_BODY_WORDS words besides heading lines (e.g. a skill-root
+      heading followed directly by its sub-headings' section)."""
+    lines = _body_lines(section.text)
+    words = sum(len(_WORD.findall(line)) for line in lines)
+    if words < MIN_BODY_WORDS:
+        return "heading without body"
+    title = section.heading_path.split(HEADING_SEPARATOR)[-1]
+    pointers = sum(_reference_item(line) for line in lines)
+    if _CROSS_REFERENCE_TITLE.search(title) and pointers >= 0.8 * len(lines):
+        return "cross-reference block"
+    links = sum(bool(_LINK.search(line)) for line in lines)
+    prose = len(_WORD.findall(_LINK.sub(" ", "\n".join(lines))))
+    if links >= 2 and links >= 0.8 * len(lines) and prose <= 12 * links:
+        return "link list"
+    return None
+
+
+def retrievable_sections(sections, counts: dict[str, int] | None = None):
+    """The sections worth retrieving; `counts` (reason -> number) collects what was left out."""
+    for section in sections:
+        reason = unretrievable_reason(section)
+        if reason is None:
+            yield section
+        elif counts is not None:
+            counts[reason] = counts.get(reason, 0) + 1

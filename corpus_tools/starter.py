@@ -25,11 +25,15 @@ from typing import Any
 from corpus_tools.blocklist import find_leaks
 from corpus_tools.index import FORMAT_VERSION, SectionIndex
 from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
-from corpus_tools.sections import split_corpus
+from corpus_tools.index_build import write_index
+from corpus_tools.sections import retrievable_sections, split_corpus
+from corpus_tools.vetting import flag_bits
 from corpus_tools.tokenizer import TOKENIZER_VERSION
 
 STARTER_DIR = Path(__file__).resolve().parent / "data" / "starter"
 STARTER_LICENSES = ("MIT", "Apache-2.0")
+# What the starter index holds beyond the format: the skill level, vetting flags, retrievable sections only.
+STARTER_BUILD = "skills+flags+retrievable-v1"
 
 # Topic -> keyword regexes matched against name and description; a name hit counts 3, a description
 # hit 1, and a skill needs 2 points for the topic. Topics are filled in this order.
@@ -71,7 +75,7 @@ def default_cache_dir() -> Path:
 def starter_fingerprint(corpus_dir: Path | None = None) -> str:
     """Hash of the starter files plus the index format and tokenizer versions."""
     corpus_dir = corpus_dir or starter_corpus_dir()
-    digest = hashlib.sha256(f"format={FORMAT_VERSION};tokenizer={TOKENIZER_VERSION}".encode())
+    digest = hashlib.sha256(f"format={FORMAT_VERSION};tokenizer={TOKENIZER_VERSION};build={STARTER_BUILD}".encode())
     digest.update((corpus_dir / MANIFEST_FILE).read_bytes())
     for path in sorted((corpus_dir / "skills").rglob("*")):
         if path.is_file():
@@ -91,8 +95,7 @@ def starter_index(cache_dir: str | Path | None = None, *, rebuild: bool = False)
         except (OSError, ValueError, KeyError):
             pass  # a damaged cache entry is rebuilt below
     records, _ = load_corpus(corpus_dir)
-    index = SectionIndex.build(list(split_corpus(records)))
-    index.save(target)
+    write_index(retrievable_sections(split_corpus(records)), target, flagger=flag_bits)
     return SectionIndex.load(target)
 
 

@@ -65,10 +65,10 @@ def test_streaming_build_equals_in_memory_build(tmp_path: Path, idf: str) -> Non
 def test_streaming_build_of_shared_corpus_equals_in_memory_build(shared_corpus: Path, tmp_path: Path) -> None:
     from corpus_tools.build import build_corpus_index
     from corpus_tools.ingest import load_corpus
-    from corpus_tools.sections import split_sections
+    from corpus_tools.sections import retrievable_sections, split_sections
 
     records, _ = load_corpus(shared_corpus)
-    in_memory = SectionIndex.build([s for r in records for s in split_sections(r)])
+    in_memory = SectionIndex.build(list(retrievable_sections(s for r in records for s in split_sections(r))))
     del records
     result = build_corpus_index([shared_corpus], tmp_path / "idx")
     assert len(in_memory) > 50_000
