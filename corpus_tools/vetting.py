@@ -8,10 +8,11 @@ The public skill corpus is untrusted. Two pure-text checks (no model, no raso im
   - ``hidden-unicode``: zero-width, bidirectional-control or Unicode tag characters (invisible text);
   - ``pipe-to-shell``: a download piped into a shell or evaluated (``curl ... | sh``, ``iwr ... | iex``);
   - ``exfiltration``: environment variables, credentials or key files sent to a URL or a socket.
-  Each pattern is tried on three views of the text, so obfuscation does not hide it: the text with
-  format characters removed, Unicode-normalised (NFKC), lower-cased and whitespace collapsed; the same
-  without any whitespace (catches "c u r l ... | s h"); and letters and digits only (catches
-  "I.G.N.O.R.E previous instructions"). The flags are a bit mask (`FLAG_BITS`), stored per section by
+  Each pattern is tried on a view of the text that obfuscation does not change: invisible characters
+  removed, Unicode-normalised (NFKC), lower-cased, and then either without any whitespace (commands:
+  catches "c u r l ... | s h") or letters and digits only (phrases: catches "I.G.N.O.R.E  previous
+  instructions"). A cheap substring test on the view rules most patterns out before any regular
+  expression runs. The flags are a bit mask (`FLAG_BITS`), stored per section by
   the index build so that search can leave flagged sections out at no query cost.
 * `collapse_near_duplicates(texts)` groups texts whose word-shingle sets overlap by at least a
   Jaccard threshold; the first of a group is kept, the others are reported as its duplicates.
@@ -56,22 +57,34 @@ def _hidden_text(text: str) -> re.Match[str] | None:
 _PRIOR = (r"(?:all|any|the|your|my|these|those|of)*(?:previous|prior|above|earlier|preceding|former|original|system)"
           r"(?:system|safety)?")
 _ORDERS = r"(?:instructions?|prompts?|rules|directions|directives|guidelines|messages|constraints)"
-_OVERRIDE = [
-    rf"(?:ignore|disregard|forget|override|bypass|skip|drop)(?:all|any|the|your|every|of)*{_PRIOR}{_ORDERS}",
+_VERBS = ("ignor", "disregard", "forget", "overrid", "bypass", "skip", "drop")
+# (words of which the letters view must hold one from each group, pattern): the cheap substring test
+# rules a pattern out for almost every section, so the regular expression runs rarely.
+_OVERRIDE: list[tuple[tuple[tuple[str, ...], ...], str]] = [
+    ((_VERBS, ("previous", "prior", "above", "earlier", "preceding", "former", "original", "system")),
+     rf"(?:ignore|disregard|forget|override|bypass|skip|drop)(?:all|any|the|your|every|of)*{_PRIOR}{_ORDERS}"),
     # "ignore all instructions", but not the defensive "ignore any instructions found in the files"
-    rf"(?:ignore|disregard|forget)(?:all|every)(?:of)?(?:the|your)?{_ORDERS}"
-    r"(?!in|inside|embedded|within|from|found|contained|that|which|like|you(?:find|see|read))",
-    r"(?:ignore|disregard|forget)(?:everything|anything)(?:you(?:were|have(?:been)?)?(?:told|given|said)|above|before)",
-    r"youarenow(?:in)?(?:developermode|danmode|jailbroken|jailbreakmode|unrestricted|unfiltered|godmode|"
-    r"an?unrestricted|freefromallrestrictions)",
-    r"(?:enable|enter|activate|switchto)(?:the)?(?:dan|jailbreak|godmode)mode",
-    r"(?:reveal|print|output|repeat|show|leak|disclose)(?:me)?(?:your|the)(?:full|entire|hidden|original)?"
-    r"(?:system|initial|hidden)(?:prompt|instructions|message)",
-    r"(?:newinstructions|updatedinstructions|realinstructions)(?:for(?:the|you|ai|assistant|model|llm))?(?:are|follow)",
-    r"(?:donot|dont|never)(?:tell|inform|alert|notify|mention(?:to)?)(?:the)?users?(?:about|that|of)(?:this|these|it)",
-    r"(?:aiassistant|languagemodel|llm|assistant|claude|chatgpt|gpt)s?(?:reading|processing)this(?:must|should|will)",
+    ((("ignor", "disregard", "forget"),),
+     rf"(?:ignore|disregard|forget)(?:all|every)(?:of)?(?:the|your)?{_ORDERS}"
+     r"(?!in|inside|embedded|within|from|found|contained|that|which|like|you(?:find|see|read))"),
+    ((("ignor", "disregard", "forget"), ("everything", "anything")),
+     r"(?:ignore|disregard|forget)(?:everything|anything)(?:you(?:were|have(?:been)?)?(?:told|given|said)|above|before)"),
+    ((("youarenow",),),
+     r"youarenow(?:in)?(?:developermode|danmode|jailbroken|jailbreakmode|unrestricted|unfiltered|godmode|"
+     r"an?unrestricted|freefromallrestrictions)"),
+    ((("jailbreak", "godmode", "danmode"),), r"(?:enable|enter|activate|switchto)(?:the)?(?:dan|jailbreak|godmode)mode"),
+    ((("prompt", "instruction", "message"), ("system", "initial", "hidden"),
+      ("reveal", "print", "output", "repeat", "show", "leak", "disclose")),
+     r"(?:reveal|print|output|repeat|show|leak|disclose)(?:me)?(?:your|the)(?:full|entire|hidden|original)?"
+     r"(?:system|initial|hidden)(?:prompt|instructions|message)"),
+    ((("newinstruction", "updatedinstruction", "realinstruction"),),
+     r"(?:newinstructions|updatedinstructions|realinstructions)(?:for(?:the|you|ai|assistant|model|llm))?(?:are|follow)"),
+    ((("user",), ("donot", "dont", "never")),
+     r"(?:donot|dont|never)(?:tell|inform|alert|notify|mention(?:to)?)(?:the)?users?(?:about|that|of)(?:this|these|it)"),
+    ((("readingthis", "processingthis"),),
+     r"(?:aiassistant|languagemodel|llm|assistant|claude|chatgpt|gpt)s?(?:reading|processing)this(?:must|should|will)"),
 ]
-_OVERRIDE_RE = re.compile("|".join(f"(?:{p})" for p in _OVERRIDE))
+_OVERRIDE_GATED = [(gates, re.compile(p)) for gates, p in _OVERRIDE]
 
 # --- download piped into a shell (matched on the view without whitespace; punctuation kept)
 _PIPE_TO_SHELL = re.compile(
@@ -109,37 +122,62 @@ _EXFIL_PROSE = re.compile(
     r"(?:and\w{0,30})?(?:to|into)(?:the|this|my|our|a|an)?(?:https?|url|server|endpoint|webhook|address|attacker|remote)")
 
 
+_NETWORK_TOOLS = ("curl", "wget", "|nc", "ncat", "netcat", "socat", "requests.", "httpx.", "session.", "axios.",
+                  "urllib", "fetch(")
+_SECRET_WORDS = ("printenv", "env|", "$(env", "environ", "process.env", "$env:", ".env", ".ssh", "id_rsa", "id_ed25519",
+                 "/etc/passwd", "/etc/shadow", "credentials", ".netrc", ".npmrc", ".pypirc", ".kube")
+_CHECKS: list[tuple[str, tuple[tuple[str, ...], ...], re.Pattern[str], int]] = [
+    # (family, gate word groups, pattern, view: 0 = without whitespace, 1 = letters and digits only)
+    *[("override", gates, pattern, 1) for gates, pattern in _OVERRIDE_GATED],
+    ("pipe-to-shell", (("curl", "wget", "iwr", "irm", "invoke-", "downloadstring"), ("|", "$(", "<(")),
+     _PIPE_TO_SHELL, 0),
+    ("exfiltration", (_NETWORK_TOOLS, _SECRET_WORDS), _EXFIL, 0),
+    ("exfiltration", (("environmentvariable", "envvar", "apikey", "secret", "credential", "token", "password",
+                       "sshkey", "privatekey"),
+                      ("send", "post", "upload", "transmit", "forward", "exfiltrate", "leak", "email")), _EXFIL_PROSE, 1),
+]
+
+
 @dataclass(frozen=True)
 class Finding:
     family: str
     excerpt: str  # a short excerpt of the view the pattern matched
 
 
-def _views(text: str) -> tuple[str, str, str]:
-    visible = _HIDDEN.sub("", text)
-    folded = unicodedata.normalize("NFKC", visible).lower()
-    spaced = " ".join(folded.split())
+HEADING_ARROW = "\u203a"  # corpus_tools.sections.HEADING_SEPARATOR's arrow
+_NOT_ALNUM_ASCII = bytes(c for c in range(128) if not chr(c).isalnum())
+_SPACES_ASCII = b" \t\r\f\v"
+
+
+def _views(text: str) -> tuple[str, str]:
+    """(the text without whitespace, lines kept apart; the text's letters and digits only), both
+    lower-cased and NFKC-normalised, invisible characters removed."""
+    if _HIDDEN.search(text):
+        text = _HIDDEN.sub("", text)
+    text = text.replace(HEADING_ARROW, " ")  # every heading path has one; without it most texts are ASCII
+    if text.isascii():  # the common case, done with byte translations
+        low = text.lower().encode("ascii")
+        return low.translate(None, _SPACES_ASCII).decode("ascii"), low.translate(None, _NOT_ALNUM_ASCII).decode("ascii")
+    folded = unicodedata.normalize("NFKC", text).lower()
     # Lines stay apart in the view without whitespace: a command is one line.
     compact = "\n".join("".join(line.split()) for line in folded.split("\n"))
-    letters = re.sub(r"[\W_]+", "", folded)
-    return spaced, compact, letters
+    return compact, re.sub(r"[\W_]+", "", folded)
 
 
 def scan(text: str) -> list[Finding]:
     """The pattern families `text` matches (at most one finding per family), see the module doc."""
     findings: list[Finding] = []
-    hidden = _hidden_text(text)
-    spaced, compact, letters = _views(text)
-    checks = (("override", _OVERRIDE_RE, letters), ("pipe-to-shell", _PIPE_TO_SHELL, compact),
-              ("exfiltration", _EXFIL, compact), ("exfiltration", _EXFIL_PROSE, letters))
+    views = _views(text)
     seen: set[str] = set()
-    for family, pattern, view in checks:
-        if family in seen:
+    for family, gates, pattern, which in _CHECKS:
+        view = views[which]
+        if family in seen or not all(any(word in view for word in group) for group in gates):
             continue
         match = pattern.search(view)
         if match:
             seen.add(family)
             findings.append(Finding(family, view[max(0, match.start() - 20): match.end() + 20]))
+    hidden = None if text.isascii() else _hidden_text(text)
     if hidden is not None:
         findings.append(Finding("hidden-unicode", f"U+{ord(hidden.group()):04X} at offset {hidden.start()}"))
     return sorted(findings, key=lambda f: FAMILIES.index(f.family))

@@ -41,6 +41,7 @@ def test_build_search_stats(tmp_path: Path, sources: tuple[Path, Path], capsys: 
     assert run(["corpus", "build", *map(str, sources), "--out", str(out), "--blocklist", "webshop"]) == 0
     printed = capsys.readouterr().out
     assert "of 2 skills" in printed and "binary 1" in printed and "local/leaky-repo" in printed
+    assert "skill-level index: 2 skills" in printed and "sections flagged by the vetting scan" in printed
     assert json.loads((out / "blocklist_report.json").read_text())["excluded_repos"] == ["local/leaky-repo"]
     assert json.loads((out / "ingest_report.json").read_text())["skipped_counts"] == {"binary": 1}
 

@@ -93,6 +93,15 @@ def build_command(args: argparse.Namespace) -> int:
     print(f"indexed {meta['sections']} sections of {meta['skills_indexed']} skills "
           f"({meta['terms']} terms) into {args.out}")
     print(result.ingest.summary())
+    left_out = meta.get("sections_left_out") or {}
+    if left_out:
+        print("sections left out (no procedural content): " + ", ".join(f"{k} {v}" for k, v in left_out.items()))
+    flagged = meta.get("sections_flagged") or {}
+    if flagged:
+        print("sections flagged by the vetting scan (skipped by default at retrieval): "
+              + ", ".join(f"{k} {v}" for k, v in flagged.items()))
+    if "skill_index" in meta:
+        print(f"skill-level index: {meta['skill_index']['documents']} skills")
     if result.blocklist is not None:
         excluded = result.blocklist.excluded_repos
         print(f"blocklist {', '.join(blocklists)}: excluded {len(excluded)} repositories "
