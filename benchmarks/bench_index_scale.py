@@ -4,8 +4,12 @@ For every size, in fresh processes (so each peak RSS is its own):
   build   stream recombined real sections (bench_bm25.synthetic_sections: first half of one shared-
           corpus section + second half of another) into an index on disk: wall and CPU seconds, peak
           RSS (and peak RSS above the process's RSS once the base sections are loaded), size on disk;
+  build-sections  the same build without the skill level and the vetting scan (today's section
+          index alone), for the build cost of the skill level and the scan in the same run;
   query   load the index memory-mapped, time top-5 queries pinned to one core: load seconds,
-          median / p95 (wall and CPU), peak RSS;
+          median / p95 (wall and CPU), peak RSS; then section BM25 top-5 and two-stage top-5
+          (skill level -> sections, corpus_tools.skill_index) alternated query by query on the
+          same loaded index, CPU median / p95 of each and their ratio;
   bm25s   (sizes up to --bm25s-max) bm25s on the same tokens, in memory: build seconds, peak RSS,
           top-5 median / p95, and whether its top-5 sets equal ours.
 
@@ -44,7 +48,10 @@ from bench_bm25 import (  # noqa: E402
 
 from corpus_tools.index import SectionIndex, index_text  # noqa: E402
 from corpus_tools.index_build import write_index  # noqa: E402
+from corpus_tools.skill_index import SkillIndex, skill_index_dir, two_stage_top_k  # noqa: E402
 from corpus_tools.tokenizer import tokenize  # noqa: E402
+from corpus_tools.vetting import flag_bits  # noqa: E402
+from raso.retrieval.retrievers import TWO_STAGE_SKILL_WEIGHT, TWO_STAGE_TOP_SKILLS  # noqa: E402
 
 
 def stage_prepare(args: argparse.Namespace) -> dict:
@@ -60,20 +67,68 @@ def _base() -> list:
         return pickle.load(fh)
 
 
-def stage_build(args: argparse.Namespace) -> dict:
+def stage_build(args: argparse.Namespace, sections_only: bool = False) -> dict:
     pin_one_core()
     base = _base()
     rss_before = current_rss_mb()
-    target = args.work / f"index-{args.size}"
+    target = args.work / (f"index-{args.size}" + ("-sections" if sections_only else ""))
     t, c = time.perf_counter(), time.process_time()
-    write_index(synthetic_sections(base, args.size), target, total=args.size)
+    if sections_only:
+        write_index(synthetic_sections(base, args.size), target, total=args.size, skill_level=False)
+    else:
+        write_index(synthetic_sections(base, args.size), target, total=args.size, flagger=flag_bits)
     build, cpu = time.perf_counter() - t, time.process_time() - c
     meta = json.loads((target / "meta.json").read_text())
-    disk = sum(p.stat().st_size for p in target.iterdir())
+    disk = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    skills_dir = target / "skills"
+    if skills_dir.is_dir():
+        meta["skill_documents"] = meta["skill_index"]["documents"]
+        meta["skill_index_mb"] = round(sum(p.stat().st_size for p in skills_dir.rglob("*") if p.is_file()) / 1e6, 1)
+        meta["flagged_sections"] = int(np.count_nonzero(np.load(target / "flags.npy")))
+    if sections_only:
+        shutil.rmtree(target, ignore_errors=True)
     return {"sections": meta["sections"], "terms": meta["terms"], "postings": meta["postings"],
             "build_seconds": round(build, 1), "build_cpu_seconds": round(cpu, 1),
             "peak_rss_mb": round(peak_rss_mb(), 1), "rss_base_sections_mb": round(rss_before, 1),
-            "peak_rss_above_base_mb": round(peak_rss_mb() - rss_before, 1), "disk_mb": round(disk / 1e6, 1)}
+            "peak_rss_above_base_mb": round(peak_rss_mb() - rss_before, 1), "disk_mb": round(disk / 1e6, 1),
+            **{k: meta[k] for k in ("skill_documents", "skill_index_mb", "flagged_sections") if k in meta}}
+
+
+def stage_build_sections(args: argparse.Namespace) -> dict:
+    return stage_build(args, sections_only=True)
+
+
+def two_stage_against_sections(index: SectionIndex, queries: list[str], target: Path) -> dict:
+    """Section BM25 top-5 and two-stage top-5 (the defaults, and the first cut over 10 skills) on the same
+    loaded index, alternated query by query (CPU ms)."""
+    t = time.perf_counter()
+    skills = SkillIndex.load(skill_index_dir(target))
+    load = time.perf_counter() - t
+
+    def two_stage(q: str, top_skills: int = TWO_STAGE_TOP_SKILLS, weight: float = TWO_STAGE_SKILL_WEIGHT):
+        return two_stage_top_k(index, skills, q, 5, top_skills=top_skills, per_skill=2, skip_flagged=True,
+                               skill_weight=weight)
+
+    def narrow(q: str):  # the first cut: the 10 best skills
+        return two_stage(q, 10, 1.0)
+
+    for q in queries[:5]:
+        index.top_k(q, 5), two_stage(q), narrow(q)
+    timings: dict[str, list[float]] = {"section": [], "two": [], "narrow": []}
+    for _ in range(3):
+        for q in queries:
+            for name, fn in (("section", lambda q: index.top_k(q, 5)), ("two", two_stage), ("narrow", narrow)):
+                c = time.process_time()
+                fn(q)
+                timings[name].append(time.process_time() - c)
+    ms = {name: np.asarray(values) * 1000 for name, values in timings.items()}
+    out = {"skill_load_seconds": round(load, 3), "skill_documents": len(skills)}
+    for name, label in (("section", "section_bm25"), ("two", "two_stage"), ("narrow", "two_stage_top10")):
+        out[f"{label}_cpu_median_ms"] = round(float(np.median(ms[name])), 3)
+        out[f"{label}_cpu_p95_ms"] = round(float(np.percentile(ms[name], 95)), 3)
+    out["median_ratio"] = round(float(np.median(ms["two"]) / np.median(ms["section"])), 2)
+    out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    return out
 
 
 def stage_query(args: argparse.Namespace) -> dict:
@@ -90,6 +145,8 @@ def stage_query(args: argparse.Namespace) -> dict:
            "peak_rss_mb": round(peak_rss_mb(), 1)}
     if args.baseline_module:
         out["baseline"] = compare_with_baseline(index, queries, args)
+    if skill_index_dir(args.work / f"index-{args.size}") is not None:
+        out["two_stage"] = two_stage_against_sections(index, queries, args.work / f"index-{args.size}")
     return out
 
 
@@ -163,7 +220,8 @@ def stage_bm25s(args: argparse.Namespace) -> dict:
             "top5": lat(ms), "same_top5_sets": f"{same}/{len(queries)}"}
 
 
-STAGES = {"prepare": stage_prepare, "build": stage_build, "query": stage_query, "bm25s": stage_bm25s}
+STAGES = {"prepare": stage_prepare, "build": stage_build, "build-sections": stage_build_sections,
+          "query": stage_query, "bm25s": stage_bm25s}
 ARGS: argparse.Namespace
 
 
@@ -194,6 +252,17 @@ def print_table(results: dict) -> None:
                  s.get("build_seconds", "-"), s.get("peak_rss_mb", "-"), s.get("top5", {}).get("median_ms", "-"),
                  s.get("top5", {}).get("p95_ms", "-"), s.get("same_top5_sets", "-")]
         print("| " + " | ".join(str(c) for c in cells) + " |")
+    print("\n| sections | build CPU s: sections only / + skill level and scan | peak RSS MB above base: sections only / "
+          "full | skill docs | skill index MB | flagged | top-5 CPU median / p95 ms: section BM25 | two-stage | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, row in results["sizes"].items():
+        b, o, t = row.get("build", {}), row.get("build-sections") or {}, row.get("query", {}).get("two_stage", {})
+        cells = [size, f"{o.get('build_cpu_seconds', '-')} / {b.get('build_cpu_seconds')}",
+                 f"{o.get('peak_rss_above_base_mb', '-')} / {b.get('peak_rss_above_base_mb')}", b.get("skill_documents"),
+                 b.get("skill_index_mb"), b.get("flagged_sections"),
+                 f"{t.get('section_bm25_cpu_median_ms')} / {t.get('section_bm25_cpu_p95_ms')}",
+                 f"{t.get('two_stage_cpu_median_ms')} / {t.get('two_stage_cpu_p95_ms')}", t.get("median_ratio")]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def main() -> int:
@@ -209,6 +278,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--baseline-module", type=Path, default=None,
                         help="another corpus_tools/index.py to time against on the same index (query stage)")
+    parser.add_argument("--sections-baseline", action="store_true",
+                        help="also build the section index alone (no skill level, no scan) for the build cost")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = ARGS = parser.parse_args()
@@ -222,7 +293,9 @@ def main() -> int:
         print(f"prepare: {results['prepare']}", file=sys.stderr, flush=True)
     for size in (int(s) for s in args.sizes.split(",")):
         row = results["sizes"][size] = {}
-        for stage in ("build", "query") + (("bm25s",) if size <= args.bm25s_max else ()):
+        stages = ("build", "query") + (("build-sections",) if args.sections_baseline else ()) + \
+            (("bm25s",) if size <= args.bm25s_max else ())
+        for stage in stages:
             row[stage] = run_stage(stage, args, size)
             print(f"{size} {stage}: {json.dumps(row[stage])}", file=sys.stderr, flush=True)
             if args.out:

@@ -6,6 +6,13 @@ query terms counted as often as they occur): the query-term weighting (raw count
 the length normalisation b, the saturation k1; TF-IDF (sublinear tf, cosine) is the reference.
 
     python benchmarks/bench_retrieval_bm25_params.py [--corpus DIR] [--limit 1000] [--split test]
+
+`--two-stage` sweeps the two-stage section retriever instead (corpus_tools.skill_index): BM25 k1 / b of
+the skill level and of the section level, the skill level's TF-IDF, and TF-IDF with and without
+sub-linear tf at skill and section level, rated like experiments/retrieval_benchmark.py's section rows
+(a ranking = the skills of the top sections, first appearance first). Tune on `--split dev` only:
+
+    python benchmarks/bench_retrieval_bm25_params.py --two-stage --split dev --limit 500 [--bench SHORT.jsonl]
 """
 
 from __future__ import annotations
@@ -63,6 +70,129 @@ def evaluate(scores: np.ndarray, queries, ids: list[str]) -> dict[str, float]:
     return mean_metrics(rankings, [q.gold for q in queries])
 
 
+def section_setup(pool) -> list:
+    """The sections of the pool's SKILL.md files (reference files left out, as in the section rows)."""
+    from corpus_tools.ingest import SkillRecord
+    from corpus_tools.sections import split_sections
+
+    records = [SkillRecord(id=s.id, name=s.name, description=s.description, body=s.body, text=s.body, metadata={},
+                           repo=s.repo, path="SKILL.md", commit="", license="") for s in pool]
+    return [sec for r in records for sec in split_sections(r, include_references=False)]
+
+
+def tfidf_rankings(docs_tokens: list[list[str]], doc_skill: list[str], queries, sublinear: bool,
+                   exclude: bool = True) -> list[list[str]]:
+    """TF-IDF cosine (smoothed idf) over documents; a ranking = the skills of the top 50 documents."""
+    from collections import Counter
+
+    vocab: dict[str, int] = {}
+    rows, cols, vals = [], [], []
+    for i, toks in enumerate(docs_tokens):
+        for t, c in Counter(toks).items():
+            rows.append(i)
+            cols.append(vocab.setdefault(t, len(vocab)))
+            vals.append(float(c))
+    m = sp.csr_matrix((np.asarray(vals), (rows, cols)), shape=(len(docs_tokens), len(vocab)))
+    if sublinear:
+        m.data = 1.0 + np.log(m.data)
+    df = np.bincount(m.indices, minlength=len(vocab))
+    idf = np.log((1.0 + len(docs_tokens)) / (1.0 + df)) + 1.0
+    m = (m @ sp.diags(idf)).tocsr()
+    norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    mt = (sp.diags(1.0 / norms) @ m).T.tocsr()
+    from corpus_tools.tokenizer import tokenize
+
+    out = []
+    for q in queries:
+        counts = Counter(t for t in tokenize(q.text) if t in vocab)
+        if not counts:
+            out.append([])
+            continue
+        qv = np.zeros(len(vocab))
+        for t, c in counts.items():
+            qv[vocab[t]] = (1.0 + np.log(c) if sublinear else c) * idf[vocab[t]]
+        scores = np.asarray(mt.T @ qv).ravel()
+        banned = set(q.exclude) if exclude else set()
+        ranking: list[str] = []
+        for d in np.argsort(-scores, kind="stable"):
+            if scores[d] <= 0 or len(ranking) >= 50:
+                break
+            sid = doc_skill[d]
+            if sid not in banned and sid not in ranking:
+                ranking.append(sid)
+        out.append(ranking)
+    return out
+
+
+def two_stage_sweep(args, dataset, queries) -> dict[str, dict[str, float]]:
+    import tempfile
+
+    from corpus_tools.index import SectionIndex
+    from corpus_tools.retrieval.metrics import mean_metrics
+    from corpus_tools.skill_index import SkillIndex, two_stage_top_k, write_skill_index
+    from corpus_tools.tokenizer import tokenize
+
+    sections = section_setup(dataset.pool)
+    golds = [q.gold for q in queries]
+    rows: dict[str, dict[str, float]] = {}
+
+    def rate(index, skills, scoring="bm25", top_skills=10, per_skill=2, depth=20, skill_weight=1.0) -> dict[str, float]:
+        rankings = []
+        for q in queries:
+            docs, _, _ = two_stage_top_k(index, skills, q.text, depth, top_skills=top_skills, per_skill=per_skill,
+                                         exclude_skills=q.exclude, scoring=scoring, skill_weight=skill_weight)
+            rankings.append(list(dict.fromkeys(index.section(int(d)).skill_id for d in docs)))
+        return mean_metrics(rankings, golds)
+
+    work = Path(tempfile.mkdtemp(prefix="two-stage-sweep-"))
+    if args.weights_only:
+        skills = SkillIndex.load(write_skill_index(sections, work / "skills"))
+        index = SectionIndex.build(sections)
+        for top_skills in args.top_skills:
+            for weight in args.skill_weights:
+                rows[f"skill BM25 k1 2.0, b 1.0, top_skills {top_skills}, skill weight {weight}"] = rate(
+                    index, skills, top_skills=top_skills, skill_weight=weight)
+                print(list(rows)[-1], rows[list(rows)[-1]]["R@5"], file=sys.stderr)
+        return rows
+    skill_grid = [(1.2, 0.75), (1.5, 0.75), (2.0, 0.75), (1.2, 1.0), (2.0, 1.0), (3.0, 1.0)]
+    section_grid = [(1.2, 0.75), (1.5, 0.75), (2.0, 0.75), (1.5, 0.5), (1.5, 1.0)]
+    skill_levels = {kb: SkillIndex.load(write_skill_index(sections, work / f"skills-{kb[0]}-{kb[1]}", k1=kb[0], b=kb[1]))
+                    for kb in skill_grid}
+    section_levels = {kb: SectionIndex.build(sections, k1=kb[0], b=kb[1]) for kb in section_grid}
+    base_section = section_levels[(1.5, 0.75)]
+    for kb, skills in skill_levels.items():
+        rows[f"skill BM25 k1 {kb[0]}, b {kb[1]} / section k1 1.5, b 0.75"] = rate(base_section, skills)
+        print(f"skill {kb}: R@5 {100 * rows[list(rows)[-1]]['R@5']:.1f}", file=sys.stderr)
+    best_skill = max(skill_grid, key=lambda kb: rows[f"skill BM25 k1 {kb[0]}, b {kb[1]} / section k1 1.5, b 0.75"]["R@5"])
+    for kb, index in section_levels.items():
+        if kb != (1.5, 0.75):
+            rows[f"skill BM25 k1 {best_skill[0]}, b {best_skill[1]} / section k1 {kb[0]}, b {kb[1]}"] = rate(
+                index, skill_levels[best_skill])
+    rows["skill TF-IDF (sublinear) / section k1 1.5, b 0.75"] = rate(base_section, skill_levels[(2.0, 1.0)], "tfidf")
+    for top_skills, per_skill in ((5, 2), (10, 1), (10, 3), (20, 2)):
+        rows[f"skill BM25 k1 {best_skill[0]}, b {best_skill[1]}, top_skills {top_skills}, per_skill {per_skill}"] = rate(
+            base_section, skill_levels[best_skill], top_skills=top_skills, per_skill=per_skill)
+    section_tokens = [tokenize(s.heading_path) + tokenize(s.text) for s in sections]
+    section_skill = [s.skill_id for s in sections]
+    skill_tokens: dict[str, list[str]] = {}
+    for s, toks in zip(sections, section_tokens):
+        skill_tokens.setdefault(s.skill_id, tokenize(s.skill_name)).extend(toks[len(tokenize(s.heading_path)):])
+    for sub in (True, False):
+        label = "sublinear tf" if sub else "raw tf"
+        rows[f"TF-IDF {label}, whole skills (one stage)"] = mean_metrics(
+            tfidf_rankings(list(skill_tokens.values()), list(skill_tokens), queries, sub), golds)
+        rows[f"TF-IDF {label}, sections (one stage)"] = mean_metrics(
+            tfidf_rankings(section_tokens, section_skill, queries, sub), golds)
+    rows["section BM25 k1 1.5, b 0.75 (one stage, today's bm25)"] = mean_metrics(
+        [list(dict.fromkeys(base_section.section(int(d)).skill_id for d in
+                            base_section.top_k(q.text, 50, exclude_skills=q.exclude)[0])) for q in queries], golds)
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
 def main() -> int:
     default_corpus = Path(os.environ.get("RASO_SHARED_DIR", REPO.parent / "shared")) / "corpus"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,6 +205,11 @@ def main() -> int:
     parser.add_argument("--full-text-words", type=int, default=0,
                         help="instead: the first N words of the whole reference file (code included), for long "
                              "instruction-like queries with repeated terms")
+    parser.add_argument("--two-stage", action="store_true", help="sweep the two-stage section retriever instead")
+    parser.add_argument("--weights-only", action="store_true",
+                        help="with --two-stage: only the skill weight and top_skills (default BM25 parameters)")
+    parser.add_argument("--skill-weights", type=lambda v: [float(x) for x in v.split(",")], default=[0.5, 1, 2, 4, 100])
+    parser.add_argument("--top-skills", type=lambda v: [int(x) for x in v.split(",")], default=[10, 20])
     args = parser.parse_args()
     start = time.perf_counter()
     if args.bench:
@@ -88,6 +223,16 @@ def main() -> int:
         for q in queries:
             raw = (Path(args.corpus) / "skills" / q.id).read_text(encoding="utf-8", errors="replace")
             q.text = " ".join(raw.split()[: args.full_text_words])
+    if args.two_stage:
+        cpu = time.process_time()
+        rows = two_stage_sweep(args, dataset, queries)
+        cols = ["Hit@1", "R@5", "R@10", "MRR"]
+        print(f"{len(queries)} {args.split} queries, pool {len(dataset.pool)}; {time.process_time() - cpu:.0f} CPU s")
+        print("| two-stage variant | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for name, m in rows.items():
+            print(f"| {name} | " + " | ".join(f"{100 * m[c]:.1f}" if c != "MRR" else f"{m[c]:.3f}" for c in cols) + " |")
+        return 0
     index = FieldSparseIndex.build(dataset.pool)
     texts = [q.text for q in queries]
     lengths = [len(t.split()) for t in texts]

@@ -11,8 +11,8 @@ index (`section_start`, `section_count`).
 `two_stage_top_k` ranks skills on that index, then scores only the sections of the best
 `top_skills` skills with the section index's exact BM25, and returns the best `k` sections with at
 most `per_skill` from one skill. A section's score is its BM25 score divided by the best candidate's
-plus its skill's score min-max scaled over the chosen skills, so a good section of a good skill
-wins. An index written before the skill level existed has no `skills/` folder: `write_skill_index`
+plus `skill_weight` times its skill's score min-max scaled over the chosen skills, so a good section
+of a good skill wins. An index written before the skill level existed has no `skills/` folder: `write_skill_index`
 builds one from the index's sections (into any folder), and `skill_index_for` says which applies.
 """
 
@@ -30,7 +30,6 @@ from corpus_tools.index_build import (
     SHARDS_FILE,
     SKILL_B,
     SKILL_BATCH,
-    SKILL_DIR,
     SKILL_K1,
     IndexWriter,
     _SkillLevel,
@@ -160,7 +159,7 @@ def doc_flags(index: Any, docs: np.ndarray) -> np.ndarray | None:
 
 def two_stage_top_k(sections: Any, skills: SkillIndex, query: str, k: int = 5, *, top_skills: int = 10,
                     per_skill: int = 2, exclude_repos: Iterable[str] = (), exclude_skills: Iterable[str] = (),
-                    scoring: str = "bm25", skip_flagged: bool = False
+                    scoring: str = "bm25", skip_flagged: bool = False, skill_weight: float = 1.0
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(section numbers, scores, flagged section numbers left out) of the best `k` sections of the best
     `top_skills` skills, at most `per_skill` per skill. See the module docstring for the score."""
@@ -184,7 +183,7 @@ def two_stage_top_k(sections: Any, skills: SkillIndex, query: str, k: int = 5, *
     cand, owner = cand[order], owner[order]
     bm25 = section_scores(sections, query, cand)
     top = bm25.max() if len(bm25) else 0.0
-    combined = (bm25 / top if top > 0 else np.zeros_like(bm25)) + prior[owner]
+    combined = (bm25 / top if top > 0 else np.zeros_like(bm25)) + skill_weight * prior[owner]
     ranked = np.lexsort((cand, -combined))
     taken: dict[int, int] = {}
     keep = []

@@ -24,11 +24,11 @@ from typing import Any
 
 from corpus_tools.blocklist import find_leaks
 from corpus_tools.index import FORMAT_VERSION, SectionIndex
-from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
 from corpus_tools.index_build import write_index
+from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
 from corpus_tools.sections import retrievable_sections, split_corpus
-from corpus_tools.vetting import flag_bits
 from corpus_tools.tokenizer import TOKENIZER_VERSION
+from corpus_tools.vetting import flag_bits
 
 STARTER_DIR = Path(__file__).resolve().parent / "data" / "starter"
 STARTER_LICENSES = ("MIT", "Apache-2.0")

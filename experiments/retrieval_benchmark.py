@@ -112,13 +112,22 @@ def write_short_bench(args: argparse.Namespace) -> int:
 
 
 # label -> the `retrieval:` options of the section retriever it rates
-SECTION_RETRIEVERS: dict[str, dict[str, str]] = {
-    "RASO bm25 (sections)": {"kind": "bm25"},
-    "RASO tfidf (skills -> sections)": {"kind": "tfidf"},
-    "RASO field, bm25 (whole-skill BM25 -> sections)": {"kind": "field", "field_method": "bm25", "encoder": "none"},
-    "RASO field, uniform (skills -> sections)": {"kind": "field"},
-    "RASO field, hybrid (TF-IDF + MiniLM skills -> sections)": {"kind": "field", "field_method": "hybrid"},
-    "RASO hybrid (BM25 + MiniLM sections)": {"kind": "hybrid"},
+SECTION_RETRIEVERS: dict[str, dict[str, object]] = {
+    "RASO bm25 (sections)": {"kind": "bm25", "vet": False},
+    "RASO two_stage (skill-level BM25 -> sections, <= 2 per skill)": {"kind": "two_stage", "top_skills": None,
+                                                                      "vet": False},
+    "RASO two_stage, untuned (top 10 skills, skill weight 1)": {"kind": "two_stage", "skill_weight": 1.0,
+                                                                "vet": False},
+    "RASO two_stage, skill-level TF-IDF": {"kind": "two_stage", "top_skills": None, "skill_scoring": "tfidf",
+                                           "vet": False},
+    "RASO two_stage, vetted (the default)": {"kind": "two_stage", "top_skills": None},
+    "RASO tfidf (skills -> sections)": {"kind": "tfidf", "vet": False},
+    "RASO field, bm25 (whole-skill BM25 -> sections)": {"kind": "field", "field_method": "bm25", "encoder": "none",
+                                                        "vet": False},
+    "RASO field, uniform (skills -> sections)": {"kind": "field", "vet": False},
+    "RASO field, hybrid (TF-IDF + MiniLM skills -> sections)": {"kind": "field", "field_method": "hybrid",
+                                                                "vet": False},
+    "RASO hybrid (BM25 + MiniLM sections)": {"kind": "hybrid", "vet": False},
 }
 
 
@@ -172,7 +181,10 @@ class SavedTextVectors:
 def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str, dict[str, float]]:
     """RASO's section retrievers over a section index of the pool's SKILL.md files, rated as skill
     rankings: the skills of the top `depth` sections in order of first appearance."""
+    import tempfile
+
     from corpus_tools.index import SectionIndex
+    from corpus_tools.index_build import write_index
     from corpus_tools.ingest import SkillRecord
     from corpus_tools.retrieval.metrics import mean_metrics
     from corpus_tools.sections import split_sections
@@ -183,11 +195,16 @@ def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str,
     records = [SkillRecord(id=s.id, name=s.name, description=s.description, body=s.body, text=s.body, metadata={},
                            repo=s.repo, path="SKILL.md", commit="", license="") for s in pool]
     t = time.perf_counter()
-    index = SectionIndex.build(s for r in records for s in split_sections(r, include_references=False))
+    from corpus_tools.vetting import flag_bits
+
+    # Streamed to disk like `raso corpus build`: the skill level and the vetting flags come with it.
+    work = tempfile.mkdtemp(prefix="retrieval-benchmark-index-")
+    index = SectionIndex.load(write_index((s for r in records for s in split_sections(r, include_references=False)),
+                                          Path(work) / "index", flagger=flag_bits))
     log(f"section index over the pool: {len(index)} sections ({time.perf_counter() - t:.0f}s)")
     rows: dict[str, dict[str, float]] = {}
     for label, spec in SECTION_RETRIEVERS.items():
-        options = RetrievalOptions(**spec, top_skills=10, candidates=20)
+        options = RetrievalOptions(**{"top_skills": 10, "candidates": 20, **spec})
         dense = options.kind == "hybrid" or (options.kind == "field" and options.encoder != "none")
         if dense and encoder is None:
             continue

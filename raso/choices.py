@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 #: How the execution agent incorporates skills (SRA modes): none, full injection, LLM selection, progressive.
 AgentMode = Literal["none", "full", "select", "progressive"]
 #: How RASO retrieves corpus sections for a query.
-RetrievalKind = Literal["bm25", "tfidf", "hybrid", "field", "dreamer"]
+RetrievalKind = Literal["two_stage", "bm25", "tfidf", "hybrid", "field", "dreamer"]
 #: How the initial skill s0 is written (a SKILL.md path is also accepted where an init is configured).
 InitKind = Literal["rasi", "rfsi"]
 #: How a skill is updated from rollouts.

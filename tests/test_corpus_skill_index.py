@@ -30,7 +30,7 @@ def skill_sections() -> list[Section]:
     """Five topics x 3 skills each; every skill has 4 SKILL.md sections and one reference-file section."""
     out = []
     n = 0
-    for t, (topic, words) in enumerate(TOPICS.items()):
+    for topic, words in TOPICS.items():
         vocab = words.split()
         for j in range(3):
             sid = f"o/{topic}{j}/SKILL.md"

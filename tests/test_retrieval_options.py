@@ -19,6 +19,7 @@ from raso.retrieval.retrievers import (
     SectionSearcher,
     build_retriever,
 )
+from raso.retrieval.vetting import VettedSearcher
 
 
 def _record(i: int, name: str, description: str, body: str) -> SkillRecord:
@@ -69,14 +70,18 @@ def test_options_validate_and_reject_unknown_fields() -> None:
 
 
 def test_bm25_kind_is_the_index_in_every_call_form(index: SectionIndex) -> None:
-    assert build_retriever("bm25", index=index) is index
-    assert build_retriever(RetrievalOptions(), index=index) is index
-    assert build_retriever({"kind": "bm25"}, index=index) is index
+    # vetted by default (raso.retrieval.vetting); `vet: false` hands out the index itself
+    for form in ("bm25", RetrievalOptions(kind="bm25"), {"kind": "bm25"}):
+        vetted = build_retriever(form, index=index)
+        assert isinstance(vetted, VettedSearcher) and vetted.inner is index
+    assert build_retriever(RetrievalOptions(kind="bm25", vet=False), index=index) is index
+    assert build_retriever({"kind": "bm25", "vet": False}, index=index) is index
 
 
 @pytest.mark.parametrize("options", [
     RetrievalOptions(kind="tfidf", top_skills=2),
     RetrievalOptions(kind="field", encoder="none", top_skills=2),
+    RetrievalOptions(kind="two_stage", top_skills=2),
 ])
 def test_skill_level_kinds_return_sections_of_the_top_skills(index: SectionIndex, options: RetrievalOptions) -> None:
     retriever = build_retriever(options, index=index)
@@ -93,16 +98,16 @@ def test_skill_level_kinds_return_sections_of_the_top_skills(index: SectionIndex
 def test_hybrid_rescores_the_bm25_candidates_with_the_encoder(index: SectionIndex) -> None:
     encoder = hashing_bow_encoder()
     query = "steps to group rows by quarter in a pivot table"
-    dense_only = build_retriever(RetrievalOptions(kind="hybrid", dense_weight=1.0, candidates=6), index=index,
-                                 encoder=encoder)
+    dense_only = build_retriever(RetrievalOptions(kind="hybrid", dense_weight=1.0, candidates=6, vet=False),
+                                 index=index, encoder=encoder)
     assert isinstance(dense_only, HybridSectionRetriever)
     docs, _ = index.top_k(query, 6)
     vectors = encoder.encode([index.section(int(d)).heading_path + "\n" + index.section(int(d)).text for d in docs])
     cosine = vectors @ encoder.encode([query])[0]
     expected = [index.section(int(docs[i])).id for i in np.lexsort((docs, -cosine))[:3]]
     assert [h.section.id for h in dense_only.search(query, k=3)] == expected
-    sparse_only = build_retriever(RetrievalOptions(kind="hybrid", dense_weight=0.0, candidates=6), index=index,
-                                  encoder=encoder)
+    sparse_only = build_retriever(RetrievalOptions(kind="hybrid", dense_weight=0.0, candidates=6, vet=False),
+                                  index=index, encoder=encoder)
     assert [h.section.id for h in sparse_only.search(query, k=3)] == [h.section.id for h in index.search(query, 3)]
     assert all(h.section.repo != "o/r1" for h in dense_only.search(query, k=3, exclude_repos=["o/r1"]))
     assert dense_only.search("zzzz unknownword", k=3) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raso.retrieval.retrievers import SectionSearcher, build_retriever
+from raso.retrieval.vetting import VettedSearcher
 
 
 class _TinyIndex:
@@ -16,11 +17,12 @@ class _TinyIndex:
         return []
 
 
-def test_bm25_kind_returns_the_index_itself():
+def test_bm25_kind_returns_the_index_itself_vetted_unless_vetting_is_off():
     index = _TinyIndex()
     retriever = build_retriever("bm25", index=index, gateway=None)
-    assert retriever is index
+    assert isinstance(retriever, VettedSearcher) and retriever.inner is index
     assert isinstance(retriever, SectionSearcher)
+    assert build_retriever({"kind": "bm25", "vet": False}, index=index) is index
 
 
 def test_unknown_kind_is_a_clear_error():

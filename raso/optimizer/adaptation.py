@@ -118,6 +118,8 @@ def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt
         retrieve(retriever, query, ctx.k, exclude_repos=ctx.exclude_repos, exclude_skills=ctx.exclude_skills)
         for _, query in items
     ]
+    take_dropped = getattr(retriever, "take_dropped", None)  # vetting drops (raso.retrieval.vetting), one per line
+    vetting = [drop.describe() for drop in take_dropped()] if callable(take_dropped) else []
 
     def one(index: int) -> Lesson | str | Unsupported | None:
         requirement = items[index][0]
@@ -137,6 +139,6 @@ def gather_lessons(ctx: "RunContext", items: Sequence[tuple[str, str]], *, adapt
     else:
         results = [one(i) for i in range(len(items))]
     return Found(lessons=[r for r in results if isinstance(r, Lesson)], retrieved=retrieved,
-                 errors=[r for r in results if isinstance(r, str)],
+                 errors=vetting + [r for r in results if isinstance(r, str)],
                  unsupported=[r.requirement for r in results if isinstance(r, Unsupported)],
                  adapted_items=sum(1 for r in retrieved if r) if adapt else 0)

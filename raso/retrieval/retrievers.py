@@ -4,6 +4,9 @@ Every retriever satisfies `SectionSearcher` (a `search(query, k, exclude_repos, 
 method returning `corpus_tools.index.Hit`s whose sections keep their provenance), and is chosen and
 configured by one `RetrievalOptions` (the `retrieval:` block of a run config):
 
+* ``"two_stage"`` -- skills first, then sections: the index's skill-level BM25 (or TF-IDF) ranks whole
+  skills, then the section BM25 picks the best sections of the `top_skills` best, at most `per_skill`
+  per skill (corpus_tools.skill_index).
 * ``"bm25"``   -- the section-level BM25 index itself (the paper's default).
 * ``"tfidf"``  -- whole skills ranked by TF-IDF cosine (sublinear tf), then their best BM25 sections.
 * ``"hybrid"`` -- sparse + dense over sections: the BM25 top `candidates` sections, re-scored by the
@@ -38,14 +41,29 @@ log = logging.getLogger(__name__)
 RETRIEVER_KINDS: tuple[str, ...] = choices_of(RetrievalKind)
 
 
+# Chosen on the dev split of both benchmarks (benchmarks/bench_retrieval_bm25_params.py --two-stage,
+# docs/retrieval-at-scale.md section 5).
+TOP_SKILLS = 10
+TWO_STAGE_TOP_SKILLS = 20
+TWO_STAGE_SKILL_WEIGHT = 0.5
+
+
 class RetrievalOptions(BaseModel):
     """Which retriever RASI/RASU use and its options (only the chosen kind's options are read)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: RetrievalKind = Field("bm25", description="bm25 | tfidf | hybrid | field | dreamer")
+    kind: RetrievalKind = Field("bm25", description="two_stage | bm25 | tfidf | hybrid | field | dreamer")
     k: int = Field(5, ge=1, description="sections retrieved per query")
-    top_skills: int = Field(10, ge=1, description="tfidf, field: skills whose sections are searched")
+    top_skills: int | None = Field(None, ge=1, description="two_stage, tfidf, field: skills whose sections are "
+                                   f"searched (None: {TWO_STAGE_TOP_SKILLS} for two_stage, {TOP_SKILLS} for the others)")
+    per_skill: int = Field(2, ge=1, description="two_stage: at most this many sections of one skill in a top K")
+    skill_weight: float = Field(TWO_STAGE_SKILL_WEIGHT, ge=0.0, description="two_stage: weight of the skill's "
+                                "min-max scaled score against the section's BM25 share of the best section's")
+    skill_scoring: Literal["bm25", "tfidf"] = Field(
+        "bm25", description="two_stage: how the skill-level index ranks skills")
+    vet: bool = Field(True, description="leave out sections the injection / exfiltration scan flags and "
+                      "near-duplicates of a section already retrieved; every drop is reported")
     fusion: Literal["uniform", "mlp"] = Field(
         "uniform", description="field: mean of the six min-max-scaled field scores, or a trained MLP over them")
     mlp_path: Path | None = Field(None, description="field + mlp: a fusion model saved by `raso retrieval eval`")
@@ -94,14 +112,29 @@ def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = No
         options = RetrievalOptions.model_validate(options)
     if index is None:
         raise ValueError("build_retriever needs a section index (corpus_tools.index.SectionIndex)")
+    searcher = _build(options, index=index, gateway=gateway, skills=skills, encoder=encoder)
+    if not options.vet:
+        return searcher
+    from raso.retrieval.vetting import VettedSearcher
+
+    return VettedSearcher(searcher)
+
+
+def _build(options: RetrievalOptions, *, index: Any, gateway: Any, skills: Sequence[Any] | None,
+           encoder: Encoder | None) -> SectionSearcher:
     kind = options.kind
     if kind == "bm25":
         return index
+    if kind == "two_stage":
+        return TwoStageSectionRetriever.from_index(index, top_skills=options.top_skills or TWO_STAGE_TOP_SKILLS,
+                                                   per_skill=options.per_skill, scoring=options.skill_scoring,
+                                                   skill_weight=options.skill_weight, vet=options.vet)
     if kind == "dreamer" and gateway is None:
         raise ValueError("the dreamer retriever calls the model: pass gateway=LLMGateway(...)")
     sparse_only = options.encoder.strip().lower() == "none"
     if kind == "tfidf":
-        return FieldSectionRetriever.from_index(index, skills=skills, method="tfidf", top_skills=options.top_skills)
+        return FieldSectionRetriever.from_index(index, skills=skills, method="tfidf",
+                                                top_skills=options.top_skills or TOP_SKILLS)
     if encoder is None and not sparse_only and kind in ("hybrid", "field", "dreamer"):
         encoder = encoder_from_spec(options.encoder)
     if kind == "hybrid":
@@ -117,8 +150,8 @@ def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = No
         elif method is None and sparse_only:
             method = "tfidf-fields"
         return FieldSectionRetriever.from_index(index, skills=skills, method=method, encoder=encoder,
-                                                cache_dir=options.cache_dir, top_skills=options.top_skills,
-                                                mlp_path=options.mlp_path)
+                                                cache_dir=options.cache_dir,
+                                                top_skills=options.top_skills or TOP_SKILLS, mlp_path=options.mlp_path)
     return DreamerSectionRetriever.from_index(index, gateway=gateway, skills=skills, encoder=encoder,
                                               cache_dir=options.cache_dir, use_dense=not sparse_only,
                                               **options.dreamer.model_dump())
@@ -333,6 +366,74 @@ class DreamerSectionRetriever(_SkillNarrowedSearch):
         # round-robin order is the ranking: scores fall with the merged position
         n = len(result.ranked)
         return [(sid, float(n - i)) for i, sid in enumerate(result.ranked)]
+
+
+class TwoStageSectionRetriever:
+    """Skills first, then their sections (corpus_tools.skill_index.two_stage_top_k) over a section index
+    and its skill-level index. With `vet`, sections flagged by the build-time scan are left out at no
+    query cost and reported by `take_dropped`."""
+
+    def __init__(self, index: Any, skill_index: Any, *, top_skills: int = TWO_STAGE_TOP_SKILLS, per_skill: int = 2,
+                 scoring: str = "bm25", skill_weight: float = TWO_STAGE_SKILL_WEIGHT, vet: bool = True,
+                 workdir: Any = None) -> None:
+        self.index = index
+        self.skill_weight = skill_weight
+        self.skill_index = skill_index
+        self.top_skills = top_skills
+        self.per_skill = per_skill
+        self.scoring = scoring
+        self.vet = vet
+        self._workdir = workdir  # keeps a skill level built for an old index alive with this retriever
+        self._dropped: list[Any] = []
+
+    @classmethod
+    def from_index(cls, index: Any, **options: Any) -> "TwoStageSectionRetriever":
+        """Use the skill level saved with `index`; an index built before it existed gets one built now
+        from its sections, in a temporary folder (a rebuild with `raso corpus build` saves that time)."""
+        import tempfile
+
+        from corpus_tools.skill_index import SkillIndex, skill_index_dir, write_skill_index
+
+        directory = getattr(index, "directory", None)
+        found = skill_index_dir(directory) if directory is not None else None
+        workdir = None
+        if found is not None:
+            skill_index = SkillIndex.load(found)
+        else:
+            log.warning("the index %s has no skill level (built before it existed): building it from its %d "
+                        "sections; rebuild the index with `raso corpus build` to skip this",
+                        directory or "(in memory)", len(index))
+            workdir = tempfile.TemporaryDirectory(prefix="raso-skills-")
+            sections = (index.section(doc) for doc in range(len(index)))
+            skill_index = SkillIndex.load(write_skill_index(sections, Path(workdir.name) / "skills"))
+        ends = skill_index.section_start + skill_index.section_count
+        if len(ends) and int(ends.max()) > len(index):
+            raise ValueError(f"the skill level at {found} does not match its section index "
+                             f"({int(ends.max())} > {len(index)} sections): rebuild the index")
+        return cls(index, skill_index, workdir=workdir, **options)
+
+    def search(self, query: str, k: int = 5, exclude_repos: Sequence[str] = (),
+               exclude_skills: Sequence[str] = ()) -> list[Hit]:
+        from corpus_tools.index import Hit
+        from corpus_tools.skill_index import two_stage_top_k
+        from corpus_tools.vetting import families_of
+
+        docs, scores, flagged = two_stage_top_k(
+            self.index, self.skill_index, query, k, top_skills=self.top_skills, per_skill=self.per_skill,
+            exclude_repos=exclude_repos, exclude_skills=exclude_skills, scoring=self.scoring,
+            skill_weight=self.skill_weight, skip_flagged=self.vet)
+        if len(flagged):
+            from corpus_tools.skill_index import doc_flags
+            from raso.retrieval.vetting import drop_of
+
+            bits = doc_flags(self.index, flagged)
+            self._dropped.extend(drop_of(self.index.section(int(d)), "flagged at build time: "
+                                         + ", ".join(families_of(int(b))), query) for d, b in zip(flagged, bits))
+        return [Hit(self.index.section(int(d)), float(s)) for d, s in zip(docs, scores)]
+
+    def take_dropped(self) -> list[Any]:
+        dropped, self._dropped = self._dropped, []
+        return dropped
 
 
 class HybridSectionRetriever:
