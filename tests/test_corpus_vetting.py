@@ -95,3 +95,22 @@ def test_planted_near_duplicates_collapse_and_distinct_texts_do_not() -> None:
     ]
     groups = collapse_near_duplicates(texts)
     assert [(g.keep, g.duplicates) for g in groups] == [(0, [2, 3, 5]), (1, []), (4, [])]
+
+
+@pytest.mark.shared
+def test_clean_shared_corpus_sections_are_rarely_flagged(shared_corpus) -> None:
+    """Every 4th skill of the shared corpus (public skills, no planted attacks): under 1 % of their
+    sections are flagged (benchmarks/bench_vetting.py measures all of them and lists examples)."""
+    from corpus_tools.index import index_text
+    from corpus_tools.ingest import iter_corpus
+    from corpus_tools.sections import retrievable_sections, split_sections
+
+    sections = flagged = 0
+    for number, record in enumerate(iter_corpus([shared_corpus])):
+        if number % 4:
+            continue
+        for section in retrievable_sections(split_sections(record)):
+            sections += 1
+            flagged += flag_bits(index_text(section)) != 0
+    assert sections > 10_000
+    assert flagged / sections < 0.01, (flagged, sections)

@@ -2,12 +2,14 @@
 
 Every retriever satisfies `SectionSearcher` (a `search(query, k, exclude_repos, exclude_skills)`
 method returning `corpus_tools.index.Hit`s whose sections keep their provenance), and is chosen and
-configured by one `RetrievalOptions` (the `retrieval:` block of a run config):
+configured by one `RetrievalOptions` (the `retrieval:` block of a run config). Every kind is vetted
+unless `vet: false` (raso.retrieval.vetting: flagged and near-duplicate sections are left out and
+reported):
 
-* ``"two_stage"`` -- skills first, then sections: the index's skill-level BM25 (or TF-IDF) ranks whole
-  skills, then the section BM25 picks the best sections of the `top_skills` best, at most `per_skill`
-  per skill (corpus_tools.skill_index).
-* ``"bm25"``   -- the section-level BM25 index itself (the paper's default).
+* ``"two_stage"`` (the default) -- skills first, then sections: the index's skill-level BM25 (or
+  TF-IDF) ranks whole skills, then the section BM25 picks the best sections of the `top_skills` best,
+  at most `per_skill` per skill (corpus_tools.skill_index).
+* ``"bm25"``   -- the section-level BM25 index itself (the paper's default, the default before issue 26).
 * ``"tfidf"``  -- whole skills ranked by TF-IDF cosine (sublinear tf), then their best BM25 sections.
 * ``"hybrid"`` -- sparse + dense over sections: the BM25 top `candidates` sections, re-scored by the
   mean of their min-max-scaled BM25 score and dense cosine to the query (`dense_weight` shifts it).
@@ -53,7 +55,8 @@ class RetrievalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: RetrievalKind = Field("bm25", description="two_stage | bm25 | tfidf | hybrid | field | dreamer")
+    kind: RetrievalKind = Field("two_stage", description="two_stage (default) | bm25 | tfidf | hybrid | field | "
+                                "dreamer")
     k: int = Field(5, ge=1, description="sections retrieved per query")
     top_skills: int | None = Field(None, ge=1, description="two_stage, tfidf, field: skills whose sections are "
                                    f"searched (None: {TWO_STAGE_TOP_SKILLS} for two_stage, {TOP_SKILLS} for the others)")
