@@ -388,6 +388,8 @@ class TwoStageSectionRetriever:
         self.vet = vet
         self._workdir = workdir  # keeps a skill level built for an old index alive with this retriever
         self._dropped: list[Any] = []
+        # Vetting (raso.retrieval.vetting) need not scan again what the build-time flags already vetted.
+        self.skips_flagged_sections = vet and _has_flags(index)
 
     @classmethod
     def from_index(cls, index: Any, **options: Any) -> "TwoStageSectionRetriever":
@@ -437,6 +439,11 @@ class TwoStageSectionRetriever:
     def take_dropped(self) -> list[Any]:
         dropped, self._dropped = self._dropped, []
         return dropped
+
+
+def _has_flags(index: Any) -> bool:
+    shards = getattr(index, "shards", None) or [index]
+    return all("flags" in getattr(shard, "doc_columns", {}) for shard in shards)
 
 
 class HybridSectionRetriever:

@@ -1,7 +1,8 @@
 """Vetting of retrieved sections before adaptation (the retriever side of corpus_tools.vetting).
 
 `VettedSearcher` wraps any section searcher: it asks for a few more sections than wanted, leaves out
-those the injection / exfiltration scan flags and any near-duplicate of a section already kept (word-shingle Jaccard),
+those the injection / exfiltration scan flags (unless the inner searcher already skipped the sections
+flagged at build time) and any near-duplicate of a section already kept (word-shingle Jaccard),
 and returns the best `k` of the rest. Every section left out is kept as a `Drop` (reason and
 provenance) until the caller takes them (`take_dropped`), so a run report can list each one.
 """
@@ -56,12 +57,14 @@ class VettedSearcher:
                exclude_skills: Sequence[str] = ()) -> list[Hit]:
         hits = self.inner.search(query, k + self.overfetch, exclude_repos, exclude_skills)
         drops: list[Drop] = list(_take(self.inner))
+        # A searcher that already left out the sections flagged at build time needs no second scan.
+        rescan = not getattr(self.inner, "skips_flagged_sections", False)
         kept: list[Hit] = []
         kept_shingles: list[frozenset[int]] = []
         for hit in hits:  # in rank order, until k are kept: only drops that displaced a section are listed
             if len(kept) == k:
                 break
-            findings = scan(f"{hit.section.heading_path}\n{hit.section.text}")
+            findings = scan(f"{hit.section.heading_path}\n{hit.section.text}") if rescan else []
             if findings:
                 drops.append(drop_of(hit.section, "flagged: " + ", ".join(f.family for f in findings), query))
                 continue
