@@ -70,16 +70,18 @@ def test_two_stage_skips_sections_flagged_at_build_time_and_reports_them(tmp_pat
 
 
 def test_gather_lessons_lists_the_vetting_drops_among_its_errors() -> None:
+    from raso.engine.context import RunContext
     from raso.optimizer.adaptation import gather_lessons
     from raso.optimizer.render import PromptLimits
 
-    retriever = build_retriever("bm25", index=SectionIndex.build(SECTIONS))
-    lessons, retrieved, errors = gather_lessons(
-        None, items=[("Summarise sales by quarter", QUERY)], task_description="t", harness_description="h",
-        retriever=retriever, k=4, adapt=False, limits=PromptLimits())
-    assert len(lessons) == 1 and len(retrieved[0]) == 3
-    assert sum("vetting left out section" in e for e in errors) == 3
-    assert any("'pivot-a#1'" in e and "flagged: override" in e for e in errors)
+    options = RetrievalOptions(kind="bm25", k=4)
+    ctx = RunContext(gateway=None, task_description="t", harness_description="h", limits=PromptLimits(),
+                     retrieval=options, retriever_factory=lambda: build_retriever(options,
+                                                                                  index=SectionIndex.build(SECTIONS)))
+    found = gather_lessons(ctx, [("Summarise sales by quarter", QUERY)], adapt=False)
+    assert len(found.lessons) == 1 and len(found.retrieved[0]) == 3
+    assert sum("vetting left out section" in e for e in found.errors) == 3
+    assert any("'pivot-a#1'" in e and "flagged: override" in e for e in found.errors)
 
 
 @pytest.mark.parametrize("kind", ["bm25", "two_stage"])
