@@ -216,7 +216,7 @@ def test_a_retriever_that_cannot_be_built_stops_the_run_instead_of_burning_the_i
     monkeypatch.setattr(raso.api, "check_index_blocklist", lambda *args: None)
     agent = ScriptedModel(counting_agent, name="strategies-broken-agent")
     optimizer = ScriptedModel(algorithm_reply, name="strategies-broken-optimizer")
-    with pytest.raises(RunError, match="cannot build the 'bm25' retriever .*index directory vanished"):
+    with pytest.raises(RunError, match="cannot build the 'two_stage' retriever .*index directory vanished"):
         raso.optimize(CountingHarness(n_tasks=4), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
                       update="rasu", num_requirements=2, epochs=1, minibatch=2, workers=1, test=False,
                       run_dir=tmp_path / "run")
