@@ -120,7 +120,8 @@ def make_gateway(
         "cache_dir": cache_dir, "max_concurrency": max_concurrency or config.workers,
         "retry": retry or RetryConfig(max_attempts=config.call_attempts, initial_wait_s=min(1.0, wait),
                                       max_wait_s=wait, jitter_s=min(1.0, wait)),
-        "prices": config.prices, "budget_usd": config.budget_usd, "structured_output": config.structured_output,
+        "prices": config.prices, "budget_usd": config.budget_usd, "seed": config.seed,
+        "structured_output": config.structured_output,
         "optimizer_structured_output": config.optimizer_structured_output,
     }
     return LLMGateway(gateway_config(config, **options), ledger=ledger)

@@ -20,6 +20,8 @@ from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMod
 from raso.llm.profiles import profile_for
 from raso.retrieval.retrievers import RetrievalOptions
 
+from .gate import GateOptions
+
 #: This flat config's field for each dotted key of a model profile's quick schedule (raso.llm.profiles).
 _QUICK_FIELDS: dict[str, str] = {
     "schedule.epochs": "epochs", "schedule.minibatch": "minibatch", "schedule.val_limit": "val_limit",
@@ -122,8 +124,10 @@ class OptimizeConfig(BaseModel):
     call_attempts: int = Field(default=6, ge=1, description="attempts per model call on transient failures "
                                "(rate limit, timeout, connection, 5xx), with exponential backoff")
     call_retry_max_wait_s: float = Field(default=60.0, ge=0.0, description="longest backoff between two attempts")
-    seed: int = Field(default=0, description="seed of the minibatch order")
+    seed: int = Field(default=0, description="seed of the minibatch order and of every embedded-model call")
     workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
+    gate: GateOptions = Field(default_factory=GateOptions, description="the validation gate: mode (strict, paired, "
+                              "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)")
 
     execution: ExecutionOptions = Field(
         default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "

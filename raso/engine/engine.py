@@ -30,9 +30,23 @@ from .budget import Budget
 from .config import OptimizeConfig
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
+from .gate import decide, overall_mean, split_holdout
 from .protocols import RunComponents
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
-from .state import OLDEST_READABLE_VERSION, STATE_VERSION, CandidateRecord, CurvePoint, PendingIteration, RunState, TestScore
+from .state import (
+    OLDEST_READABLE_VERSION,
+    STATE_VERSION,
+    CandidateRecord,
+    CurvePoint,
+    HoldoutScore,
+    PendingIteration,
+    RunState,
+    TestScore,
+    UnitCost,
+)
+
+#: A task id -> its rewards, one per repeat (GateOptions.rollouts_per_task).
+Scores = dict[str, list[float]]
 
 
 class OptimizeResult(BaseModel):
@@ -59,6 +73,7 @@ class OptimizeResult(BaseModel):
     test: list[TestScore] = Field(default_factory=list, description="s0 and the best skill on the test split "
                                   "(reported only; never used for selection)")
     test_rollouts: int = 0
+    holdout: HoldoutScore | None = None
 
     @property
     def initial_test(self) -> float | None:
@@ -131,8 +146,12 @@ class Engine:
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
         self.emit = Emitter([EventLog(run_dir), *components.sinks])
+        self.gate = config.gate
         self.train_tasks = self._limited("train", config.train_limit)
-        self.val_tasks = self._limited("val", config.val_limit)
+        all_val = self._limited("val", config.val_limit)
+        gated, held = split_holdout([t.id for t in all_val], self.gate, config.seed)
+        self.val_tasks = [t for t in all_val if t.id in set(gated)]
+        self.holdout_tasks = [t for t in all_val if t.id in set(held)]
         self._tasks_by_id = {t.id: t for t in self.train_tasks}
         if not self.val_tasks:
             raise RunError(f"harness {self.harness.name!r} has no val tasks: the validation gate needs some")
@@ -243,6 +262,39 @@ class Engine:
                     errors=sum(1 for r in rollouts if r.error))
         return rollouts
 
+    def _evaluate_repeated(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> tuple[Scores, int]:
+        """`tasks` rolled out `rollouts_per_task` times with `skill`; each repeat is its own unit (`batch`, then
+        `batch_r2`, ...), so its calls have their own cache keys and seeds: distinct samples, each replayable.
+        Returns the rewards per task and the number of rollouts."""
+        scores: Scores = {t.id: [] for t in tasks}
+        count = 0
+        for repeat in range(self.gate.rollouts_per_task):
+            rollouts = self._evaluate(batch if repeat == 0 else f"{batch}_r{repeat + 1}", skill, tasks)
+            for task, rollout in zip(tasks, rollouts):
+                scores[task.id].append(rollout.reward)
+            count += len(rollouts)
+        return scores, count
+
+    def _unit_costs(self, units: dict[str, tuple[str, ...]]) -> dict[str, UnitCost]:
+        """The ledger's records summed per step: `units` maps a step name to the unit tags (prefixes) it ran
+        under."""
+        out = {step: UnitCost() for step in units}
+        for rec in self.gateway.ledger.records():
+            head = (rec.unit or "").split("|", 1)[0]
+            step = next((name for name, prefixes in units.items() if any(head.startswith(p) for p in prefixes)),
+                        None)
+            if step is None:
+                continue
+            cost = out[step]
+            if rec.cached:
+                cost.cache_hits += 1
+            else:
+                cost.calls += 1
+            cost.prompt_tokens += rec.prompt_tokens
+            cost.completion_tokens += rec.completion_tokens
+            cost.cost_usd += rec.cost_usd
+        return out
+
     def _refuse_incomplete(self, batch: str, rollouts: list[Rollout]) -> None:
         """A batch with rollouts that did not get an agent result is never scored: scoring the infrastructure's
         failures as 0 would bias the gate against whatever skill was being evaluated during an outage, and
@@ -325,6 +377,9 @@ class Engine:
             except _BudgetStop as stop:
                 self._stop(str(stop))
                 self.checkpoint()
+            if (self.state.phase in ("test", "done") and self.holdout_tasks and self.state.holdout is None
+                    and self.state.holdout_note is None and self.state.finished_at is None):
+                self._evaluate_holdout()
             if self.state.phase == "test":
                 self._evaluate_test()
             if self.state.finished_at is None:
@@ -366,21 +421,43 @@ class Engine:
         self.checkpoint()
 
     def _evaluate_s0(self) -> None:
-        n_val = len(self.val_tasks)
+        n_val = len(self.val_tasks) * self.gate.rollouts_per_task
         if not self.budget.allows_val(self.state.rollouts_used, n_val):
-            self._stop(f"rollout budget {self.budget.rollouts} cannot cover evaluating s0 on {n_val} val tasks; "
-                       "s0 is the result, unevaluated")
+            self._stop(f"rollout budget {self.budget.rollouts} cannot cover evaluating s0 on {len(self.val_tasks)} "
+                       f"val tasks ({n_val} rollouts); s0 is the result, unevaluated")
             self.checkpoint()
             return
         if self.budget.usd_exhausted(self.cost):
             self._stop(self.budget.stop_reason(self.state.rollouts_used, self.cost) or "USD budget reached")
             self.checkpoint()
             return
-        rollouts = self._evaluate("s0_val", self._skill(0), self.val_tasks)
-        self._count(len(rollouts), "val")
-        self.state.current_val = statistics.fmean(r.reward for r in rollouts)
+        scores, count = self._evaluate_repeated("s0_val", self._skill(0), self.val_tasks)
+        self._count(count, "val")
+        self.state.current_val = overall_mean(scores)
         self._add_curve("s0")
         self.state.phase = "iterate"
+        self.checkpoint()
+
+    def _evaluate_holdout(self) -> None:
+        """The final skill on the val tasks the gate never saw (GateOptions.val_holdout): reported beside its gated
+        val score, so overfitting to val shows; counted apart from the optimization budget, like test."""
+        s = self.state
+        version = s.current_version
+        if version is None or s.current_val is None or not self.run_dir.skill_path(version).exists():
+            s.holdout_note = "not scored: the final skill has no gated val score"
+        elif self.budget.usd_exhausted(self.cost):
+            s.holdout_note = "not scored: USD budget reached"
+        else:
+            try:
+                scores, count = self._evaluate_repeated(f"holdout_v{version:03d}", self._skill(version),
+                                                        self.holdout_tasks)
+            except _BudgetStop:
+                s.holdout_note = "cut short: USD budget reached"
+            else:
+                s.holdout = HoldoutScore(version=version, mean_reward=overall_mean(scores), gated_val=s.current_val,
+                                         tasks=len(self.holdout_tasks), rollouts=count)
+                self._event("holdout_done", version=version, mean_reward=s.holdout.mean_reward,
+                            gated_val=s.current_val, tasks=len(self.holdout_tasks))
         self.checkpoint()
 
     def _evaluate_test(self) -> None:
@@ -404,14 +481,14 @@ class Engine:
                 s.test_note = "test evaluation cut short: USD budget reached"
                 break
             try:
-                rollouts = self._evaluate(f"test_v{version:03d}", self._skill(version), tasks)
+                scores, count = self._evaluate_repeated(f"test_v{version:03d}", self._skill(version), tasks)
             except _BudgetStop:
                 s.test_note = "test evaluation cut short: USD budget reached"
                 break
-            mean = statistics.fmean(r.reward for r in rollouts)
-            s.test_rollouts += len(rollouts)
+            mean = overall_mean(scores)
+            s.test_rollouts += count
             s.test.append(TestScore(version=version, label="s0" if version == 0 else "best", mean_reward=mean,
-                                    tasks=len(tasks), rollouts=len(rollouts)))
+                                    tasks=len(tasks), rollouts=count))
             self._event("test_done", version=version, mean_reward=mean, tasks=len(tasks))
             self.checkpoint()
         s.phase = "done"
@@ -437,11 +514,11 @@ class Engine:
             self._stop(reason)
             return None
         batch = batches[s.batch_index]
-        n_val = len(self.val_tasks)
+        n_val = self.gate.decision_rollouts(len(self.val_tasks))
         size = self.budget.train_batch_size(s.rollouts_used, len(batch), n_val)
         if size == 0:
             self._stop(f"rollout budget reached: {s.rollouts_used}/{self.budget.rollouts} used, no room for a "
-                       f"minibatch plus the candidate's {n_val} val rollouts")
+                       f"minibatch plus the gate's {n_val} val rollouts")
             return None
         return PendingIteration(iteration=s.iterations_done + 1, epoch=s.epoch, batch_index=s.batch_index,
                                 task_ids=batch[:size])
@@ -510,7 +587,7 @@ class Engine:
     def _decide(self, p: PendingIteration, tag: str) -> None:
         s = self.state
         current_version = s.current_version or 0
-        record = dict(iteration=p.iteration, epoch=p.epoch, batch_index=p.batch_index, train_task_ids=p.task_ids,
+        record: dict[str, Any] = dict(iteration=p.iteration, epoch=p.epoch, batch_index=p.batch_index, train_task_ids=p.task_ids,
                       train_mean_reward=p.train_mean_reward or 0.0, current_version=current_version,
                       current_val=s.current_val)
         candidate_val: float | None = None
@@ -525,17 +602,24 @@ class Engine:
                 accepted, reason = False, "not evaluated: USD budget reached"
                 self._stop(self.budget.stop_reason(s.rollouts_used, self.cost) or reason)
             else:
-                rollouts = self._evaluate(f"{tag}_val", candidate, self.val_tasks)
-                self._count(len(rollouts), "val")
-                candidate_val = statistics.fmean(r.reward for r in rollouts)
-                current_val = s.current_val if s.current_val is not None else 0.0
-                accepted = candidate_val > current_val  # strictly higher; ties keep s_t
-                relation = ">" if candidate_val > current_val else ("=" if candidate_val == current_val else "<")
-                reason = (f"val {candidate_val:.4f} {relation} current {current_val:.4f}: "
-                          f"{'accepted' if accepted else 'rejected'}")
+                scores, count = self._evaluate_repeated(f"{tag}_val", candidate, self.val_tasks)
+                incumbent = None
+                if self.gate.paired:  # the incumbent re-scored on the same tasks, in this iteration
+                    incumbent, inc_count = self._evaluate_repeated(f"{tag}_val_incumbent", current, self.val_tasks)
+                    count += inc_count
+                self._count(count, "val")
+                decision = decide(self.gate, scores, incumbent=incumbent,
+                                  stored_incumbent_val=s.current_val if s.current_val is not None else 0.0)
+                candidate_val, accepted, reason = decision.candidate_val, decision.accepted, decision.reason
+                record.update(statistic=decision.statistic, interval=decision.interval, p_value=decision.p_value,
+                              incumbent_val=decision.incumbent_val if incumbent is not None else None,
+                              gate_rollouts=count)
         cand = CandidateRecord(
             version=p.candidate_version, candidate_val=candidate_val, accepted=accepted, reason=reason,
-            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, **record,
+            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, gate_mode=self.gate.mode,
+            cost=self._unit_costs({"train": (f"{tag}_train",), "propose": (f"{tag}/propose",),
+                                   "val": (f"{tag}_val",)}),
+            **record,
         )
         s.candidates.append(cand)
         if accepted and p.candidate_version is not None:
@@ -563,7 +647,7 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
         finished=state.phase == "done", candidates=list(state.candidates), test=list(state.test),
-        test_rollouts=state.test_rollouts,
+        test_rollouts=state.test_rollouts, holdout=state.holdout,
     )
 
 

@@ -20,6 +20,26 @@ Phase = Literal["init", "s0_val", "iterate", "test", "done"]
 Step = Literal["start", "rolled_out", "proposed"]
 
 
+class UnitCost(BaseModel):
+    """The model calls of one unit of work, from the ledger's records tagged with it."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class HoldoutScore(BaseModel):
+    """The final skill's mean reward on the held-out part of val (GateOptions.val_holdout), measured at the end."""
+
+    version: int
+    mean_reward: float
+    gated_val: float | None  # the same skill's score on the gated val tasks, for comparison
+    tasks: int
+    rollouts: int
+
+
 class CandidateRecord(BaseModel):
     """One candidate skill and the validation gate's decision about it."""
 
@@ -37,6 +57,15 @@ class CandidateRecord(BaseModel):
     rollouts_used: int
     cost_usd: float
     error: str | None = None
+    # the gate's decision (raso.engine.gate); defaults read checkpoints written before these fields existed
+    gate_mode: str = "strict"
+    statistic: float | None = None  # candidate - incumbent (the mean per-task difference in the paired modes)
+    interval: tuple[float, float] | None = None  # the statistic's bootstrap interval (paired modes)
+    p_value: float | None = None  # the one-sided sign-flip test's p-value (paired modes)
+    incumbent_val: float | None = None  # the incumbent re-scored in this iteration (paired modes)
+    gate_rollouts: int = 0  # val rollouts this decision cost (candidate and, when paired, the incumbent)
+    cost: dict[str, UnitCost] = Field(default_factory=dict, description="this candidate's model calls by step: "
+                                      "train, propose, val (the ledger's records of its units)")
 
 
 class CurvePoint(BaseModel):
@@ -103,3 +132,5 @@ class RunState(BaseModel):
     # fallbacks the retrieval and optimizer code logged (a dense encoder missing, SkillDreamer ranking by the
     # query alone, ...): "logger: message template" -> {"count": n, "example": the first message}
     degradations: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    holdout: HoldoutScore | None = None  # the final skill on the val part the gate never saw
+    holdout_note: str | None = None  # why the held-out check was skipped or cut short

@@ -96,6 +96,9 @@ class GatewayConfig(BaseModel):
                                           "litellm's bundled prices")
     budget_usd: float | None = Field(default=None, gt=0, description="refuse any call whose worst-case cost would "
                                      "take the ledger's spend past this")
+    seed: int | None = Field(default=None, description="seed of every call to an in-process model (the embedded "
+                             "one), derived with the call's cache key: the same run reproduces its replies, and "
+                             "requests told apart by their tag (repeats, units) get different samples")
 
     @classmethod
     def for_models(

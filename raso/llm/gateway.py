@@ -7,6 +7,7 @@ a concurrency limit, structured output (pydantic in, validated instance out) and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -133,6 +134,14 @@ def register_prices(prices: dict[str, ModelPrice]) -> None:
                 "litellm_provider": provider_of(model) or "openai", "mode": "chat"}})
         except Exception:  # litellm refusing an entry must not stop a run: our own cost path uses the table
             pass
+
+
+def call_seed(run_seed: int, key: str) -> int:
+    """The sampling seed of one in-process call: from the run's seed and the call's cache key, so a rerun samples
+    the same text and two requests with different tags (repeats, units) sample independently. 31 bits: llama.cpp
+    reads the seed as uint32 and 0xFFFFFFFF means "random"."""
+    digest = hashlib.sha256(f"{run_seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 #: Completion tokens assumed by the budget's worst-case estimate when neither the call nor litellm's model
@@ -276,19 +285,23 @@ class LLMGateway:
     ) -> Completion:
         model = role_cfg.model
         key = None
-        if self.cache is not None:
+        profile = self.profile(role)
+        if self.cache is not None or (self.config.seed is not None and profile.in_process):
             key = cache_key(model, messages, {**params, "api_base": role_cfg.api_base, "extra": cache_key_extra}, None)
+        if self.cache is not None and key is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
-                self._record_replay(hit, CallRecord(role=role, stage=stage, model=model, cached=True))
+                self._record_replay(hit, CallRecord(role=role, stage=stage, model=model, cached=True,
+                                                    unit=cache_key_extra))
                 return Completion(
                     text=hit["text"], model=model, role=role, stage=stage, cached=True,
                     finish_reason=hit.get("finish_reason"),
                 )
 
-        profile = self.profile(role)
         if not profile.in_process:
             self._check_credentials(model, role, role_cfg)
+        elif self.config.seed is not None and key is not None and "seed" not in params:
+            params = {**params, "seed": call_seed(self.config.seed, key)}
         if profile.backend == "embedded":
             try:
                 local.ensure_ready(model)
@@ -309,7 +322,7 @@ class LLMGateway:
         except Exception as exc:
             self.ledger.record(
                 CallRecord(role=role, stage=stage, model=model, retries=max(attempts - 1, 0), failed=True,
-                           latency_s=time.perf_counter() - started)
+                           latency_s=time.perf_counter() - started, unit=cache_key_extra)
             )
             self._release_budget(reserved)
             raise self._as_llm_error(exc, model, role, role_cfg, attempts) from exc
@@ -330,7 +343,8 @@ class LLMGateway:
         )
         record = CallRecord(role=role, stage=stage, model=model, prompt_tokens=prompt_tokens,
                             completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1,
-                            latency_s=latency, unpriced=priced is None, call_id=uuid.uuid4().hex)
+                            latency_s=latency, unpriced=priced is None, call_id=uuid.uuid4().hex,
+                            unit=cache_key_extra)
         try:
             # The replayable reply is stored before the call is billed, and carries its own bill: a kill between
             # the two leaves a reply that the resumed run replays and bills then (_record_replay), never a billed

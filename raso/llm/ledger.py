@@ -33,6 +33,7 @@ class CallRecord(BaseModel):
     latency_s: float = 0.0
     unpriced: bool = False  # a paid call whose cost is unknown (no price for the model): cost_usd reads 0
     call_id: str | None = None  # a paid call's identity, also stored with its cached reply (see book_once)
+    unit: str | None = None  # the request's cache tag (the engine's unit of work, e.g. "iter003_val"), if any
 
 
 def _empty() -> dict[str, Any]:
