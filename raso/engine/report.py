@@ -98,6 +98,52 @@ def _test_section(state: RunState, config: Any) -> list[str]:
     return lines
 
 
+def _gate_line(config: Any) -> str:
+    gate = config.gate
+    text = f"- gate: {gate.mode}"
+    if gate.mode == "significant":
+        text += f" (one-sided sign-flip permutation test, level {gate.level:g})"
+    text += f"; {gate.rollouts_per_task} rollout(s) per val and test task"
+    if gate.val_holdout:
+        text += f"; val holdout {gate.val_holdout:g}"
+    return text
+
+
+def _holdout_rows(state: RunState, config: Any) -> list[str]:
+    """The final skill on the held-out part of val, beside its gated val score."""
+    if not config.gate.val_holdout:
+        return []
+    h = state.holdout
+    if h is None:
+        return [f"| held-out val score | - ({state.holdout_note or 'pending'}) |"]
+    gap = "" if h.gated_val is None else f"; gated val {h.gated_val:.3f}, gap {h.gated_val - h.mean_reward:+.3f}"
+    return [f"| held-out val score (v{h.version:03d}, never seen by the gate) | {h.mean_reward:.3f} on {h.tasks} "
+            f"task(s), {h.rollouts} rollouts{gap} |"]
+
+
+def _candidate_cost_section(state: RunState) -> list[str]:
+    """Each candidate's own model calls (the ledger's records of its units): what a proposal and its
+    evaluation cost."""
+    rows = [c for c in state.candidates if c.cost]
+    if not rows:
+        return []
+    lines = ["", "## Cost per candidate", "",
+             "| iter | candidate | accepted | train calls | propose calls | propose tokens | val calls | "
+             "val tokens | USD (train + propose + val) |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in rows:
+        train, propose, val = (c.cost.get(k) for k in ("train", "propose", "val"))
+        usd = sum(u.cost_usd for u in c.cost.values())
+        cand = f"v{c.version:03d}" if c.version is not None else "none"
+
+        def tokens(u: Any) -> int:
+            return (u.prompt_tokens + u.completion_tokens) if u is not None else 0
+
+        lines.append(f"| {c.iteration} | {cand} | {'yes' if c.accepted else 'no'} | {train.calls if train else 0} | "
+                     f"{propose.calls if propose else 0} | {tokens(propose)} | {val.calls if val else 0} | "
+                     f"{tokens(val)} | ${usd:.4f} |")
+    return lines
+
+
 def _cost_cell(ledger: dict[str, Any]) -> str:
     """The total cost, never a silent $0: calls to models without a known price are named."""
     totals = ledger.get("totals", {})
@@ -206,6 +252,7 @@ def build_report(run_dir: RunDir) -> str:
         f"- schedule: {config.epochs} epoch(s), minibatch {config.minibatch}, chunk {config.chunk_size}, K {config.k}, "
         f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
         f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
+        _gate_line(config),
     ]
     lines += _profile_lines(config)
     index_line = _index_line(config)
@@ -225,6 +272,7 @@ def build_report(run_dir: RunDir) -> str:
         f"| initial skill s0 val score | {_fmt(initial)} |",
         f"| best skill | v{state.current_version:03d} |" if state.current_version is not None else "| best skill | - |",
         f"| best val score | {_fmt(state.current_val)} |",
+        *_holdout_rows(state, config),
         f"| iterations | {state.iterations_done} |",
         f"| candidates accepted | {sum(1 for c in state.candidates if c.accepted)} of {len(state.candidates)} |",
         f"| rollouts (train + val) | {state.rollouts_used} ({state.train_rollouts} + {state.val_rollouts}) |",
@@ -241,17 +289,21 @@ def build_report(run_dir: RunDir) -> str:
         *_degradations_section(run_dir, state, ledger),
         "## Score per iteration",
         "",
-        "| iter | epoch | minibatch | train mean | candidate | cand. val | current val | decision | rollouts | cost |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| iter | epoch | minibatch | train mean | candidate | cand. val | current val | gate statistic | "
+        "interval | p | gate rollouts | decision | rollouts | cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     if initial is not None:
-        lines.append(f"| 0 | - | - | - | v000 (s0) | {_fmt(initial)} | - | initial | "
+        lines.append(f"| 0 | - | - | - | v000 (s0) | {_fmt(initial)} | - | - | - | - | - | initial | "
                      f"{state.curve[0].rollouts_used} | ${state.curve[0].cost_usd:.4f} |")
     for c in state.candidates:
         cand = f"v{c.version:03d}" if c.version is not None else "none"
+        interval = f"[{c.interval[0]:+.3f}, {c.interval[1]:+.3f}]" if c.interval is not None else "-"
+        stat = f"{c.statistic:+.3f}" if c.statistic is not None else "-"
         lines.append(f"| {c.iteration} | {c.epoch + 1} | {len(c.train_task_ids)} | {_fmt(c.train_mean_reward)} | "
-                     f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {c.reason} | "
-                     f"{c.rollouts_used} | ${c.cost_usd:.4f} |")
+                     f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {stat} | {interval} | "
+                     f"{_fmt(c.p_value)} | {c.gate_rollouts} | {c.reason} | {c.rollouts_used} | ${c.cost_usd:.4f} |")
+    lines += _candidate_cost_section(state)
     lines += ["", "## Plots", ""]
     for name in ("val_vs_rollouts.png", "val_vs_cost.png"):
         if (run_dir.plots / name).exists():
