@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs (at run
     from raso.api import evaluate as evaluate
     from raso.api import init_skill as init_skill
     from raso.api import optimize as optimize
+    from raso.api import plan as plan
     from raso.api import resume as resume
     from raso.engine.config import ConfigError as ConfigError
     from raso.engine.config import OptimizeConfig as OptimizeConfig
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs (at run
 
 _LAZY = {
     "optimize": "raso.api",
+    "plan": "raso.api",
     "resume": "raso.api",
     "init_skill": "raso.api",
     "evaluate": "raso.api",

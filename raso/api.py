@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from raso.engine.context import RunContext
     from raso.engine.engine import OptimizeResult
     from raso.engine.events import EventSink
+    from raso.engine.plan import CostPlan
     from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
     from raso.engine.run_dir import RunDir
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
@@ -466,6 +467,26 @@ def evaluate(
                         on_rollout=on_rollout)
 
 
+def plan(
+    harness: "str | Harness | None" = None,
+    config: OptimizeConfig | None = None,
+    *,
+    config_file: str | Path | None = None,
+    previous_run: str | Path | None = None,
+    **overrides: Any,
+) -> "CostPlan":
+    """The cost plan of the run `optimize` would start with the same arguments, without calling any model:
+    rollouts per phase, model calls, tokens and USD per role (raso.engine.plan; `format_plan` prints it).
+    `previous_run`: a run directory of the same harness and model to measure rollout length from (default: the
+    newest one next to the run directory, else the per-harness defaults)."""
+    from raso.engine.plan import plan_run
+
+    cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
+    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
+    check_splits(harness_obj, cfg)
+    return plan_run(cfg, harness_obj, previous_run=Path(previous_run) if previous_run is not None else None)
+
+
 def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[Task]:
     """The tasks of `split` (the first `limit`); ConfigError for an unknown or empty split."""
     try:
@@ -507,6 +528,6 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 __all__ = [
     "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer",
     "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_target", "init_skill", "load_harness",
-    "load_skills", "make_agent", "make_gateway", "load_index", "make_retriever", "optimize", "prompt_library", "resolve_config",
-    "resume", "retrieval_options", "run_context", "step_options",
+    "load_skills", "make_agent", "make_gateway", "load_index", "make_retriever", "optimize", "plan", "prompt_library",
+    "resolve_config", "resume", "retrieval_options", "run_context", "step_options",
 ]

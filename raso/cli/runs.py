@@ -30,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags override it)")
     opt.set_defaults(func=run_optimize, config_fields=add_config_options(opt))
     opt.add_argument("--no-progress", action="store_true", help="no live progress display")
+    opt.add_argument("--plan", action="store_true", help="print the run's cost plan (rollouts per phase, model "
+                     "calls, tokens and USD per role) without calling any model, and exit")
 
     res = subparsers.add_parser("resume", help="continue an interrupted optimization run from its checkpoint",
                                 description="Continue the run in RUN_DIR from checkpoint.json. Model calls that "
@@ -124,6 +126,15 @@ def run_optimize(args: argparse.Namespace) -> int:
         print("quick defaults for the embedded model: "
               + ", ".join(f"{k}={getattr(config, k)}" for k in config.quick_defaults_applied)
               + " (give --epochs/--minibatch/--budget-rollouts to choose your own)", file=sys.stderr)
+    if args.plan:
+        from raso.engine.plan import format_plan
+
+        try:
+            print(format_plan(api.plan(config=config)))
+        except ConfigError as exc:
+            _error(str(exc))
+            return 2
+        return 0
     if config.run_dir is None:
         from raso.engine.run_dir import default_run_dir
 

@@ -656,6 +656,17 @@ def _write_descriptions(run_dir: RunDir, harness: Harness) -> None:
     atomic_write_text(run_dir.root / "harness_description.md", harness.harness_description.strip() + "\n")
 
 
+def _write_plan(config: OptimizeConfig, run_dir: RunDir, harness: Harness) -> None:
+    """plan.json: the cost plan made before any model call (raso.engine.plan), for the report to set against
+    the spend. A plan that cannot be made (an unreadable previous run) is noted, never a reason to stop."""
+    from .plan import plan_run
+
+    try:
+        atomic_write_json(run_dir.plan, plan_run(config, harness).model_dump(mode="json"))
+    except Exception as exc:
+        atomic_write_json(run_dir.plan, {"error": f"{type(exc).__name__}: {exc}"})
+
+
 def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents) -> OptimizeResult:
     """Start a new run in `run_dir` (created here; the caller checked it holds no run) and run it to the end."""
     run_dir.create()
@@ -663,6 +674,7 @@ def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents
     state = RunState(started_at=_now())
     engine = Engine(config, run_dir, state, components)
     _write_descriptions(run_dir, engine.harness)
+    _write_plan(config, run_dir, engine.harness)
     engine._event("run_started", run_dir=str(run_dir.root))
     engine.checkpoint()
     return engine.run()

@@ -144,6 +144,40 @@ def _candidate_cost_section(state: RunState) -> list[str]:
     return lines
 
 
+def _plan_section(run_dir: RunDir, state: RunState, totals: dict[str, Any], ledger: dict[str, Any]) -> list[str]:
+    """The cost plan made before the run (plan.json) against what the run spent."""
+    if not run_dir.plan.exists():
+        return []
+    try:
+        plan = json.loads(run_dir.plan.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if "error" in plan:
+        return ["", "## Plan against spend", "", f"No plan was made: {plan['error']}"]
+    spent = {"s0_val": None, "train": state.train_rollouts, "val": None, "holdout": None, "test": state.test_rollouts}
+    val_in_candidates = sum(c.gate_rollouts for c in state.candidates)
+    spent["val"] = val_in_candidates
+    spent["s0_val"] = state.val_rollouts - val_in_candidates
+    spent["holdout"] = state.holdout.rollouts if state.holdout is not None else 0
+    lines = ["", "## Plan against spend", "",
+             "The plan was made before the run without calling a model (`raso optimize --plan` prints it)"
+             + (f"; rollout length measured in {plan['previous_run']}" if plan.get("previous_run") else "") + ".",
+             "", "| rollouts | planned | spent |", "|---|---|---|"]
+    for phase, planned in (plan.get("rollouts") or {}).items():
+        lines.append(f"| {phase} | {planned} | {spent.get(phase, '-')} |")
+    by_role = ledger.get("by_role", {})
+    lines += ["", "| role | model | planned calls | calls | planned tokens | tokens | planned USD | USD |",
+              "|---|---|---|---|---|---|---|---|"]
+    for role in plan.get("roles") or []:
+        row = by_role.get(role["role"], {})
+        planned_usd = f"${role['usd']:.4f}" if role.get("usd") is not None else "unpriced"
+        lines.append(f"| {role['role']} | {role['model']} | {role['calls']} | {row.get('calls', 0)} | "
+                     f"{role['prompt_tokens'] + role['completion_tokens']} | "
+                     f"{row.get('prompt_tokens', 0) + row.get('completion_tokens', 0)} | {planned_usd} | "
+                     f"${float(row.get('cost_usd', 0.0)):.4f} |")
+    return lines
+
+
 def _cost_cell(ledger: dict[str, Any]) -> str:
     """The total cost, never a silent $0: calls to models without a known price are named."""
     totals = ledger.get("totals", {})
@@ -304,6 +338,7 @@ def build_report(run_dir: RunDir) -> str:
                      f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {stat} | {interval} | "
                      f"{_fmt(c.p_value)} | {c.gate_rollouts} | {c.reason} | {c.rollouts_used} | ${c.cost_usd:.4f} |")
     lines += _candidate_cost_section(state)
+    lines += _plan_section(run_dir, state, totals, ledger)
     lines += ["", "## Plots", ""]
     for name in ("val_vs_rollouts.png", "val_vs_cost.png"):
         if (run_dir.plots / name).exists():

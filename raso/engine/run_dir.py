@@ -117,6 +117,11 @@ class RunDir:
         return self.root / "events.jsonl"
 
     @property
+    def plan(self) -> Path:
+        """The cost plan made before the run (raso.engine.plan)."""
+        return self.root / "plan.json"
+
+    @property
     def report(self) -> Path:
         return self.root / "report.md"
 

@@ -1,0 +1,254 @@
+"""A run's cost plan, made before the run without calling any model (`raso optimize --plan`, `raso.plan`).
+
+The schedule fixes the rollouts: the plan walks the engine's own rules (s0's val evaluation, then per minibatch the
+train rollouts and the gate's decision, cut by `max_iterations` and the rollout budget; then the held-out check and
+the test split). Model calls, tokens and USD per role follow from a rollout's length and a proposal's calls:
+measured in a previous run of the same harness and model when there is one (its ledger of calls), else the
+defaults below (an agent turn per allowed step: an upper bound). The price table is the run's (`prices`, then
+litellm's bundled prices; in-process models are free).
+
+The plan is written to the run directory as plan.json; the report sets it against what was spent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from .gate import GateOptions
+from .run_dir import read_jsonl
+
+if TYPE_CHECKING:
+    from raso.harness import Harness
+
+    from .config import OptimizeConfig
+
+#: Tokens of one model call when no previous run measured them.
+DEFAULT_AGENT_PROMPT_TOKENS = 2500
+DEFAULT_AGENT_COMPLETION_TOKENS = 200
+DEFAULT_OPTIMIZER_PROMPT_TOKENS = 4000
+DEFAULT_OPTIMIZER_COMPLETION_TOKENS = 1000
+
+
+class CallShape(BaseModel):
+    """Model calls per unit and tokens per call, with where the numbers come from."""
+
+    calls_per_unit: float
+    prompt_tokens: float
+    completion_tokens: float
+    source: str
+
+
+class RolePlan(BaseModel):
+    role: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float | None  # None: nobody prices the model
+    basis: str
+
+
+class CostPlan(BaseModel):
+    harness: str
+    rollouts: dict[str, int] = Field(description="phase -> rollouts (test and holdout are counted apart from the "
+                                     "rollout budget)")
+    iterations: int
+    roles: list[RolePlan]
+    previous_run: str | None = None
+
+    @property
+    def optimization_rollouts(self) -> int:
+        return sum(v for k, v in self.rollouts.items() if k not in ("holdout", "test"))
+
+    @property
+    def usd(self) -> float | None:
+        costs = [r.usd for r in self.roles]
+        return None if any(c is None for c in costs) else float(sum(c or 0.0 for c in costs))
+
+
+def _batch_sizes(n_train: int, minibatch: int) -> list[int]:
+    return [min(minibatch, n_train - i) for i in range(0, n_train, minibatch)]
+
+
+def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: int) -> tuple[dict[str, int], int]:
+    """(rollouts per phase, iterations) of a run whose every proposal yields a new candidate: the engine's
+    schedule and rollout budget (raso.engine.engine.Engine._next_pending), with `n_val` val tasks before the
+    holdout is taken out."""
+    gate: GateOptions = config.gate
+    repeats = gate.rollouts_per_task
+    n_held = gate.holdout_count(n_val)
+    n_gated = n_val - n_held
+    budget = config.budget_rollouts
+    phases = {"s0_val": 0, "train": 0, "val": 0, "holdout": 0, "test": 0}
+    iterations = 0
+    used = 0
+    if budget is None or budget >= n_gated * repeats:
+        phases["s0_val"] = used = n_gated * repeats
+        decision = gate.decision_rollouts(n_gated)
+        stop = False
+        for _epoch in range(config.epochs):
+            for wanted in _batch_sizes(n_train, config.minibatch):
+                if config.max_iterations is not None and iterations >= config.max_iterations:
+                    stop = True
+                elif budget is not None and used >= budget:
+                    stop = True
+                size = wanted if budget is None else max(min(wanted, budget - used - decision), 0)
+                if stop or size == 0:
+                    stop = True
+                    break
+                phases["train"] += size
+                phases["val"] += decision
+                used += size + decision
+                iterations += 1
+            if stop:
+                break
+        phases["holdout"] = n_held * repeats
+    if config.test:
+        phases["test"] = (2 if iterations else 1) * n_test * repeats  # s0, and the best skill if one was accepted
+    return phases, iterations
+
+
+def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Path | None:
+    """The newest finished run directory under `search` (default: the parent of the run's directory, else
+    ./runs) with the same harness and target model, or None."""
+    where = search or (Path(config.run_dir).parent if config.run_dir is not None else Path("runs"))
+    if not where.is_dir():
+        return None
+    found: list[tuple[float, Path]] = []
+    for resolved in where.glob("*/config.resolved.json"):
+        try:
+            data = json.loads(resolved.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        same = data.get("harness") == config.harness and data.get("model") == config.model
+        if same and (resolved.parent / "ledger.calls.jsonl").is_file() and \
+                (config.run_dir is None or resolved.parent.resolve() != Path(config.run_dir).resolve()):
+            found.append((resolved.stat().st_mtime, resolved.parent))
+    return max(found)[1] if found else None
+
+
+def _unit_head(record: dict[str, Any]) -> str:
+    return str(record.get("unit") or "").split("|", 1)[0]
+
+
+def _mean(values: list[float], default: float) -> float:
+    return sum(values) / len(values) if values else default
+
+
+def measured_shapes(run_dir: Path) -> dict[str, CallShape]:
+    """Per role, from a previous run's ledger of calls: `agent` calls per rollout, `init` and `propose` optimizer
+    calls per unit, and tokens per paid call."""
+    records = read_jsonl(run_dir / "ledger.calls.jsonl")
+    state = json.loads((run_dir / "checkpoint.json").read_text(encoding="utf-8"))
+    rollouts = int(state.get("rollouts_used", 0)) + int(state.get("test_rollouts", 0)) + int(
+        (state.get("holdout") or {}).get("rollouts", 0))
+    agent = [r for r in records if r.get("role") == "agent"]
+    optimizer = [r for r in records if r.get("role") != "agent"]
+    paid = [r for r in records if not r.get("cached")]
+
+    def tokens(role_records: list[dict[str, Any]], key: str, default: float) -> float:
+        ids = {id(r) for r in role_records}
+        return _mean([float(r.get(key, 0)) for r in paid if id(r) in ids], default)
+
+    init = [r for r in optimizer if _unit_head(r).startswith("init")]
+    proposals = [r for r in optimizer if _unit_head(r).endswith("/propose")]
+    n_proposals = len({_unit_head(r) for r in proposals})
+    source = f"measured in {run_dir}"
+    return {
+        "agent": CallShape(calls_per_unit=len(agent) / rollouts if rollouts else 0.0, source=source,
+                           prompt_tokens=tokens(agent, "prompt_tokens", DEFAULT_AGENT_PROMPT_TOKENS),
+                           completion_tokens=tokens(agent, "completion_tokens", DEFAULT_AGENT_COMPLETION_TOKENS)),
+        "init": CallShape(calls_per_unit=float(len(init)), source=source,
+                          prompt_tokens=tokens(init, "prompt_tokens", DEFAULT_OPTIMIZER_PROMPT_TOKENS),
+                          completion_tokens=tokens(init, "completion_tokens", DEFAULT_OPTIMIZER_COMPLETION_TOKENS)),
+        "propose": CallShape(calls_per_unit=len(proposals) / n_proposals if n_proposals else 0.0, source=source,
+                             prompt_tokens=tokens(proposals, "prompt_tokens", DEFAULT_OPTIMIZER_PROMPT_TOKENS),
+                             completion_tokens=tokens(proposals, "completion_tokens",
+                                                      DEFAULT_OPTIMIZER_COMPLETION_TOKENS)),
+    }
+
+
+def default_shapes(config: OptimizeConfig, harness: Harness) -> dict[str, CallShape]:
+    """Without a previous run: an agent turn per allowed step (an upper bound), the algorithm's own call counts
+    (one call per role step; RASI/RASU add an adaptation call per requirement or failure mode)."""
+    steps = config.agent_max_steps or getattr(harness, "max_steps", None) or 20
+    reply = config.agent_max_tokens or DEFAULT_AGENT_COMPLETION_TOKENS
+    if config.init_kind == "file":
+        init_calls = 0
+    elif config.init_kind == "rasi":
+        init_calls = 2 + (config.num_requirements if config.adapt else 0)  # query-init, adaptations, skill-init
+    else:
+        init_calls = 2  # query-init (the requirements) and skill-init
+    chunks = max(math.ceil(config.minibatch / config.chunk_size), 1)  # at most: only failed rollouts are shown
+    propose_calls = chunks + 2  # gradients per chunk, merge, skill-update
+    if config.update == "rasu" and config.adapt:
+        propose_calls += config.num_requirements  # about one adapted lesson per failure mode
+    opt = dict(prompt_tokens=DEFAULT_OPTIMIZER_PROMPT_TOKENS, completion_tokens=DEFAULT_OPTIMIZER_COMPLETION_TOKENS)
+    return {
+        "agent": CallShape(calls_per_unit=float(steps), prompt_tokens=DEFAULT_AGENT_PROMPT_TOKENS,
+                           completion_tokens=min(reply, DEFAULT_AGENT_COMPLETION_TOKENS),
+                           source=f"default: up to {steps} agent turn(s) per rollout"),
+        "init": CallShape(calls_per_unit=float(init_calls), source=f"default for init {config.init_kind}", **opt),
+        "propose": CallShape(calls_per_unit=float(propose_calls), source=f"default for update {config.update}", **opt),
+    }
+
+
+def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | None = None) -> CostPlan:
+    """The plan of `config` on `harness` (no model is called). `previous_run`: a run directory of the same harness
+    and model to measure rollout length and calls from (default: found by find_previous_run)."""
+    from raso.llm.gateway import price_of
+
+    def count(split: str, limit: int | None) -> int:
+        try:
+            tasks = list(harness.tasks(split))
+        except ValueError:
+            return 0
+        return len(tasks[:limit]) if limit is not None else len(tasks)
+
+    n_train, n_val = count("train", config.train_limit), count("val", config.val_limit)
+    n_test = count("test", config.test_limit) if config.test else 0
+    phases, iterations = schedule_rollouts(config, n_train, n_val, n_test)
+    previous = previous_run if previous_run is not None else find_previous_run(config)
+    shapes = measured_shapes(previous) if previous is not None else default_shapes(config, harness)
+    optimizer_model = config.resolved_optimizer_model()
+    rollouts = sum(phases.values())
+
+    def role(name: str, model: str, parts: list[tuple[float, CallShape]]) -> RolePlan:
+        calls = sum(n * shape.calls_per_unit for n, shape in parts)
+        prompt = sum(n * shape.calls_per_unit * shape.prompt_tokens for n, shape in parts)
+        completion = sum(n * shape.calls_per_unit * shape.completion_tokens for n, shape in parts)
+        price = price_of(model, config.prices)
+        usd = price.cost(round(prompt), round(completion)) if price is not None else None
+        basis = "; ".join(sorted({shape.source for _, shape in parts}))
+        return RolePlan(role=name, model=model, calls=round(calls), prompt_tokens=round(prompt),
+                        completion_tokens=round(completion), usd=usd, basis=basis)
+
+    roles = [role("agent", config.model, [(rollouts, shapes["agent"])]),
+             role("optimizer", optimizer_model, [(1, shapes["init"]), (iterations, shapes["propose"])])]
+    return CostPlan(harness=config.harness, rollouts=phases, iterations=iterations, roles=roles,
+                    previous_run=str(previous) if previous is not None else None)
+
+
+def format_plan(plan: CostPlan) -> str:
+    lines = [f"cost plan for {plan.harness} (no model was called)", "",
+             "rollouts per phase:"]
+    for phase, n in plan.rollouts.items():
+        lines.append(f"  {phase:<8} {n:>7}")
+    lines += [f"  {'total':<8} {sum(plan.rollouts.values()):>7}  ({plan.optimization_rollouts} count against the "
+              f"rollout budget; {plan.iterations} iteration(s))", "", "model calls, tokens and USD per role:"]
+    for r in plan.roles:
+        usd = f"${r.usd:.4f}" if r.usd is not None else "unpriced (add --price MODEL=IN,OUT)"
+        lines.append(f"  {r.role:<9} {r.model}: {r.calls} calls, {r.prompt_tokens} prompt + {r.completion_tokens} "
+                     f"completion tokens, {usd}  [{r.basis}]")
+    total = plan.usd
+    lines += ["", f"estimated total: {'$' + format(total, '.4f') if total is not None else 'unknown (unpriced models)'}"]
+    return "\n".join(lines)
+
+
+__all__ = ["CallShape", "CostPlan", "RolePlan", "default_shapes", "find_previous_run", "format_plan",
+           "measured_shapes", "plan_run", "schedule_rollouts"]
