@@ -192,6 +192,15 @@ def state_cache_bytes() -> int:
     return int(float(os.environ.get("RASO_LOCAL_STATE_CACHE_MB", "1024")) * (1 << 20))
 
 
+def prefix_reuse() -> bool:
+    """Whether a call may start from the KV state an earlier call left (the context's tokens or the RAM state
+    cache): much faster for multi-turn agents, but the logits then depend on which calls came before (a prompt
+    evaluated in one batch and one resumed after its prefix differ in the last bits), so a seeded call reproduces
+    its text only when the calls come in the same order. RASO_LOCAL_PREFIX_REUSE=0 evaluates every prompt from
+    scratch: the same seeded request then gives the same text in any order, at the cost of the reuse."""
+    return os.environ.get("RASO_LOCAL_PREFIX_REUSE", "1") != "0"
+
+
 def make_state_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     """llama-cpp-python's LlamaRAMCache, made to keep its promise on memory.
 
@@ -315,6 +324,17 @@ def _schema_of_response_format(response_format: Any) -> dict[str, Any] | None:
     return schema if isinstance(schema, dict) else None
 
 
+def _from_scratch(llm: Any, messages: list, gen: dict[str, Any]) -> Any:
+    """One completion evaluated from an empty context, with the RAM state cache out of the way (see prefix_reuse).
+    The caller holds the model's inference lock."""
+    cache, llm.cache = llm.cache, None
+    try:
+        llm.reset()
+        return llm.create_chat_completion(messages=messages, **gen)
+    finally:
+        llm.cache = cache
+
+
 class _LocalProvider(CustomLLM):
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         optional_params = kwargs.get("optional_params") or {}
@@ -336,7 +356,10 @@ class _LocalProvider(CustomLLM):
                 check_grammar(llm, gen["grammar"])
                 gen["grammar"] = _compiled_grammar(gen["grammar"])
             with _infer_lock(spec_for(model).name):
-                out = llm.create_chat_completion(messages=messages, **gen)
+                if prefix_reuse():
+                    out = llm.create_chat_completion(messages=messages, **gen)
+                else:
+                    out = _from_scratch(llm, messages, gen)
         except ValueError as exc:
             # llama.cpp failures are deterministic: surface them as permanent errors, never retried.
             if "context window" in str(exc):
