@@ -80,3 +80,14 @@ def test_raso_plan_and_the_cli_flag_print_the_plan_and_call_nothing(tmp_path: Pa
     out = capsys.readouterr().out
     assert code == 0 and "no model was called" in out and "s0_val         4" in out
     assert not (tmp_path / "runs").exists()  # no run directory was made
+
+
+def test_an_unreadable_previous_run_falls_back_to_the_defaults_and_says_so(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "ledger.calls.jsonl").write_text("")
+    (broken / "checkpoint.json").write_text("{not json")
+    config = OptimizeConfig(harness="toy", model="scripted/x", init="rfsi", update="rfsu", epochs=1, minibatch=2,
+                            test=False, run_dir=tmp_path / "r")
+    plan = plan_run(config, ToyHarness(), previous_run=broken)
+    assert plan.previous_run is None and "unreadable" in plan.roles[0].basis and "default" in plan.roles[0].basis

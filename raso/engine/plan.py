@@ -126,7 +126,8 @@ def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Pat
         except (OSError, ValueError):
             continue
         same = data.get("harness") == config.harness and data.get("model") == config.model
-        if same and (resolved.parent / "ledger.calls.jsonl").is_file() and \
+        has_records = all((resolved.parent / name).is_file() for name in ("ledger.calls.jsonl", "checkpoint.json"))
+        if same and has_records and \
                 (config.run_dir is None or resolved.parent.resolve() != Path(config.run_dir).resolve()):
             found.append((resolved.stat().st_mtime, resolved.parent))
     return max(found)[1] if found else None
@@ -214,7 +215,14 @@ def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | N
     n_test = count("test", config.test_limit) if config.test else 0
     phases, iterations = schedule_rollouts(config, n_train, n_val, n_test)
     previous = previous_run if previous_run is not None else find_previous_run(config)
-    shapes = measured_shapes(previous) if previous is not None else default_shapes(config, harness)
+    shapes = default_shapes(config, harness)
+    if previous is not None:
+        try:
+            shapes = measured_shapes(previous)
+        except (OSError, ValueError) as exc:  # a damaged previous run: the defaults, and say why
+            shapes = {k: v.model_copy(update={"source": f"{v.source} ({previous} unreadable: {exc})"})
+                      for k, v in shapes.items()}
+            previous = None
     optimizer_model = config.resolved_optimizer_model()
     rollouts = sum(phases.values())
 
