@@ -27,10 +27,10 @@ import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -121,8 +121,8 @@ class SectionIndex:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         started = time.perf_counter()
-        if total is None and hasattr(sections, "__len__"):
-            total = len(sections)  # type: ignore[arg-type]
+        if total is None and isinstance(sections, Sized):
+            total = len(sections)
         # A missing token gets the next id on first lookup: the fastest pure-Python term->id map.
         vocab: dict[str, int] = defaultdict(itertools.count().__next__)
         texts, headings, ids = _Blob(), _Blob(), _Blob()
@@ -178,7 +178,7 @@ class SectionIndex:
         doc_freq = np.diff(indptr)
         idf_of_term = idf_values(doc_freq, n_docs, idf, epsilon)
         avgdl = float(doc_lengths.mean()) if n_docs else 0.0
-        weights = np.empty(len(postings), dtype=dtype)
+        weights: np.ndarray = np.empty(len(postings), dtype=dtype)
         term_of_posting = np.repeat(np.arange(n_terms, dtype=np.int32), doc_freq)
         step = 4_000_000
         for start in range(0, len(postings), step):
@@ -430,7 +430,7 @@ class SectionIndex:
                              f"{meta.get('tokenizer')}; this code needs {FORMAT_VERSION} / {TOKENIZER_VERSION}. "
                              "Rebuild it.")
         verify_index_files(directory, meta)
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
 
         def arr(name: str) -> np.ndarray:
             # A plain ndarray view of the map: slicing a np.memmap costs a Python-level __getitem__ each time.
@@ -502,6 +502,9 @@ def _verify_counts(directory: Path, index: "SectionIndex") -> None:
                                       f"sections, its meta.json recorded {int(meta['sections']):,}; rebuild it")
 
 
+_RELEASED = np.empty(0, dtype=np.int32)  # what a placed chunk leaves behind in its list, so its memory is freed
+
+
 def _group_by_term(chunk_docs: list[np.ndarray], chunk_terms: list[np.ndarray], chunk_tf: list[np.ndarray],
                    n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Counting sort of the (doc, term, tf) chunks into term-major CSR arrays, one chunk at a time
@@ -517,7 +520,7 @@ def _group_by_term(chunk_docs: list[np.ndarray], chunk_terms: list[np.ndarray], 
     term_freqs = np.empty(int(indptr[-1]), dtype=np.uint16)
     for i in range(len(chunk_terms)):
         terms, docs, tf = chunk_terms[i], chunk_docs[i], chunk_tf[i]
-        chunk_terms[i] = chunk_docs[i] = chunk_tf[i] = None  # type: ignore[call-overload]
+        chunk_terms[i] = chunk_docs[i] = chunk_tf[i] = _RELEASED
         order = np.argsort(terms, kind="stable")
         sorted_terms = terms[order]
         run_start = np.flatnonzero(np.r_[True, sorted_terms[1:] != sorted_terms[:-1]])

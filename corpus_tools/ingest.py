@@ -435,8 +435,8 @@ class _Loader:
             done += 1 + len(refs_by_skill.get(row["id"], []))
             self._tick(done, total)
             if text is None:
-                for ref in references:
-                    self.report.skip(source, ref.path, SKIP_ORPHAN_REFERENCE, f"its skill {row['id']} was skipped")
+                for doc in references:
+                    self.report.skip(source, doc.path, SKIP_ORPHAN_REFERENCE, f"its skill {row['id']} was skipped")
                 continue
             path = str(row.get("path") or row["id"])
             extra = {k: row[k] for k in ("near_duplicate_of",) if row.get(k)}
@@ -495,26 +495,26 @@ class _Loader:
     def _jsonl_line(self, source: str, where: str, raw: bytes) -> SkillRecord | None:
         if len(raw) > self.max_bytes:
             self.report.skip(source, where, SKIP_TOO_LARGE, f"{len(raw)} bytes > limit {self.max_bytes}")
-            return
+            return None
         decoded = decode_bytes(raw)
         if decoded.text is None:
             self.report.skip(source, where, decoded.reason, decoded.detail)
-            return
+            return None
         try:
             row = json.loads(decoded.text)
         except ValueError as exc:
             self.report.skip(source, where, SKIP_INVALID_JSON, str(exc))
-            return
+            return None
         if not isinstance(row, dict):
             self.report.skip(source, where, SKIP_INVALID_JSON, "line is not a JSON object")
-            return
+            return None
         text = _as_text(row.get("text") or row.get("content") or row.get("skill_md") or row.get("markdown"))
         if not text and row.get("body"):
             front = {k: row[k] for k in ("name", "description") if row.get(k)}
             text = ("---\n" + yaml_dump(front) + "---\n" if front else "") + _as_text(row["body"])
         if not text or not text.strip():
             self.report.skip(source, where, SKIP_MISSING_TEXT, "no text/content/body field")
-            return
+            return None
         repo = _as_text(row.get("repo")) or "unknown"
         path = _as_text(row.get("path")) or where
         if decoded.replaced:
@@ -574,8 +574,8 @@ class _Loader:
         self.report.files_seen += 1
         text = self._decode_file(source, skill_dir / SKILL_FILE, skill_path)
         if text is None:
-            for ref in references:
-                self.report.skip(source, ref.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
+            for doc in references:
+                self.report.skip(source, doc.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
             return None
         return self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
                          commit=commit, license=self._tree_license(skill_dir, root), references=references,

@@ -141,7 +141,7 @@ def split_sections(
     levels = tuple(sorted(set(levels)))
     sections: list[Section] = []
     preamble_prefix = record.description.strip()
-    documents = [(record.id, record.path, record.body, [], preamble_prefix)]
+    documents: list[tuple[str, str, str, list[str], str]] = [(record.id, record.path, record.body, [], preamble_prefix)]
     if include_references:
         for ref in record.references:
             ref_body = parse_front_matter(ref.text).body

@@ -26,7 +26,7 @@ from corpus_tools.index_build import SHARDS_FILE
 from corpus_tools.sections import Section
 
 
-def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int], k: int
+def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int] | np.ndarray, k: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge per-shard (local section numbers, scores) into the global top `k`: best score first,
     ties by global section number (the order a single index uses)."""

@@ -267,8 +267,8 @@ def short_query_from_reference(text: str, file_name: str, *, max_keywords: int =
     if not headings:
         headings.append(re.sub(r"[-_]+", " ", Path(file_name).stem))
     words: list[str] = []
-    for heading in headings:
-        for word in tokenize(heading):
+    for title in headings:
+        for word in tokenize(title):
             if word not in words and not word.isdigit():
                 words.append(word)
     return " ".join(words[:max_keywords])

@@ -89,9 +89,13 @@ class FieldSparseIndex:
         """Index `skills` (objects or dicts with id, name, description, body)."""
         ids = [str(getattr(s, "id", None) or (s.get("id") if isinstance(s, dict) else "")) for s in skills]
         vocab: dict[str, int] = {}
-        per_field: dict[str, _FieldMatrix] = {}
+        # (rows, cols, counts, lengths) per field: the matrices are built once the shared vocabulary is complete
+        per_field: dict[str, tuple[list[int], list[int], list[int], np.ndarray]] = {}
         for field in FIELDS:
-            rows, cols, vals, lengths = [], [], [], []
+            rows: list[int] = []
+            cols: list[int] = []
+            vals: list[int] = []
+            lengths: list[int] = []
             for i, skill in enumerate(skills):
                 tokens = tokenize(field_text(skill, field, max_body_chars))
                 lengths.append(len(tokens))
@@ -102,14 +106,14 @@ class FieldSparseIndex:
                 rows.extend([i] * len(counts))
                 cols.extend(counts.keys())
                 vals.extend(counts.values())
-            per_field[field] = (rows, cols, vals, np.asarray(lengths, dtype=np.float32))  # type: ignore[assignment]
+            per_field[field] = (rows, cols, vals, np.asarray(lengths, dtype=np.float32))
         shape = (len(skills), len(vocab))
         fields: dict[str, _FieldMatrix] = {}
-        for field, (rows, cols, vals, lengths) in per_field.items():  # type: ignore[misc]
+        for field, (rows, cols, vals, field_lengths) in per_field.items():
             matrix = sp.csr_matrix((np.asarray(vals, np.float32), (rows, cols)), shape=shape)
-            fields[field] = _FieldMatrix(matrix, lengths)
+            fields[field] = _FieldMatrix(matrix, field_lengths)
         concat = sum((fields[f].counts for f in FIELDS), sp.csr_matrix(shape, dtype=np.float32)).tocsr()
-        fields["concat"] = _FieldMatrix(concat, sum(fields[f].lengths for f in FIELDS))
+        fields["concat"] = _FieldMatrix(concat, sum((fields[f].lengths for f in FIELDS), np.zeros(len(skills), np.float32)))
         return cls(ids, vocab, fields, k1=k1, b=b)
 
     def __len__(self) -> int:
@@ -117,7 +121,9 @@ class FieldSparseIndex:
 
     # ---- queries
     def query_counts(self, queries: Sequence[str]) -> sp.csr_matrix:
-        rows, cols, vals = [], [], []
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[int] = []
         for i, q in enumerate(queries):
             counts: dict[int, int] = {}
             for tok in tokenize(q):

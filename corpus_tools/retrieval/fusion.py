@@ -123,7 +123,7 @@ class FieldAwareRetriever:
             raise RuntimeError(f"method {method!r} needs a trained fusion model: call train_mlp first")
         feats = self.features(names, queries, query_vectors)
         uniform = feats.mean(axis=2)
-        if fusion == "uniform":
+        if fusion == "uniform" or mlp is None:  # mlp is set for the "mlp" fusion (checked above)
             return uniform
         # The MLP reranks the uniform fusion's top `rerank_depth` (the lists it was trained on); scoring
         # every skill put never-seen feature combinations on top and broke on the full pool.
@@ -265,7 +265,7 @@ class FusionMLP:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        np.savez(path, **self.params)
+        np.savez(path, allow_pickle=False, **self.params)
         return path if path.suffix == ".npz" else path.with_suffix(path.suffix + ".npz")
 
     @classmethod
