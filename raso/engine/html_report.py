@@ -152,7 +152,7 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
     budgets = {"rollouts": get("budget.rollouts", "budget_rollouts"), "USD": get("budget.usd", "budget_usd")}
     tests = {score.label: score for score in state.test}
     totals = ledger.get("totals", {})
-    profiles = []
+    profiles: list[tuple[str, Any, str]] = []
     for role, model in (("target", target), ("optimizer", optimizer)):
         if model and all(model != m for _, m, _ in profiles):
             profiles.append((role, model, _profile_summary(str(model))))
@@ -201,7 +201,7 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
     nodes: dict[int, dict[str, Any]] = {0: root}
     orphans: list[dict[str, Any]] = []
     for c in state.candidates:
-        node = {"version": c.version, "label": f"iteration {c.iteration}", "val": c.candidate_val,
+        node: dict[str, Any] = {"version": c.version, "label": f"iteration {c.iteration}", "val": c.candidate_val,
                 "status": "accepted" if c.accepted else ("no candidate" if c.version is None else "rejected"),
                 "reason": c.reason + (f" ({c.error})" if c.error and c.error not in c.reason else ""),
                 "iteration": c.iteration, "children": [], "best": c.version is not None
@@ -298,7 +298,7 @@ def _items_of(unit: str, proposal: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _section(section: dict[str, Any], quotes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    ref = section.get("ref") if isinstance(section.get("ref"), dict) else section
+    ref = section["ref"] if isinstance(section.get("ref"), dict) else section
     quoted = quotes.get(str(ref.get("section_id", "")), {})
     return {"repo": ref.get("repo", "?"), "path": ref.get("path", "?"), "commit": str(ref.get("commit", "")),
             "heading_path": ref.get("heading_path", ""), "section_id": ref.get("section_id", ""),
@@ -408,7 +408,7 @@ def _outcome(rollout: dict[str, Any]) -> str | None:
 def _scores(rd: RunDir, state: RunState) -> dict[str, Any]:
     """The task x skill-version tables (val; test for s0 and best) and every batch's trajectories."""
     candidates = {c.iteration: c for c in state.candidates}
-    batches = []
+    batches: list[dict[str, Any]] = []
     for path in sorted(rd.trajectories.glob("*.rollouts.jsonl")):
         name = path.name[: -len(".rollouts.jsonl")]
         split, version, label = _batch_version(name, candidates, state.current_version)

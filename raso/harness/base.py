@@ -164,7 +164,7 @@ class TextEnv(gym.Env):
     ``(observation, reward, terminated, truncated, info)``. ``info["soft_score"]`` may carry a partial score.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
     observation_space = gym.spaces.Text(max_length=1_000_000)
     action_space = gym.spaces.Text(max_length=1_000_000)
 

@@ -184,9 +184,9 @@ def to_json_schema(space: ActionSpace | None, avoid: Collection[str] = ()) -> di
     space = space.without(avoid)
     choices: list[dict[str, Any]] = []
     for action in space.actions:
-        schema = _action_schema(action)
-        if action.text != "" and schema not in choices:
-            choices.append(schema)
+        action_schema = _action_schema(action)
+        if action.text != "" and action_schema not in choices:
+            choices.append(action_schema)
     if not choices:
         return None
     properties: dict[str, Any] = {}

@@ -211,7 +211,7 @@ def make_state_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     every byte a state holds.
     """
 
-    class KVStateCache(llama_cpp.LlamaRAMCache):  # type: ignore[misc, name-defined]
+    class KVStateCache(llama_cpp.LlamaRAMCache):
         @property
         def cache_size(self) -> int:
             return sum(state.llama_state_size + state.scores.nbytes for state in self.cache_state.values())
@@ -336,7 +336,7 @@ def _from_scratch(llm: Any, messages: list, gen: dict[str, Any]) -> Any:
 
 
 class _LocalProvider(CustomLLM):
-    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
         optional_params = kwargs.get("optional_params") or {}
         try:
             llm = get_llama(model)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -87,6 +87,13 @@ class ModelProfile(BaseModel):
 
 #: Fields that say what the model is, not what it can do: never overridden.
 IDENTITY_FIELDS = ("model", "name", "backend")
+
+
+@runtime_checkable
+class HasProfiles(Protocol):
+    """A gateway that knows its roles' model profiles (raso.llm.gateway.LLMGateway and its views)."""
+
+    def profile(self, role: str) -> ModelProfile: ...
 
 
 class ProfileError(ValueError):

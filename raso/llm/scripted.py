@@ -71,7 +71,7 @@ def _count_tokens(text: str) -> int:
 
 
 class _ScriptedProvider(CustomLLM):
-    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
         with _registry_lock:
             scripted = _registry.get(model)
         if scripted is None:

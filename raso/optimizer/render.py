@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from raso.harness import Rollout
 from raso.llm.errors import LLMError
+from raso.llm.profiles import HasProfiles
 from raso.skill import Skill
 
 from .types import Gradient, Lesson, RetrievedSection
@@ -55,9 +56,11 @@ class PromptLimits(BaseModel):
 def limits_for(gateway: object, role: str = "optimizer") -> PromptLimits:
     """The budgets `role`'s model profile sets (raso.llm.profiles: tighter for a small-context model), over the
     defaults; the defaults for a gateway stand-in without profiles."""
+    if not isinstance(gateway, HasProfiles):  # a stand-in without profiles
+        return PromptLimits()
     try:
-        overrides = gateway.profile(role).prompt_limits  # type: ignore[attr-defined]
-    except (AttributeError, LLMError):  # a stand-in without profiles, or no such role
+        overrides = gateway.profile(role).prompt_limits
+    except (AttributeError, LLMError):  # no such role
         return PromptLimits()
     return profile_limits(PromptLimits, overrides)
 

@@ -94,7 +94,7 @@ def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
     """The output schema asking for M pairs: a grammar-constrained model (llama.cpp JSON mode) then has to write
     all M and stop there (the schema's maxItems; a small model otherwise repeats one pair until its token cap
     cuts the JSON). Validation still accepts more, which the caller cuts off (a hosted model may write them)."""
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "QueryInitOutput", __base__=QueryInitOutput,
         requirements=(list[Requirement], Field(min_length=num_requirements,
                                                json_schema_extra={"maxItems": num_requirements})),

@@ -19,7 +19,7 @@ from typing import Literal
 
 from raso.llm import StructuredOutputError
 from raso.llm.errors import LLMError
-from raso.llm.profiles import SanitizerName
+from raso.llm.profiles import HasProfiles, SanitizerName
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
 from . import roles
@@ -182,9 +182,11 @@ def sanitize(text: str, target: Target, enabled: Sequence[str], context: Context
 
 def sanitizers_for(gateway: object, role: str = roles.OPTIMIZER_ROLE) -> tuple[str, ...]:
     """The sanitizers `role`'s model profile enables (none for a gateway stand-in without profiles)."""
+    if not isinstance(gateway, HasProfiles):  # a stand-in without profiles
+        return ()
     try:
-        return tuple(gateway.profile(role).sanitizers)  # type: ignore[attr-defined]
-    except (AttributeError, LLMError):
+        return tuple(gateway.profile(role).sanitizers)
+    except (AttributeError, LLMError):  # no such role
         return ()
 
 

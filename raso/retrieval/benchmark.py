@@ -48,7 +48,7 @@ def run_eval(dataset: Any, methods: list[str], *, split: str = "test", limit: in
         retriever = FieldAwareRetriever(dataset.pool, encoder=encoder if wants_dense else None, cache=cache)
         log(f"sparse index over {len(dataset.pool)} skills: {time.perf_counter() - start:.1f}s")
     vectors = None
-    if wants_dense and encoder is not None:
+    if wants_dense and encoder is not None and cache is not None:  # the cache exists with an encoder
         start = time.perf_counter()
         from corpus_tools.retrieval.fields import FIELDS
 

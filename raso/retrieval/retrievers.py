@@ -110,7 +110,7 @@ def build_retriever(options: RetrievalOptions | str | dict[str, Any] | None = No
         kind = options.strip().lower()
         if kind not in RETRIEVER_KINDS:
             raise ValueError(f"unknown retriever kind {options!r}; choose one of {', '.join(RETRIEVER_KINDS)}")
-        options = RetrievalOptions(kind=kind)  # type: ignore[arg-type]
+        options = RetrievalOptions(kind=kind)
     elif isinstance(options, dict):
         options = RetrievalOptions.model_validate(options)
     if index is None:
@@ -278,7 +278,7 @@ class _SkillNarrowedSearch:
     def _skill_repos(self) -> dict[str, str]:
         if not hasattr(self, "_repos"):
             doc_skill = np.asarray(self.index.doc_skill)
-            first_doc = {}
+            first_doc: dict[int, int] = {}
             for doc, pos in enumerate(doc_skill.tolist()):
                 first_doc.setdefault(pos, doc)
             skills = self.index.skills
