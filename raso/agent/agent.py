@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +35,9 @@ from raso.llm.errors import LLMError
 from raso.llm.profiles import ModelProfile
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
+
+if TYPE_CHECKING:
+    from raso.llm.gateway import Gateway
 
 Mode = AgentMode
 MODES: tuple[str, ...] = choices_of(AgentMode)
@@ -222,7 +225,7 @@ class ExecutionAgent:
     """
 
     def __init__(
-        self, gateway: Any, config: AgentConfig | None = None, *, prompts: PromptLibrary | None = None
+        self, gateway: Gateway, config: AgentConfig | None = None, *, prompts: PromptLibrary | None = None
     ) -> None:
         self.gateway = gateway
         self.config = config or AgentConfig()

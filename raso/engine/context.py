@@ -22,7 +22,7 @@ from .errors import RunError
 from .replay import UnitGateway
 
 if TYPE_CHECKING:
-    from raso.llm import LLMGateway
+    from raso.llm.gateway import Gateway
     from raso.retrieval.retrievers import SectionSearcher
 
 #: Builds the retriever on first need (loading an index costs seconds; RFSI + RFSU never need one).
@@ -61,7 +61,7 @@ class RunContext:
     `limits` None = `raso.optimizer.render.limits_for(gateway)`; `prompts` None = the package's templates.
     `profile` is the model profile when the run has one (None otherwise)."""
 
-    gateway: "LLMGateway"
+    gateway: "Gateway"
     task_description: str
     harness_description: str
     retriever_factory: RetrieverFactory | None = None

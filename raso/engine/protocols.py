@@ -20,7 +20,7 @@ from raso.skill import Skill
 from .context import RetrieverFactory, RunContext
 
 if TYPE_CHECKING:
-    from raso.llm import LLMGateway
+    from raso.llm.gateway import Gateway
 
     from .events import EventSink
 
@@ -63,7 +63,7 @@ class Proposer(Protocol):
 
 
 #: Builds the execution agent for one batch of rollouts, on the batch's gateway view (its calls are tagged).
-AgentFactory = Callable[["LLMGateway"], RolloutRunner]
+AgentFactory = Callable[["Gateway"], RolloutRunner]
 
 
 @dataclass
@@ -79,7 +79,7 @@ class RunComponents:
     sinks: list["EventSink"] = field(default_factory=list)
 
     @property
-    def gateway(self) -> "LLMGateway":
+    def gateway(self) -> "Gateway":
         return self.context.gateway
 
 

@@ -24,7 +24,7 @@ from raso.llm.profiles import ModelProfile
 from .run_dir import read_jsonl
 
 if TYPE_CHECKING:
-    from raso.llm.gateway import Completion, LLMGateway
+    from raso.llm.gateway import Completion, Gateway
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -81,7 +81,7 @@ class UnitGateway:
     cannot be reached untagged; tests/test_engine_unit_gateway.py fails until every public method of
     LLMGateway is listed here."""
 
-    def __init__(self, parent: LLMGateway | UnitGateway, unit: str) -> None:
+    def __init__(self, parent: Gateway, unit: str) -> None:
         self._parent = parent
         self._unit = unit
 

@@ -20,7 +20,7 @@ from .errors import (
 )
 from .ledger import CallRecord, UsageLedger
 
-_FROM_GATEWAY = ("LLMGateway", "is_transient", "supports_schema_mode")
+_FROM_GATEWAY = ("Gateway", "LLMGateway", "is_transient", "supports_schema_mode")
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +41,7 @@ __all__ = [
     "LLMAuthError",
     "LLMContextWindowError",
     "LLMError",
+    "Gateway",
     "LLMGateway",
     "LLMUnavailableError",
     "RetryConfig",

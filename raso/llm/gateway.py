@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -160,6 +160,33 @@ def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
         return " or ".join(missing)
     provider = provider_of(model) or "OPENAI"
     return f"{provider.upper()}_API_KEY"
+
+
+class Gateway(Protocol):
+    """What the optimizer, the agent and the engine use of a gateway: an `LLMGateway`, or a view of one that tags
+    its calls with a unit of work (raso.engine.replay.UnitGateway)."""
+
+    @property
+    def config(self) -> GatewayConfig: ...
+
+    @property
+    def ledger(self) -> UsageLedger: ...
+
+    def profile(self, role: str) -> ModelProfile: ...
+
+    def complete(self, role: str, messages: list[dict[str, Any]], *, cache_key_extra: str | None = None,
+                 **params: Any) -> Completion: ...
+
+    def structured(self, role: str, messages: list[dict[str, Any]], schema: type[T], *,
+                   cache_key_extra: str | None = None, **params: Any) -> T: ...
+
+    def preflight(self) -> None: ...
+
+    def price(self, model: str) -> ModelPrice | None: ...
+
+    def unpriced_models(self) -> list[str]: ...
+
+    def worst_case_cost(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float: ...
 
 
 class LLMGateway:

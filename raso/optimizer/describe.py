@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from raso.fileio import atomic_write_text
 from raso.harness import SPLITS, Harness, Task
-from raso.llm import LLMGateway
+from raso.llm.gateway import Gateway
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 
 from .render import clip, profile_limits, quote_block
@@ -42,7 +42,7 @@ class DescribeLimits(BaseModel):
     reply_tokens: int = Field(default=4096, ge=64, description="the reply's token limit (the USD budget reserves it)")
 
 
-def limits_for(gateway: LLMGateway) -> DescribeLimits:
+def limits_for(gateway: Gateway) -> DescribeLimits:
     """The limits the optimizer model's profile sets (tighter for a small-context model) over the defaults."""
     return profile_limits(DescribeLimits, gateway.profile(OPTIMIZER_ROLE).describe_limits)
 
@@ -155,7 +155,7 @@ def describe_messages(harness: Harness, sources: HarnessSources, limits: Describ
     return [{"role": "user", "content": content.strip()}]
 
 
-def draft_descriptions(gateway: LLMGateway, harness: Harness, *, limits: DescribeLimits | None = None,
+def draft_descriptions(gateway: Gateway, harness: Harness, *, limits: DescribeLimits | None = None,
                        prompts: PromptLibrary | None = None) -> HarnessDescriptionDrafts:
     """T and H drafted by the gateway's optimizer model from the harness's own code (one structured call)."""
     limits = limits or limits_for(gateway)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from raso.harness import Rollout
-from raso.llm import LLMGateway
+from raso.llm.gateway import Gateway
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
@@ -111,7 +111,7 @@ def query_init_messages(inp: QueryInitInput, limits: PromptLimits, *, prompts: P
 
 
 def query_init(
-    gw: LLMGateway, inp: QueryInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: QueryInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> QueryInitOutput:
     """(T, H) -> M requirement/query pairs."""
     return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits, prompts=prompts),
@@ -160,7 +160,7 @@ def adaptation_messages(
 
 
 def adapt(
-    gw: LLMGateway, inp: AdaptationInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: AdaptationInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> AdaptationOutput:
     """Cross-Harness Adaptation: (c, T, H, K sections) -> one lesson."""
     return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits, prompts=prompts), AdaptationOutput,
@@ -196,7 +196,7 @@ def skill_init_messages(inp: SkillInitInput, limits: PromptLimits, *, prompts: P
 
 
 def skill_init(
-    gw: LLMGateway, inp: SkillInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: SkillInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> SkillDraft:
     """(T, H, requirements, lessons) -> s0. Without lessons (RFSI) the lessons block is simply absent."""
     return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits, prompts=prompts), SkillDraft,
@@ -227,7 +227,7 @@ def gradient_messages(inp: GradientInput, limits: PromptLimits, *, prompts: Prom
 
 
 def gradient_query(
-    gw: LLMGateway, inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> GradientSet:
     """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
     out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), GradientSet,
@@ -247,7 +247,7 @@ def merge_messages(inp: MergeInput, limits: PromptLimits, *, prompts: PromptLibr
 
 
 def merge(
-    gw: LLMGateway, inp: MergeInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: MergeInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> GradientSet:
     """All chunk outputs -> one consolidated set (same failure mode merged, redundant queries dropped)."""
     out = gw.structured(OPTIMIZER_ROLE, merge_messages(inp, limits, prompts=prompts), GradientSet,
@@ -276,7 +276,7 @@ def skill_update_messages(
 
 
 def skill_update(
-    gw: LLMGateway, inp: SkillUpdateInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
+    gw: Gateway, inp: SkillUpdateInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> SkillDraft:
     """(s_t, gradients, lessons) -> s_{t+1}. Without lessons (RFSU) the lessons block is simply absent."""
     return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits, prompts=prompts), SkillDraft,
