@@ -23,7 +23,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from multiprocessing.connection import Client, Connection, Listener
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
@@ -36,7 +36,7 @@ from raso.llm.errors import LLMError, LLMUnavailableError
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from raso.llm.gateway import LLMGateway
+    from raso.llm.gateway import Gateway
     from raso.skill import Skill
 
 logger = logging.getLogger(__name__)
@@ -123,11 +123,11 @@ class GatewayServer:
     made through `UnitGateway(gateway, unit)` so it carries the batch's cache tag. Connections authenticate with a
     random per-run key (multiprocessing.connection's HMAC handshake) before anything is unpickled."""
 
-    def __init__(self, gateway: LLMGateway, *, bind: str = "127.0.0.1", advertise: str | None = None) -> None:
+    def __init__(self, gateway: Gateway, *, bind: str = "127.0.0.1", advertise: str | None = None) -> None:
         self.gateway = gateway
         self.authkey = secrets.token_bytes(32)
         self._listener = Listener((bind, 0), authkey=self.authkey)
-        port = self._listener.address[1]
+        port = int(self._listener.address[1])  # a TCP listener's address is (host, port)
         self.address: tuple[str, int] = (advertise or bind, port)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -324,14 +324,14 @@ class RolloutExecutor:
 
     name: str = "threads"
 
-    def agent(self, factory: AgentFactory, gateway: LLMGateway, unit: str) -> RolloutRunner:
+    def agent(self, factory: AgentFactory, gateway: Gateway, unit: str) -> RolloutRunner:
         """The batch's agent, built by `factory` around the gateway it must use where it runs."""
         from raso.engine.replay import UnitGateway
 
         return factory(UnitGateway(gateway, unit))
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Iterator[tuple[int, Rollout]]:
+            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -353,7 +353,7 @@ class ThreadExecutor(RolloutExecutor):
         self.workers = max(1, workers)
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Iterator[tuple[int, Rollout]]:
+            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout") as pool:
@@ -373,7 +373,7 @@ class _RemoteExecutor(RolloutExecutor):
     """Common to the backends whose rollouts run in other processes: the gateway server, the harness spec, the
     pickled agent, and turning a lost rollout into an infrastructure failure."""
 
-    def __init__(self, gateway: LLMGateway, spec: HarnessSpec, options: ExecutionOptions) -> None:
+    def __init__(self, gateway: Gateway, spec: HarnessSpec, options: ExecutionOptions) -> None:
         self.spec = spec
         self.options = options
         self._server: GatewayServer | None = None
@@ -393,7 +393,7 @@ class _RemoteExecutor(RolloutExecutor):
             self._server = GatewayServer(self._gateway, bind=bind, advertise=advertise)
         return self._server
 
-    def agent(self, factory: AgentFactory, gateway: LLMGateway, unit: str) -> RolloutRunner:
+    def agent(self, factory: AgentFactory, gateway: Gateway, unit: str) -> RolloutRunner:
         return factory(self.server().remote(unit))
 
     def _blob(self, agent: RolloutRunner) -> bytes:
@@ -420,7 +420,7 @@ class ProcessExecutor(_RemoteExecutor):
 
     name = "processes"
 
-    def __init__(self, gateway: LLMGateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
+    def __init__(self, gateway: Gateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
         super().__init__(gateway, spec, options)
         self.workers = max(1, workers)
         self._pool: Executor | None = None
@@ -434,7 +434,7 @@ class ProcessExecutor(_RemoteExecutor):
         return self._pool
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Iterator[tuple[int, Rollout]]:
+            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
         from concurrent.futures import FIRST_COMPLETED, Future, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -473,7 +473,7 @@ class DaskExecutor(_RemoteExecutor):
 
     name = "dask"
 
-    def __init__(self, gateway: LLMGateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
+    def __init__(self, gateway: Gateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
         super().__init__(gateway, spec, options)
         self.workers = max(1, workers)
         self._client: Any = None
@@ -496,7 +496,7 @@ class DaskExecutor(_RemoteExecutor):
         return self._client
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Iterator[tuple[int, Rollout]]:
+            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
         from distributed import as_completed
 
         client = self.client()
@@ -531,7 +531,7 @@ class RayExecutor(_RemoteExecutor):
 
     name = "ray"
 
-    def __init__(self, gateway: LLMGateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
+    def __init__(self, gateway: Gateway, spec: HarnessSpec, options: ExecutionOptions, workers: int) -> None:
         super().__init__(gateway, spec, options)
         self.workers = max(1, workers)
         self._started = False
@@ -553,7 +553,7 @@ class RayExecutor(_RemoteExecutor):
         return ray
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Iterator[tuple[int, Rollout]]:
+            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
         ray = self._ray()
         blob, skills = ray.put(self._blob(agent)), list(skills)
         pending = {self._remote.remote(self.spec, blob, task, skills): i for i, task in enumerate(tasks)}
@@ -608,7 +608,7 @@ def harness_spec(harness: Harness, name: str, options: dict[str, Any]) -> Harnes
     return HarnessSpec(name=name if same else f"{cls.__module__}:{cls.__qualname__}", options=dict(options))
 
 
-def make_executor(options: ExecutionOptions, *, gateway: LLMGateway, harness: Harness, harness_name: str,
+def make_executor(options: ExecutionOptions, *, gateway: Gateway, harness: Harness, harness_name: str,
                   harness_options: dict[str, Any], default_workers: int) -> RolloutExecutor:
     """The executor `options` ask for (`default_workers`: schedule.workers, used when options.workers is None)."""
     workers = options.workers or default_workers
