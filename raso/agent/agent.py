@@ -37,7 +37,7 @@ from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
 if TYPE_CHECKING:
-    from raso.llm.gateway import Gateway
+    from raso.llm.gateway import ModelGateway
 
 Mode = AgentMode
 MODES: tuple[str, ...] = choices_of(AgentMode)
@@ -225,7 +225,7 @@ class ExecutionAgent:
     """
 
     def __init__(
-        self, gateway: Gateway, config: AgentConfig | None = None, *, prompts: PromptLibrary | None = None
+        self, gateway: ModelGateway, config: AgentConfig | None = None, *, prompts: PromptLibrary | None = None
     ) -> None:
         self.gateway = gateway
         self.config = config or AgentConfig()

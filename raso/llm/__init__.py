@@ -20,7 +20,7 @@ from .errors import (
 )
 from .ledger import CallRecord, UsageLedger
 
-_FROM_GATEWAY = ("Gateway", "LLMGateway", "is_transient", "supports_schema_mode")
+_FROM_GATEWAY = ("Gateway", "LLMGateway", "ModelGateway", "is_transient", "supports_schema_mode")
 
 
 def __getattr__(name: str) -> Any:
@@ -43,6 +43,7 @@ __all__ = [
     "LLMError",
     "Gateway",
     "LLMGateway",
+    "ModelGateway",
     "LLMUnavailableError",
     "RetryConfig",
     "RoleConfig",

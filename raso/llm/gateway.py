@@ -162,15 +162,12 @@ def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
     return f"{provider.upper()}_API_KEY"
 
 
-class Gateway(Protocol):
-    """What the optimizer, the agent and the engine use of a gateway: an `LLMGateway`, or a view of one that tags
-    its calls with a unit of work (raso.engine.replay.UnitGateway)."""
+class ModelGateway(Protocol):
+    """What the execution agent uses of a gateway: model calls and profiles. A worker's
+    raso.agent.executors.RemoteGateway has this much (its calls are made by the driver's gateway)."""
 
     @property
     def config(self) -> GatewayConfig: ...
-
-    @property
-    def ledger(self) -> UsageLedger: ...
 
     def profile(self, role: str) -> ModelProfile: ...
 
@@ -187,6 +184,14 @@ class Gateway(Protocol):
     def unpriced_models(self) -> list[str]: ...
 
     def worst_case_cost(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float: ...
+
+
+class Gateway(ModelGateway, Protocol):
+    """What the optimizer and the engine use of a gateway: an `LLMGateway`, or a view of one that tags its calls
+    with a unit of work (raso.engine.replay.UnitGateway)."""
+
+    @property
+    def ledger(self) -> UsageLedger: ...
 
 
 class LLMGateway:
