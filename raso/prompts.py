@@ -17,7 +17,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 _PACKAGE = Path(__file__).resolve().parent
 DEFAULT_PROMPT_DIRS: tuple[Path, ...] = (
@@ -49,6 +49,13 @@ def _fill(text: str, values: dict[str, Any], *, name: str = "template") -> str:
     if missing:
         raise PromptSlotError(f"prompt template {name!r} needs values for: {', '.join(missing)}")
     return _SLOT.sub(lambda m: str(values[m.group(1)]), text)
+
+
+class _PickledLibrary(TypedDict):
+    """A pickled PromptLibrary: its folders and every template's text."""
+
+    folders: tuple[Path, ...]
+    texts: dict[str, str]
 
 
 class PromptLibrary:
@@ -118,15 +125,15 @@ class PromptLibrary:
         (a harness override may leave a slot out)."""
         return _fill(self.template(name), values, name=name).strip() + "\n"
 
-    def __getstate__(self) -> dict[str, object]:
+    def __getstate__(self) -> _PickledLibrary:
         """Pickled with every template read, so a library sent to a rollout worker (raso.agent.executors) needs
         none of these folders there."""
         texts = {name: self.template(name) for name in self.names()}
         return {"folders": self.folders, "texts": texts}
 
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.folders = state["folders"]  # type: ignore[assignment]
-        self._texts = dict(state["texts"])  # type: ignore[call-overload]
+    def __setstate__(self, state: _PickledLibrary) -> None:
+        self.folders = state["folders"]
+        self._texts = dict(state["texts"])
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

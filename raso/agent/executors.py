@@ -196,6 +196,9 @@ class RemoteGateway:
     be reached is an outage (LLMUnavailableError: infrastructure), never the agent's failure."""
 
     def __init__(self, address: tuple[str, int], authkey: bytes, unit: str, config: Any) -> None:
+        self._set(address, authkey, unit, config)
+
+    def _set(self, address: tuple[str, int], authkey: bytes, unit: str, config: Any) -> None:
         self._address = (str(address[0]), int(address[1]))
         self._authkey = authkey
         self._unit = unit
@@ -205,7 +208,7 @@ class RemoteGateway:
         return {"address": self._address, "authkey": self._authkey, "unit": self._unit, "config": self._config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["address"], state["authkey"], state["unit"], state["config"])  # type: ignore[misc]
+        self._set(state["address"], state["authkey"], state["unit"], state["config"])
 
     @property
     def unit(self) -> str:
