@@ -468,7 +468,7 @@ class IndexWriter:
                                    self.params["dtype"])
             postings_out.append((docs - lo).astype(np.int32))
             weights_out.append(weights)
-            if tfidf_out is not None:
+            if tfidf_out is not None and tfidf is not None:  # the one exists with the other
                 tfidf_out.append((1.0 + np.log(tf.astype(np.float64))) * tfidf[0][terms] / tfidf[1][docs])
             if len(terms):
                 starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])

@@ -42,7 +42,8 @@ def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Seque
 class ShardedIndex:
     """The shards of one index, searched together. Same search API as `SectionIndex`."""
 
-    def __init__(self, shards: Sequence[SectionIndex], offsets: Sequence[int], *, workers: int | None = None) -> None:
+    def __init__(self, shards: Sequence[SectionIndex], offsets: Sequence[int] | np.ndarray, *,
+                 workers: int | None = None) -> None:
         if len(shards) != len(offsets) or not shards:
             raise ValueError("need one doc offset per shard and at least one shard")
         self.shards = list(shards)

@@ -432,8 +432,9 @@ class TwoStageSectionRetriever:
             from raso.retrieval.vetting import drop_of
 
             bits = doc_flags(self.index, flagged)
-            self._dropped.extend(drop_of(self.index.section(int(d)), "flagged at build time: "
-                                         + ", ".join(families_of(int(b))), query) for d, b in zip(flagged, bits))
+            if bits is not None:  # always: sections are flagged from the flags the index stores
+                self._dropped.extend(drop_of(self.index.section(int(d)), "flagged at build time: "
+                                             + ", ".join(families_of(int(b))), query) for d, b in zip(flagged, bits))
         return [Hit(self.index.section(int(d)), float(s)) for d, s in zip(docs, scores)]
 
     def take_dropped(self) -> list[Any]:
