@@ -81,7 +81,7 @@ class SharedArtifacts:
         """The index directory a cell retrieves from: the configured (or starter) one, or its seeded
         `fraction` subsample (by whole skills), built once."""
         if fraction is None or fraction >= 1.0:
-            return Path(cfg.index) if cfg.index is not None else None
+            return Path(cfg.retrieval.index) if cfg.retrieval.index is not None else None
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"corpus_fraction must be in (0, 1], got {fraction}")
         target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}"
@@ -114,7 +114,7 @@ class SharedArtifacts:
         from raso.optimizer import roles
         from raso.optimizer.render import limits_for
 
-        folder = self.root / harness_key / f"seed{seed}" / f"decomposition-m{cfg.num_requirements}"
+        folder = self.root / harness_key / f"seed{seed}" / f"decomposition-m{cfg.init.num_requirements}"
         path = folder / "requirements.json"
         with _lock(path):
             if path.exists():
@@ -123,7 +123,7 @@ class SharedArtifacts:
             unit = UnitGateway(gw, f"seed{seed}/decomposition")
             plan = roles.query_init(unit, roles.QueryInitInput(
                 task_description=harness.task_description, harness_description=harness.harness_description,
-                num_requirements=cfg.num_requirements), limits_for(unit), prompts=prompt_library(harness))
+                num_requirements=cfg.init.num_requirements), cfg.limits or limits_for(unit), prompts=prompt_library(harness))
             atomic_write_json(path, {"requirements": [r.to_dict() for r in plan.requirements],
                                      "usage": gw.ledger.totals()})
         return path
@@ -134,8 +134,10 @@ class SharedArtifacts:
         from raso.api import default_initializer, run_context, step_options
 
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
-        retrieval = {} if init == "rfsi" else {"k": cfg.k, "retrieval": cfg.retrieval, "index": str(cfg.index)}
-        folder = self.root / harness_key / f"seed{seed}" / f"{init}-{options_key({**retrieval, 'm': cfg.num_requirements})}"
+        retrieval = {} if init == "rfsi" else {"k": cfg.retrieval.k, "retrieval": cfg.retrieval.retriever_options(),
+                                               "index": str(cfg.retrieval.index)}
+        key = options_key({**retrieval, "m": cfg.init.num_requirements})
+        folder = self.root / harness_key / f"seed{seed}" / f"{init}-{key}"
         path = folder / "SKILL.md"
         with _lock(path):
             if path.exists():

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from raso.api import load_harness
-from raso.engine.config import OptimizeConfig
+from raso.engine.config import OptimizeConfig, merge, nested, validate
 from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness
@@ -24,7 +24,7 @@ from raso.skill import Skill
 
 from .accounting import engine_budget, reported_rollouts
 from .artifacts import SharedArtifacts, empty_usage, ledger_totals, ledgered_gateway
-from .config import Cell, ExperimentConfig
+from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig
 
 RESULT_FILE = "result.json"
 REPO = Path(__file__).resolve().parent.parent
@@ -45,16 +45,19 @@ def git_commit() -> dict[str, Any]:
 
 
 def cell_optimize_config(config: ExperimentConfig, cell: Cell, **extra: Any) -> OptimizeConfig:
-    """The OptimizeConfig of a cell: the experiment's shared options, the setting's overrides, the cell's own keys."""
-    setting = {k: v for k, v in cell.setting.items() if k != "corpus_fraction"}
-    values: dict[str, Any] = {
-        **config.optimize, **setting, "harness": cell.harness.name, "harness_options": cell.harness.options,
-        "model": config.model, "optimizer_model": config.optimizer_model, "api_base": config.api_base,
-        "optimizer_api_base": config.optimizer_api_base, "seed": cell.seed, **extra,
+    """The OptimizeConfig of a cell: the experiment's shared options, the setting's overrides, the cell's own keys
+    (its harness, with the options the experiment gives every harness, is the cell's harness spec)."""
+    setting = {k: v for k, v in cell.setting.items() if k not in RUNNER_SETTING_KEYS}
+    own: dict[str, Any] = {
+        "harness": cell.harness.name, "harness_options": cell.harness.options, "models.target": config.model,
+        "models.optimizer": config.optimizer_model, "models.api_base": config.api_base,
+        "models.optimizer_api_base": config.optimizer_api_base, "schedule.seed": cell.seed,
+        "schedule.test": False,  # the runner scores every method on test itself, the same way
+        **extra,
     }
-    if "test" in OptimizeConfig.model_fields:
-        values["test"] = False  # the runner scores every method on test itself, the same way
-    return OptimizeConfig.model_validate({k: v for k, v in values.items() if v is not None})
+    values = merge(merge(nested(config.optimize), nested(setting)), nested({k: v for k, v in own.items() if v is not None}))
+    values["harness_options"] = dict(cell.harness.options)
+    return validate(values, f"cell {cell.key}")
 
 
 def cell_dir(config: ExperimentConfig, cell: Cell) -> Path:
@@ -85,8 +88,8 @@ class CellRunner:
         base = cell_optimize_config(config, cell)
         index = self.shared.index_path(base, float(fraction) if fraction is not None else None, cell.seed)
         self.cfg = cell_optimize_config(config, cell, index=index)
-        self.n_train = len(_limited(self.harness.tasks("train"), self.cfg.train_limit))
-        self.n_val = len(_limited(self.harness.tasks("val"), self.cfg.val_limit))
+        self.n_train = len(_limited(self.harness.tasks("train"), self.cfg.schedule.train_limit))
+        self.n_val = len(_limited(self.harness.tasks("val"), self.cfg.schedule.val_limit))
 
     # ------------------------------------------------------------------ pieces
     def initial_skill(self) -> tuple[Skill | None, dict[str, Any]]:
@@ -118,9 +121,10 @@ class CellRunner:
         cfg, conv = self.cfg, self.config.rollout_convention
         if self.config.budget_rollouts is not None:
             return self.config.budget_rollouts + (self.n_val if conv == "candidates" else 0)
-        if cfg.budget_rollouts is not None:
-            return cfg.budget_rollouts
-        return engine_budget(self.n_train, self.n_val, epochs=cfg.epochs, minibatch=cfg.minibatch, convention=conv)
+        if cfg.budget.rollouts is not None:
+            return cfg.budget.rollouts
+        return engine_budget(self.n_train, self.n_val, epochs=cfg.schedule.epochs, minibatch=cfg.schedule.minibatch,
+                             convention=conv)
 
     def run_update(self, s0: Skill) -> dict[str, Any]:
         """RFSU / RASU / TextGrad through raso's engine (raso.api), GEPA through its package."""
@@ -144,10 +148,10 @@ class CellRunner:
         else:
             if run_dir.exists():  # killed before its first checkpoint: nothing in it is worth keeping
                 shutil.rmtree(run_dir)
-            cfg = self.cfg.model_copy(update={
-                "init": str((self.dir / "s0.md").resolve()),
-                "update": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
-                "budget_rollouts": self.update_budget(), "run_dir": run_dir})
+            cfg = self.cfg.updated({
+                "init.method": str((self.dir / "s0.md").resolve()),
+                "update.method": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
+                "budget.rollouts": self.update_budget(), "run_dir": run_dir})
             result = raso.api.optimize(self.harness, config=cfg, proposer=proposer)
         state = RunState.model_validate_json((run_dir / "checkpoint.json").read_text(encoding="utf-8"))
         return {
@@ -169,10 +173,10 @@ class CellRunner:
         gw = ledgered_gateway(self.cfg, cache_dir=None, ledger_path=run_dir / "ledger.calls.jsonl")
         outcome = run_gepa(
             self.harness, make_agent(self.cfg, gw, self.harness), gw, seed_skill=s0,
-            train=_limited(self.harness.tasks("train"), self.cfg.train_limit),
-            val=_limited(self.harness.tasks("val"), self.cfg.val_limit), budget_rollouts=self.update_budget(),
+            train=_limited(self.harness.tasks("train"), self.cfg.schedule.train_limit),
+            val=_limited(self.harness.tasks("val"), self.cfg.schedule.val_limit), budget_rollouts=self.update_budget(),
             run_dir=run_dir, seed=self.cell.seed, reflection_minibatch=self.config.gepa_minibatch,
-            workers=self.cfg.workers)
+            workers=self.cfg.schedule.workers)
         best_so_far, curve = float("-inf"), []
         for rollouts, score in zip(outcome.discovery_eval_counts, outcome.val_scores):
             best_so_far = max(best_so_far, score)
@@ -193,7 +197,7 @@ class CellRunner:
         result = raso.api.evaluate(
             self.harness, skill, split="test", config=self.cfg, limit=self.config.test_limit,
             gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test",
-            agent_mode="none" if skill is None else self.cfg.agent_mode)
+            **{"agent.mode": "none" if skill is None else self.cfg.agent.mode})
         if result.infrastructure_failures:
             # as the engine does: an outage's zeros are not the method's score; the cell stays unfinished and
             # the next run of the experiment redoes it (the rollouts that worked replay from the cache)

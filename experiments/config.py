@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from raso.engine.config import ConfigError, OptimizeConfig, read_config_file
+from raso.engine.config import ConfigError, OptimizeConfig, has_key, nested, read_config_file
 
 from .accounting import Convention
 
@@ -148,12 +148,29 @@ class ExperimentConfig(BaseModel):
     def _options_are_known(self) -> "ExperimentConfig":
         known = set(OptimizeConfig.model_fields) | set(RUNNER_SETTING_KEYS)
         for where, mapping in [("optimize", self.optimize), *(("settings", s) for s in self.settings)]:
-            unknown = sorted(set(mapping) - known)
+            try:
+                names = nested({k: v for k, v in mapping.items() if k not in RUNNER_SETTING_KEYS})
+            except ConfigError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            unknown = sorted(set(names) - known)
             if unknown:
                 raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}")
-        for forbidden in ("harness", "model", "optimizer_model", "init", "update", "seed", "run_dir"):
-            if forbidden in self.optimize:
+        optimize = nested(self.optimize)
+        for forbidden in ("harness", "models.target", "models.optimizer", "init.method", "update.method",
+                          "schedule.seed", "run_dir"):
+            if has_key(optimize, forbidden):
                 raise ValueError(f"optimize: {forbidden!r} is set per cell by the runner; use the experiment's own keys")
+        return self
+
+    @model_validator(mode="after")
+    def _harness_options_for_every_harness(self) -> "ExperimentConfig":
+        """`optimize.harness_options` (e.g. `--set harness_options.split=dev`) is given to every harness: it
+        becomes part of each harness spec, so it shows in the cell's key and label."""
+        optimize = nested(self.optimize)
+        shared = optimize.pop("harness_options", None)
+        if shared:
+            self.harnesses = [h.model_copy(update={"options": {**h.options, **shared}}) for h in self.harnesses]
+        self.optimize = optimize  # under the nested names, however the file spelled them
         return self
 
     def parsed_methods(self) -> list[Method]:

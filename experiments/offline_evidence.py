@@ -123,7 +123,7 @@ def skill_label(skill: str) -> str:
 
 def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int, max_steps: int,
              max_tokens: int | None, out: Path, harness_options: dict[str, Any] | None = None,
-             agent_options: dict[str, Any] | None = None) -> None:
+             agent_options: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> None:
     import raso
 
     harness_options = dict(harness_options or {})
@@ -147,10 +147,11 @@ def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int,
         print(f"  [{name}] {rollout.task_id}: reward {rollout.reward:.2f} in {rollout.wall_time_s:.0f} s "
               f"({spent[rollout.task_id]:.0f} CPU s; {rollout.metadata.get('stop_reason')})", flush=True)
 
-    raso.evaluate(harness, skill_arg, split="val", model=model, limit=limit, agent_max_steps=max_steps,
-                  agent_max_tokens=max_tokens, workers=1, out_dir=out / name,
-                  agent_options={**agent_options, "constrain_replies": grammar}, on_rollout=progress,
-                  **({"harness_options": harness_options} if harness_options else {}))
+    raso.evaluate(harness, skill_arg, split="val", limit=limit, out_dir=out / name, on_rollout=progress,
+                  **{**(options or {}), "models.target": model, "schedule.workers": 1,
+                     "agent": {**agent_options, "max_steps": max_steps, "max_tokens": max_tokens,
+                               "constrain_replies": grammar},
+                     **({"harness_options": harness_options} if harness_options else {})})
     (out / name / "DONE").write_text("", encoding="utf-8")
 
 
@@ -175,18 +176,15 @@ def table(cells: list[CellResult]) -> str:
     return "\n".join(lines)
 
 
-def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str) -> dict[str, Any]:
-    """KEY=VALUE options as a dict (VALUE parsed as JSON when it can be); a malformed one is a usage error."""
-    parsed: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"{flag} {item!r}: expected KEY=VALUE")
-        try:
-            parsed[key] = json.loads(value)
-        except ValueError:
-            parsed[key] = value
-    return parsed
+def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str, *, check: bool = False
+               ) -> dict[str, Any]:
+    """KEY=VALUE options as a dict (raso's one parser: VALUE as JSON/YAML); a malformed one is a usage error."""
+    from raso.engine.config import ConfigError, parse_assignments
+
+    try:
+        return parse_assignments(items, flag, check=check)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="an AgentConfig option for every cell (repeatable; VALUE parsed as JSON if it can be), "
                         "e.g. history_thoughts=false; it shows in the model column")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other raso option of every cell by its dotted name, e.g. --set agent.temperature=0 "
+                        "(repeatable; not part of the cell's name)")
     parser.add_argument("--out", type=Path, default=Path("runs/offline_evidence"))
     parser.add_argument("--table-only", action="store_true", help="print the table of the saved cells and exit")
     args = parser.parse_args(argv)
     options = key_values(parser, args.harness_arg, "--harness-arg")
     agent_options = key_values(parser, args.agent_arg, "--agent-arg")
+    shared = key_values(parser, args.set, "--set", check=True)
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         for harness in args.harness or ["webshop"]:
@@ -224,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         run_cell(harness, model, skill, on, limit=args.limit, max_steps=args.max_steps,
                                  max_tokens=args.max_tokens, out=args.out, harness_options=options,
-                                 agent_options=agent_options)
+                                 agent_options=agent_options, options=shared)
                         print(table([summarize(args.out / name)]).splitlines()[-1], flush=True)
     print(table(load_cells(args.out)))
     return 0

@@ -293,7 +293,7 @@ def main() -> int:
         from raso.api import make_gateway
         from raso.engine.config import OptimizeConfig
 
-        gateway = make_gateway(OptimizeConfig(model=args.dreamer_model))
+        gateway = make_gateway(OptimizeConfig(models={"target": args.dreamer_model}))
         methods.append("dreamer")
     result = timed("evaluate", lambda: run_eval(
         bench, methods, split="test", limit=None, train_limit=None, latency_sample=args.latency_sample,

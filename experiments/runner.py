@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from raso.engine.config import ConfigError
+from raso.engine.config import ConfigError, nested
 from raso.engine.run_dir import atomic_write_json
 
 from .cells import git_commit, load_result, run_cell
-from .config import Cell, ExperimentConfig, expand_cells, load_experiment
+from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, expand_cells, load_experiment
 
 
 class ExperimentSummary(BaseModel):
@@ -89,12 +89,23 @@ RESULT_KEYS = ("table", "model", "optimizer_model", "api_base", "optimizer_api_b
                "rollout_convention", "budget_rollouts", "test_limit", "gepa_minibatch")
 
 
+def _comparable(config: dict[str, Any]) -> dict[str, Any]:
+    """An experiment config with its options under their nested names (cells made before the nested config
+    spelled them flat)."""
+    out = dict(config)
+    out["optimize"] = nested(out.get("optimize") or {})
+    out["settings"] = [nested({k: v for k, v in s.items() if k not in RUNNER_SETTING_KEYS}) | {
+        k: v for k, v in s.items() if k in RUNNER_SETTING_KEYS} for s in out.get("settings") or [{}]]
+    return out
+
+
 def _refuse_mixed_results(config: ExperimentConfig, results: list[dict[str, Any]]) -> None:
     """Finished cells are reused only when they were made under the same result-defining options (more seeds,
     methods or harnesses may be added; a changed model or budget needs another results folder)."""
-    wanted = config.model_dump(mode="json")
+    wanted = _comparable(config.model_dump(mode="json"))
     for result in results:
-        differ = [k for k in RESULT_KEYS if result["config"].get(k) != wanted.get(k)]
+        made = _comparable(result["config"])
+        differ = [k for k in RESULT_KEYS if made.get(k) != wanted.get(k)]
         if differ:
             raise ConfigError(
                 f"{config.results_root} holds cell {result['cell']} made with other {', '.join(differ)}; its "

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from raso.engine.config import dotted
 from raso.fileio import atomic_write_text
 
 from .config import ExperimentConfig
@@ -170,7 +171,7 @@ def _plot_sweep(config: ExperimentConfig, rows: list[dict[str, Any]], axis: str,
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for (_harness, _method), group in _groups(rows, ("harness", "method")).items():
-        points = sorted((float(config.settings[r["setting_index"]].get(axis, 0)), r) for r in group)
+        points = sorted((float(dotted(config.settings[r["setting_index"]]).get(axis, 0)), r) for r in group)
         xs = [x for x, _ in points]
         ys = [(r["test_mean"] or 0) * 100 for _, r in points]
         errs = [(r["test_se"] or 0) * 100 for _, r in points]
@@ -264,7 +265,7 @@ def write_tables(config: ExperimentConfig, results: list[dict[str, Any]]) -> dic
     out["markdown"] = atomic_write_text(root / f"{config.table}.md", f"# {config.name}\n\n{main}{footer}")
     out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows)}\n")
     if rows and config.table == "k_sweep":
-        out["plot"] = _plot_sweep(config, rows, "k", root / "k_sweep.png", log=False)
+        out["plot"] = _plot_sweep(config, rows, "retrieval.k", root / "k_sweep.png", log=False)
     elif rows and config.table == "corpus_fraction":
         out["plot"] = _plot_sweep(config, rows, "corpus_fraction", root / "corpus_fraction.png", log=True)
     curves = _plot_curves(config, results, root / "curves.png")

@@ -3,11 +3,14 @@ retriever over the configured index, execution agent, initializer, proposer, run
 else. The engine receives them; the CLI and the experiment runner are thin callers of these functions.
 
     import raso
-    result = raso.optimize("webshop", model="openai/gpt-4o-mini", epochs=2, run_dir="runs/x")
+    result = raso.optimize("webshop", models={"target": "openai/gpt-4o-mini"}, schedule={"epochs": 2},
+                           run_dir="runs/x")
     print(result.best_val, result.best_test, result.best_skill_path)
 
 A harness is given by name (registered entry point or 'package.module:Class') or as an instance; options as
-an OptimizeConfig, a config file (TOML/YAML/JSON), keyword overrides, or a mix (overrides win). Every error
+an OptimizeConfig, a config file (TOML/YAML/JSON), keyword overrides, or a mix (overrides win). Overrides use
+the dotted keys of the nested config (`**{"agent.max_steps": 8}`), whole sections (`agent={"max_steps": 8}`),
+or the flat names of format 1 (`epochs=1`). Every error
 that can be known before work starts (unknown harness, missing extra, bad option, unusable model, a run
 directory that already holds a run) is raised before anything is written.
 """
@@ -20,7 +23,17 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import Unpack
 
-from raso.engine.config import ConfigError, OptimizeConfig, build_config, load_resolved
+from raso.engine.config import (
+    ConfigError,
+    OptimizeConfig,
+    build_config,
+    fill_limits,
+    has_key,
+    load_resolved,
+    merge,
+    nested,
+    validate,
+)
 from raso.engine.errors import RunError
 from raso.harness import Harness, Rollout, Task
 from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness
@@ -62,7 +75,7 @@ def resolve_config(
     """One OptimizeConfig from a harness, a config object or file, and keyword overrides (overrides win; with
     `quick_defaults`, the embedded model's quick schedule fills what none of them set). Raises ConfigError
     naming each bad option."""
-    values: dict[str, Any] = dict(overrides or {})
+    values: dict[str, Any] = nested(overrides or {})
     if isinstance(harness, Harness):
         values.setdefault("harness", harness_target(harness))
     elif harness is not None:
@@ -70,11 +83,7 @@ def resolve_config(
     if config is not None:
         if config_file is not None:
             raise ConfigError("give either a config object or a config file, not both")
-        merged = {**config.model_dump(exclude_unset=True), **values}
-        try:
-            return OptimizeConfig.model_validate(merged)
-        except Exception as exc:
-            raise ConfigError(f"invalid configuration: {exc}") from None
+        return validate(fill_limits(merge(config.model_dump(exclude_unset=True), values)), "the given configuration")
     return build_config(config_file, values, quick_local_defaults=quick_defaults)
 
 
@@ -98,10 +107,11 @@ def gateway_config(config: OptimizeConfig, **options: Any) -> "GatewayConfig":
     the target). The optimizer reuses the target's api_base only when it is the target model."""
     from raso.llm import GatewayConfig
 
+    models = config.models
     return GatewayConfig.for_models(
-        target=config.model, optimizer=config.optimizer_model, api_base=config.api_base,
-        optimizer_api_base=config.optimizer_api_base or (config.api_base if config.optimizer_model is None else None),
-        **options,
+        target=models.target, optimizer=models.optimizer, api_base=models.api_base,
+        optimizer_api_base=models.optimizer_api_base or (models.api_base if models.optimizer is None else None),
+        profile=models.profile, optimizer_profile=models.optimizer_profile, **options,
     )
 
 
@@ -116,21 +126,21 @@ def make_gateway(
     """The gateway every model call of a run, an init, an eval or a CLI check goes through."""
     from raso.llm import LLMGateway, RetryConfig
 
-    wait = config.call_retry_max_wait_s
+    wait = config.budget.call_retry_max_wait_s
     options: dict[str, Any] = {
-        "cache_dir": cache_dir, "max_concurrency": max_concurrency or config.workers,
-        "retry": retry or RetryConfig(max_attempts=config.call_attempts, initial_wait_s=min(1.0, wait),
+        "cache_dir": cache_dir, "max_concurrency": max_concurrency or config.schedule.workers,
+        "retry": retry or RetryConfig(max_attempts=config.budget.call_attempts, initial_wait_s=min(1.0, wait),
                                       max_wait_s=wait, jitter_s=min(1.0, wait)),
-        "prices": config.prices, "budget_usd": config.budget_usd, "seed": config.seed,
-        "structured_output": config.structured_output,
-        "optimizer_structured_output": config.optimizer_structured_output,
+        "prices": config.models.prices, "budget_usd": config.budget.usd, "seed": config.schedule.seed,
+        "structured_output": config.models.structured_output,
+        "optimizer_structured_output": config.models.optimizer_structured_output,
     }
     return LLMGateway(gateway_config(config, **options), ledger=ledger)
 
 
 def check_budget_prices(config: OptimizeConfig, gateway: "LLMGateway") -> None:
     """A USD budget needs every model's price: refuse it (before any work) for a model nobody prices."""
-    if config.budget_usd is None:
+    if config.budget.usd is None:
         return
     unpriced = gateway.unpriced_models()
     if unpriced:
@@ -146,16 +156,16 @@ def check_index_blocklist(config: OptimizeConfig, harness: Harness) -> None:
     repositories that name no benchmark (corpus_tools.starter.select_starter), so it passes."""
     from corpus_tools.blocklist import benchmark_for, index_blocklists
 
-    benchmark = benchmark_for(harness.name)
-    if benchmark is None or config.index is None or config.allow_unfiltered_index:
+    benchmark, index = benchmark_for(harness.name), config.retrieval.index
+    if benchmark is None or index is None or config.retrieval.allow_unfiltered_index:
         return
     try:
-        blocklists = index_blocklists(config.index)
+        blocklists = index_blocklists(index)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the index {config.index}: {exc}") from None
+        raise ConfigError(f"cannot read the index {index}: {exc}") from None
     if benchmark not in blocklists:
         built = ", ".join(blocklists) if blocklists else "no blocklist"
-        raise ConfigError(f"the index {config.index} was built with {built}, not the {benchmark!r} blocklist: its "
+        raise ConfigError(f"the index {index} was built with {built}, not the {benchmark!r} blocklist: its "
                           f"corpus may leak {benchmark!r} solutions into the skill. Rebuild it with `raso corpus "
                           f"build ... --blocklist {benchmark}`, or pass --allow-unfiltered-index to go on (the "
                           "report will say so)")
@@ -163,10 +173,10 @@ def check_index_blocklist(config: OptimizeConfig, harness: Harness) -> None:
 
 def load_index(config: OptimizeConfig) -> "SectionIndex":
     """The configured section index, or the packaged starter corpus's index."""
-    if config.index is not None:
+    if config.retrieval.index is not None:
         from corpus_tools.index import SectionIndex
 
-        return SectionIndex.load(config.index)
+        return SectionIndex.load(config.retrieval.index)
     from corpus_tools.starter import starter_index
 
     return starter_index()
@@ -179,7 +189,7 @@ def make_retriever(config: OptimizeConfig, gateway: "LLMGateway | None" = None, 
     `encoder` reuse a skill pool or a loaded dense encoder (benchmarks score many retrievers over one pool)."""
     from raso.retrieval.retrievers import build_retriever
 
-    return build_retriever(config.retrieval, index=index if index is not None else load_index(config),
+    return build_retriever(config.retrieval.retriever_options(), index=index if index is not None else load_index(config),
                            gateway=gateway, skills=skills, encoder=encoder)
 
 
@@ -190,25 +200,21 @@ def prompt_library(harness: Harness) -> Any:
     return PromptLibrary.for_harness(harness)
 
 
-def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness, *,
-               agent_options: Mapping[str, Any] | None = None) -> "ExecutionAgent":
-    """The execution agent for the config's mode and limits (`agent_options`: other AgentConfig fields)."""
-    from raso.agent import AgentConfig, ExecutionAgent
+def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) -> "ExecutionAgent":
+    """The execution agent of the config's `agent` section."""
+    from raso.agent import ExecutionAgent
 
-    options = {"role": "agent", "mode": config.agent_mode, "max_steps": config.agent_max_steps,
-               "max_tokens": config.agent_max_tokens, **dict(agent_options or {})}
-    return ExecutionAgent(gateway, AgentConfig(**options), prompts=prompt_library(harness))
+    return ExecutionAgent(gateway, config.agent.model_copy(), prompts=prompt_library(harness))
 
 
 def step_options(config: OptimizeConfig) -> tuple[InitOptions, UpdateOptions]:
-    """The `init` and `update` sections of `config` (read from its flat fields until the nested config lands)."""
-    return (InitOptions(method=config.init, num_requirements=config.num_requirements, adapt=config.adapt),
-            UpdateOptions(method=config.update, chunk_size=config.chunk_size, adapt=config.adapt))
+    """The `init` and `update` sections of `config`."""
+    return config.init, config.update
 
 
 def retrieval_options(config: OptimizeConfig) -> "RetrievalOptions":
-    """The `retrieval` section of `config`, with its `k`."""
-    return config.retrieval.model_copy(update={"k": config.k})
+    """The retriever's options of `config`'s `retrieval` section (its kind, k and the kind's options)."""
+    return config.retrieval.retriever_options()
 
 
 def default_initializer(options: InitOptions, *, requirements: "Sequence[Requirement] | None" = None) -> "Initializer":
@@ -241,14 +247,15 @@ def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway",
         try:
             return make_retriever(config, gateway)
         except (OSError, ValueError, ImportError, NotImplementedError) as exc:
-            where = f"index {config.index}" if config.index else "starter corpus"
+            index = config.retrieval.index
+            where = f"index {index}" if index else "starter corpus"
             raise RunError(f"cannot build the {config.retrieval.kind!r} retriever ({where}): {exc}") from exc
 
     return RunContext(
         gateway=gateway, task_description=harness.task_description,
         harness_description=harness.harness_description,
         retriever_factory=build_retriever if use_retrieval else None, prompts=prompt_library(harness),
-        retrieval=retrieval_options(config), workers=config.workers,
+        retrieval=retrieval_options(config), workers=config.schedule.workers, limits=config.limits,
     )
 
 
@@ -340,8 +347,9 @@ def optimize(
     """Optimize a skill for `harness`: s0 by RASI/RFSI (or a file), RASU/RFSU updates behind the validation gate,
     then s0 and the best skill scored on test. Writes a run directory (`raso.resume` continues it).
 
-    `overrides` are OptimizeConfig fields (model=..., epochs=..., run_dir=...). Raises ConfigError / RunError
-    before writing anything when the run cannot start.
+    `overrides` are OptimizeConfig options by dotted key (`**{"schedule.epochs": 1}`), section
+    (`agent={"max_steps": 8}`) or format-1 name (`epochs=1`). Raises ConfigError / RunError before writing
+    anything when the run cannot start.
 
     `initializer` and `proposer` replace RASI/RFSI and RASU/RFSU with your own strategies (raso.engine.protocols):
     an object with `init(ctx) -> InitResult`, and one with `propose(ctx, skill, rollouts) -> UpdateProposal`
@@ -364,9 +372,9 @@ def optimize(
                        "run directory")
     if cfg.init_kind == "file":
         try:
-            Skill.load(cfg.init, max_chars=cfg.init_skill_max_chars)
+            Skill.load(cfg.init.method, max_chars=cfg.init.skill_max_chars)
         except Exception as exc:
-            raise ConfigError(f"init skill {cfg.init}: {exc}") from None
+            raise ConfigError(f"init skill {cfg.init.method}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})
     if cfg.needs_retriever and retriever is None:
         check_index_blocklist(cfg, harness_obj)
@@ -438,31 +446,34 @@ def evaluate(
     limit: int | None = None,
     out_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
-    agent_options: Mapping[str, Any] | None = None,
     on_rollout: Callable[[Rollout], Any] | None = None,
     gateway: "LLMGateway | None" = None,
     **overrides: Any,
 ) -> "EvalResult":
     """Score skills (a Skill, a SKILL.md path, a list of them, or None for the no-skill baseline) on a split:
-    one rollout per task through the execution agent, in parallel (`workers`). With `out_dir`, each trajectory
-    is written there as JSON. `agent_mode` (an override) chooses how several skills are incorporated."""
+    one rollout per task through the execution agent, in parallel (`schedule.workers`). With `out_dir`, each trajectory
+    is written there as JSON. `overrides` are options as `optimize` takes them; `agent.mode` chooses how
+    several skills are incorporated (default: full with skills, none without)."""
     from raso.agent.evaluate import evaluate as run_rollouts
 
     skill_list = load_skills(skills)
-    if "agent_mode" not in overrides and (config is None or "agent_mode" not in config.model_fields_set):
-        overrides["agent_mode"] = "full" if skill_list else "none"
-    cfg = resolve_config(harness, config, overrides=overrides, quick_defaults=False)
-    if cfg.agent_mode == "none" and skill_list:
-        raise ConfigError("agent_mode 'none' runs without a skill; give no skills (or another mode)")
-    if cfg.agent_mode != "none" and not skill_list:
-        raise ConfigError(f"agent_mode {cfg.agent_mode!r} needs at least one skill")
+    values = nested(overrides)
+    given = config.model_dump(exclude_unset=True) if config is not None else {}
+    if not has_key(values, "agent.mode") and not has_key(given, "agent.mode"):
+        values = merge(values, {"agent": {"mode": "full" if skill_list else "none"}})
+    cfg = resolve_config(harness, config, overrides=values, quick_defaults=False)
+    mode = cfg.agent.mode
+    if mode == "none" and skill_list:
+        raise ConfigError("agent.mode 'none' runs without a skill; give no skills (or another mode)")
+    if mode != "none" and not skill_list:
+        raise ConfigError(f"agent.mode {mode!r} needs at least one skill")
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
     check_index_blocklist(cfg, harness_obj)
     gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
     _preflight(gw)
-    agent = make_agent(cfg, gw, harness_obj, agent_options=agent_options)
-    return run_rollouts(harness_obj, agent, tasks, skill_list, max_workers=cfg.workers,
+    agent = make_agent(cfg, gw, harness_obj)
+    return run_rollouts(harness_obj, agent, tasks, skill_list, max_workers=cfg.schedule.workers,
                         trajectories_dir=Path(out_dir) / "trajectories" if out_dir is not None else None,
                         on_rollout=on_rollout)
 

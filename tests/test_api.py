@@ -48,7 +48,8 @@ def readme_python_snippet() -> str:
 def test_the_readme_python_snippet_runs_on_the_scripted_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     snippet = readme_python_snippet()
-    assert 'raso.optimize("webshop", model="openai/gpt-4o-mini", epochs=2, run_dir="runs/x")' in snippet
+    assert ('raso.optimize("webshop", models={"target": "openai/gpt-4o-mini"}, schedule={"epochs": 2}, '
+            'run_dir="runs/x")') in snippet
     model = named_scripted_model("readme-snippet", shopper_or_optimizer)
     monkeypatch.chdir(tmp_path)
     exec(compile(snippet.replace('"openai/gpt-4o-mini"', f'"{model}"'), "README.md", "exec"), {})

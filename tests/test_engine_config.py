@@ -1,4 +1,5 @@
-"""OptimizeConfig: TOML/YAML files, CLI overrides, quick local defaults and clear validation errors."""
+"""OptimizeConfig: nested sections from TOML/YAML/JSON files (format 2, and the flat format 1), dotted overrides,
+quick local defaults per field and clear validation errors."""
 
 from __future__ import annotations
 
@@ -7,24 +8,103 @@ from pathlib import Path
 import pytest
 
 from raso.engine.budget import Budget
-from raso.engine.config import QUICK_LOCAL_DEFAULTS, ConfigError, OptimizeConfig, build_config, load_resolved
+from raso.engine.config import (
+    QUICK_LOCAL_DEFAULTS,
+    ConfigError,
+    OptimizeConfig,
+    build_config,
+    load_resolved,
+    parse_assignments,
+)
 
 
 def test_toml_file_with_cli_overrides(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
     path.write_text('harness = "alfworld"\nmodel = "openai/gpt-4o-mini"\nminibatch = 16\nepochs = 3\n'
                     'budget_usd = 2.5\n')
-    config = build_config(path, {"minibatch": 8, "seed": None})
-    assert (config.harness, config.model, config.minibatch, config.epochs, config.budget_usd) == (
-        "alfworld", "openai/gpt-4o-mini", 8, 3, 2.5)
-    assert config.seed == 0 and config.quick_defaults_applied == []
+    config = build_config(path, {"schedule.minibatch": 8, "schedule.seed": None})
+    assert (config.harness, config.models.target, config.schedule.minibatch, config.schedule.epochs,
+            config.budget.usd) == ("alfworld", "openai/gpt-4o-mini", 8, 3, 2.5)
+    assert config.schedule.seed == 0 and config.quick_defaults_applied == []
+    assert config.format_version == 2
 
 
 def test_yaml_file_under_an_optimize_table(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("optimize:\n  model: anthropic/claude-3-5-haiku\n  update: rfsu\n  adapt: false\n  k: 3\n")
     config = build_config(path)
-    assert (config.update, config.adapt, config.k, config.needs_retriever) == ("rfsu", False, 3, True)
+    assert (config.update.method, config.update.adapt, config.init.adapt, config.retrieval.k,
+            config.needs_retriever) == ("rfsu", False, False, 3, True)
+
+
+def test_nested_file_and_dotted_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('format_version = 2\nharness = "toy"\n[models]\ntarget = "openai/gpt-4o-mini"\n'
+                    '[agent]\nmax_steps = 4\ntemperature = 0.2\n[schedule]\nepochs = 3\n[limits]\nsection_chars = 900\n')
+    config = build_config(path, {"agent.max_steps": 8, "schedule": {"minibatch": 5}, "retrieval.kind": "tfidf"})
+    assert (config.agent.max_steps, config.agent.temperature) == (8, 0.2)  # the override wins, the rest stays
+    assert (config.schedule.epochs, config.schedule.minibatch, config.retrieval.kind) == (3, 5, "tfidf")
+    assert config.limits is not None and config.limits.section_chars == 900
+    assert config.get("agent.max_steps") == 8
+
+
+def test_limits_given_in_part_keep_the_optimizer_profiles_other_budgets() -> None:
+    from raso.llm.profiles import EMBEDDED_PROMPT_LIMITS
+    from raso.optimizer.render import PromptLimits
+
+    embedded = build_config(None, {"limits.section_chars": 900})
+    assert embedded.limits is not None and embedded.limits.section_chars == 900
+    assert embedded.limits.skill_tokens == EMBEDDED_PROMPT_LIMITS["skill_tokens"] != PromptLimits().skill_tokens
+    hosted = build_config(None, {"models.target": "openai/gpt-4o", "limits": {"section_chars": 900}})
+    assert hosted.limits == PromptLimits(section_chars=900)
+    assert build_config(None, {}).limits is None  # nothing given: the profile's limits, decided at call time
+
+
+def test_unknown_dotted_key_is_one_line_naming_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as err:
+        build_config(None, {"agent.max_stepz": 8})
+    message = str(err.value)
+    assert "\n" not in message and "'agent.max_stepz'" in message and "max_steps" in message
+    with pytest.raises(ConfigError, match="'schedul.epochs'.*schedule"):
+        parse_assignments(["schedul.epochs=1"])
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_assignments(["agent.max_steps"])
+    with pytest.raises(ConfigError, match="schedule: Input should be a valid dictionary"):
+        build_config(None, {"schedule": 3})  # not hidden by the quick schedule's schedule.* values
+
+
+def test_assignment_values_are_json_or_yaml_scalars() -> None:
+    values = parse_assignments(["agent.max_steps=8", "schedule.test=false", "budget.usd=0.5", "run_dir=runs/x",
+                                "agent.stop=[a, b]", "harness_options.day=2024-01-02", "models.api_base=null"])
+    assert values == {"agent.max_steps": 8, "schedule.test": False, "budget.usd": 0.5, "run_dir": "runs/x",
+                      "agent.stop": ["a", "b"], "harness_options.day": "2024-01-02", "models.api_base": None}
+    with pytest.raises(ConfigError, match="max_steps"):
+        build_config(None, {"agent.max_steps": "eight"})
+
+
+def test_flat_format1_files_load_under_the_nested_names(tmp_path: Path) -> None:
+    for suffix, text in [
+        (".toml", 'model = "openai/gpt-4o"\nepochs = 3\nagent_max_steps = 6\nbudget_rollouts = 50\nk = 2\n'
+                  'num_requirements = 4\ninit = "rfsi"\nupdate = "rfsu"\nadapt = false\nchunk_size = 3\n'
+                  'retrieval = "hybrid"\noptimizer_model = "openai/gpt-4o-mini"\nbudget_usd = 1.5\n'),
+        (".yaml", "model: openai/gpt-4o\nepochs: 3\nagent_max_steps: 6\nbudget_rollouts: 50\nk: 2\n"
+                  "num_requirements: 4\ninit: rfsi\nupdate: rfsu\nadapt: false\nchunk_size: 3\nretrieval: hybrid\n"
+                  "optimizer_model: openai/gpt-4o-mini\nbudget_usd: 1.5\n"),
+        (".json", '{"model": "openai/gpt-4o", "epochs": 3, "agent_max_steps": 6, "budget_rollouts": 50, "k": 2, '
+                  '"num_requirements": 4, "init": "rfsi", "update": "rfsu", "adapt": false, "chunk_size": 3, '
+                  '"retrieval": {"kind": "hybrid"}, "optimizer_model": "openai/gpt-4o-mini", "budget_usd": 1.5}'),
+    ]:
+        path = tmp_path / f"old{suffix}"
+        path.write_text(text)
+        config = build_config(path)
+        assert (config.models.target, config.models.optimizer, config.schedule.epochs, config.agent.max_steps,
+                config.budget.rollouts, config.budget.usd) == ("openai/gpt-4o", "openai/gpt-4o-mini", 3, 6, 50, 1.5)
+        assert (config.retrieval.k, config.retrieval.kind, config.init.num_requirements, config.init.method,
+                config.update.method, config.update.chunk_size, config.init.adapt, config.update.adapt) == (
+                    2, "hybrid", 4, "rfsi", "rfsu", 3, False, False)
+    # flat keyword overrides too, and a section given as a word keeps the section's other keys
+    config = build_config(None, {"model": "openai/gpt-4o", "init.num_requirements": 3, "init": "rfsi"})
+    assert (config.init.method, config.init.num_requirements) == ("rfsi", 3)
 
 
 def test_unknown_option_is_named_with_the_known_ones(tmp_path: Path) -> None:
@@ -33,7 +113,12 @@ def test_unknown_option_is_named_with_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         build_config(path)
     message = str(err.value)
-    assert str(path) in message and "minibach: unknown option" in message and "minibatch" in message
+    assert str(path) in message and "minibach: unknown option" in message and "schedule.minibatch" in message
+    nested = tmp_path / "bad_nested.toml"
+    nested.write_text('[schedule]\nminibach = 8\n')
+    with pytest.raises(ConfigError) as err:
+        build_config(nested)
+    assert "schedule.minibach: unknown option" in str(err.value) and "minibatch" in str(err.value)
 
 
 def test_bad_values_name_the_field_and_the_value(tmp_path: Path) -> None:
@@ -42,9 +127,9 @@ def test_bad_values_name_the_field_and_the_value(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         build_config(path)
     message = str(err.value)
-    assert "epochs: Input should be greater than or equal to 1 (got 0)" in message
-    assert "update:" in message and "'sgd'" in message
-    assert "budget_rollouts:" in message and "'lots'" in message
+    assert "schedule.epochs: Input should be greater than or equal to 1 (got 0)" in message
+    assert "update.method:" in message and "'sgd'" in message
+    assert "budget.rollouts:" in message and "'lots'" in message
 
 
 def test_unparsable_file_and_missing_init_file_are_clear(tmp_path: Path) -> None:
@@ -63,42 +148,64 @@ def test_init_file_is_resolved_to_an_absolute_path(tmp_path: Path, monkeypatch: 
     (tmp_path / "start.md").write_text("---\nname: s\ndescription: d\n---\nbody\n")
     monkeypatch.chdir(tmp_path)
     config = build_config(None, {"model": "openai/gpt-4o", "init": "start.md"})
-    assert config.init == str(tmp_path / "start.md") and config.init_kind == "file"
+    assert config.init.method == str(tmp_path / "start.md") and config.init_kind == "file"
 
 
-def test_quick_defaults_apply_only_to_the_local_model_without_a_schedule() -> None:
+def test_quick_defaults_apply_only_to_the_local_model_and_fill_each_unset_field() -> None:
     quick = build_config(None, {})
-    assert quick.model.startswith("local/")
-    assert {k: getattr(quick, k) for k in QUICK_LOCAL_DEFAULTS} == QUICK_LOCAL_DEFAULTS
+    assert quick.models.target.startswith("local/")
+    assert {k: quick.get(k) for k in QUICK_LOCAL_DEFAULTS} == QUICK_LOCAL_DEFAULTS
     assert set(quick.quick_defaults_applied) == set(QUICK_LOCAL_DEFAULTS)
-    chosen = build_config(None, {"minibatch": 10})
-    assert chosen.minibatch == 10 and chosen.epochs == 2 and chosen.quick_defaults_applied == []
-    remote = build_config(None, {"model": "openai/gpt-4o-mini"})
-    assert remote.minibatch == 40 and remote.budget_rollouts is None
-    partial = build_config(None, {"val_limit": 5})  # a non-schedule option keeps the rest quick
-    assert partial.val_limit == 5 and partial.minibatch == QUICK_LOCAL_DEFAULTS["minibatch"]
+    chosen = build_config(None, {"schedule.minibatch": 10})
+    assert chosen.schedule.minibatch == 10 and "schedule.minibatch" not in chosen.quick_defaults_applied
+    remote = build_config(None, {"models.target": "openai/gpt-4o-mini"})
+    assert remote.schedule.minibatch == 40 and remote.budget.rollouts is None and remote.quick_defaults_applied == []
+    partial = build_config(None, {"val_limit": 5})  # a format-1 name counts as set, too
+    assert partial.schedule.val_limit == 5 and partial.schedule.minibatch == QUICK_LOCAL_DEFAULTS["schedule.minibatch"]
+
+
+def test_setting_only_epochs_keeps_every_other_quick_default() -> None:
+    config = build_config(None, {"schedule.epochs": 4})
+    assert config.schedule.epochs == 4
+    others = {k: v for k, v in QUICK_LOCAL_DEFAULTS.items() if k != "schedule.epochs"}
+    assert {k: config.get(k) for k in others} == others
+    assert set(config.quick_defaults_applied) == set(others)
+    budget_given = build_config(None, {"budget.rollouts": 30})  # a budget no longer drops agent.max_steps
+    assert budget_given.budget.rollouts == 30
+    assert budget_given.agent.max_steps == QUICK_LOCAL_DEFAULTS["agent.max_steps"]
 
 
 def test_a_harness_replaces_the_quick_defaults_it_names() -> None:
     from harnesses.webshop import WebShopHarness
 
     shop = build_config(None, {"harness": "webshop"})
-    assert WebShopHarness.task_needs.agent_steps > QUICK_LOCAL_DEFAULTS["agent_max_steps"]
-    assert (shop.agent_max_steps, shop.agent_max_tokens) == (WebShopHarness.task_needs.agent_steps,
-                                                             WebShopHarness.task_needs.reply_tokens)
-    assert shop.minibatch == QUICK_LOCAL_DEFAULTS["minibatch"] and "agent_max_steps" in shop.quick_defaults_applied
-    assert build_config(None, {"harness": "webshop", "agent_max_steps": 5}).agent_max_steps == 5  # the user's wins
-    assert build_config(None, {"harness": "spreadsheet"}).agent_max_steps == QUICK_LOCAL_DEFAULTS["agent_max_steps"]
+    needs = WebShopHarness.task_needs
+    assert needs.agent_steps > QUICK_LOCAL_DEFAULTS["agent.max_steps"]
+    assert (shop.agent.max_steps, shop.agent.max_tokens) == (needs.agent_steps, needs.reply_tokens)
+    assert (shop.schedule.minibatch == QUICK_LOCAL_DEFAULTS["schedule.minibatch"]
+            and "agent.max_steps" in shop.quick_defaults_applied)
+    assert build_config(None, {"harness": "webshop", "agent.max_steps": 5}).agent.max_steps == 5  # the user's wins
+    assert build_config(None, {"harness": "spreadsheet"}).agent.max_steps == QUICK_LOCAL_DEFAULTS["agent.max_steps"]
     # a harness that cannot be loaded gets the generic ones (building it reports the error later)
-    assert (build_config(None, {"harness": "no.such.module:Harness"}).agent_max_steps
-            == QUICK_LOCAL_DEFAULTS["agent_max_steps"])
+    assert (build_config(None, {"harness": "no.such.module:Harness"}).agent.max_steps
+            == QUICK_LOCAL_DEFAULTS["agent.max_steps"])
 
 
 def test_resolved_config_round_trips(tmp_path: Path) -> None:
-    config = OptimizeConfig(model="openai/gpt-4o", budget_rollouts=100, run_dir=tmp_path / "r")
+    config = OptimizeConfig(models={"target": "openai/gpt-4o"}, budget={"rollouts": 100}, run_dir=tmp_path / "r",
+                            agent={"temperature": 0.3, "history_turns": 4}, limits={"section_chars": 700})
     path = tmp_path / "config.resolved.json"
     path.write_text(config.model_dump_json())
     assert load_resolved(path) == config
+
+
+def test_a_format1_resolved_config_loads_with_its_values(tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parent / "fixtures" / "run_format1" / "config.resolved.json"
+    config = load_resolved(fixture)
+    assert (config.models.target, config.models.optimizer) == ("scripted/engine-kill-agent",
+                                                               "scripted/engine-kill-optimizer")
+    assert (config.init.method, config.update.method, config.schedule.minibatch, config.schedule.seed,
+            config.schedule.workers, config.schedule.test, config.retrieval.k) == ("rfsi", "rfsu", 2, 7, 2, False, 5)
 
 
 def test_budget_arithmetic() -> None:

@@ -31,10 +31,10 @@ def _run(tmp_path: Path, optimizer_replies: list, *, harness: ToyHarness | None 
          **overrides) -> tuple:
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(optimizer_replies, name="toy-optimizer")
-    values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False)
-    values.update(overrides)
-    config = OptimizeConfig(**values)
+    values = {"harness": "toy", "models.target": agent.model, "models.optimizer": optimizer.model,
+              "init.method": "rfsi", "update.method": "rfsu", "schedule.epochs": 1, "schedule.minibatch": 2,
+              "schedule.workers": 2, "schedule.seed": 3, "schedule.test": False, "run_dir": tmp_path / "run"}
+    config = OptimizeConfig(**{**values, **overrides})
     result = optimize(harness or ToyHarness(), config, initializer=toy_initializer, proposer=propose)
     return result, RunDir(config.run_dir), agent, optimizer
 
@@ -142,7 +142,7 @@ def test_run_directory_layout_and_lesson_provenance(tmp_path: Path) -> None:
     assert ledger["totals"]["calls"] == result.model_calls == 22 + 4  # 22 rollouts + 4 optimizer calls
     assert set(ledger["by_stage"]) == {"rollout", "rasi.skill_init", "rasu.update"}
     resolved = json.loads(rd.config_json.read_text())
-    assert resolved["minibatch"] == 2 and resolved["run_dir"] == str(root.resolve())
+    assert resolved["schedule"]["minibatch"] == 2 and resolved["run_dir"] == str(root.resolve())
 
 
 def test_report_has_the_score_table_and_png_plots(tmp_path: Path) -> None:
@@ -194,9 +194,9 @@ def test_progress_display_shows_iteration_rollouts_best_val_and_cost(tmp_path: P
     progress = RichProgress(console=console, title="toy")
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=2\nx", "LEVEL=1\ny"], name="toy-optimizer")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, budget_rollouts=30, run_dir=tmp_path / "run",
-                            test=False)
+    config = OptimizeConfig(harness="toy", models={"target": agent.model, "optimizer": optimizer.model},
+                            init={"method": "rfsi"}, update={"method": "rfsu"}, budget={"rollouts": 30},
+                            schedule={"epochs": 1, "minibatch": 2, "test": False}, run_dir=tmp_path / "run")
     with progress:
         optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer, sinks=[progress])
     shown = console.file.getvalue()
@@ -211,9 +211,10 @@ def test_an_unusable_agent_model_stops_the_run_and_resume_continues_after_the_fi
     from raso.engine import ModelUnusableError
 
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
-    config = OptimizeConfig(harness="toy", model="scripted/engine-agent-registered-later",
-                            optimizer_model=optimizer.model, init="rfsi", update="rfsu", epochs=1, minibatch=2,
-                            run_dir=tmp_path / "run", test=False)
+    config = OptimizeConfig(harness="toy", models={"target": "scripted/engine-agent-registered-later",
+                                                   "optimizer": optimizer.model},
+                            init={"method": "rfsi"}, update={"method": "rfsu"},
+                            schedule={"epochs": 1, "minibatch": 2, "test": False}, run_dir=tmp_path / "run")
     steps = dict(harness=ToyHarness(), initializer=toy_initializer, proposer=toy_proposer)
     with pytest.raises(ModelUnusableError, match="every rollout of s0_val failed because the model is unusable"):
         optimize(config=config, **steps)
@@ -234,8 +235,9 @@ def test_a_failed_initialization_is_retried_afresh_on_resume_not_replayed(tmp_pa
 
     agent = ScriptedModel(toy_agent_reply, name="toy-agent")
     optimizer = ScriptedModel(["junk", "LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], name="toy-optimizer")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, run_dir=tmp_path / "run", test=False)
+    config = OptimizeConfig(harness="toy", models={"target": agent.model, "optimizer": optimizer.model},
+                            init={"method": "rfsi"}, update={"method": "rfsu"},
+                            schedule={"epochs": 1, "minibatch": 2, "test": False}, run_dir=tmp_path / "run")
     steps = dict(harness=ToyHarness(), initializer=FunctionInitializer(picky_initialize), proposer=toy_proposer)
     with pytest.raises(ValueError, match="junk"):
         optimize(config=config, **steps)

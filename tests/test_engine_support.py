@@ -198,9 +198,10 @@ class KillSwitch:
 def subprocess_config(run_dir: Path) -> Any:
     from raso.engine import OptimizeConfig
 
-    return OptimizeConfig(harness="test_engine_support:ToyHarness", model="scripted/engine-kill-agent",
-                          optimizer_model="scripted/engine-kill-optimizer", init="rfsi", update="rfsu",
-                          epochs=2, minibatch=2, workers=2, seed=7, run_dir=run_dir, test=False)
+    return OptimizeConfig(harness="test_engine_support:ToyHarness",
+                          models={"target": "scripted/engine-kill-agent", "optimizer": "scripted/engine-kill-optimizer"},
+                          init={"method": "rfsi"}, update={"method": "rfsu"},
+                          schedule={"epochs": 2, "minibatch": 2, "workers": 2, "seed": 7, "test": False}, run_dir=run_dir)
 
 
 def kill_inside_the_nth_atomic_write(n: int) -> None:

@@ -60,10 +60,9 @@ def test_gepa_runs_through_the_package_within_the_rollout_budget(tmp_path: Path)
 def test_textgrad_update_runs_inside_the_engine(tmp_path: Path) -> None:
     agent_model, optimizer_model = scripted_models()
     s0_path = S0.save(tmp_path / "s0.md")
-    config = OptimizeConfig(model=agent_model.model, optimizer_model=optimizer_model.model,
-                            init=str(s0_path), update="rfsu", epochs=1, minibatch=3, workers=2,
-                            run_dir=tmp_path / "run", **({"test": False} if "test" in OptimizeConfig.model_fields
-                                                         else {}))
+    config = OptimizeConfig(models={"target": agent_model.model, "optimizer": optimizer_model.model},
+                            init={"method": str(s0_path)}, update={"method": "rfsu"},
+                            schedule={"epochs": 1, "minibatch": 3, "workers": 2, "test": False}, run_dir=tmp_path / "run")
     result = raso.api.optimize(CountingHarness(n_tasks=6), config=config, proposer=TextGradProposer())
 
     assert result.initial_val == 0.0 and result.best_val == 1.0 and result.accepted == 1

@@ -158,7 +158,7 @@ def test_sweeps_end_to_end(tmp_path: Path, config: str, axis: str, png: str) -> 
     assert {r["setting_index"] for r in results} == set(range(len(cfg.settings)))
     assert (root / png).read_bytes().startswith(PNG_MAGIC)
     if axis == "k":
-        used = {json.loads(next((root / "cells" / r["cell"] / "run").glob("config.resolved.json")).read_text())["k"]
+        used = {json.loads(next((root / "cells" / r["cell"] / "run").glob("config.resolved.json")).read_text())["retrieval"]["k"]
                 for r in results}
         assert used == {1, 3, 5, 10}
     else:

@@ -27,7 +27,7 @@ def test_prices_parse_from_a_pair_a_string_or_a_table() -> None:
     assert ModelPrice.model_validate("0.5, 2") == ModelPrice(input=0.5, output=2.0)
     assert ModelPrice.model_validate([1, 3]).cost(1_000_000, 500_000) == pytest.approx(2.5)
     config = OptimizeConfig(prices={SELF_HOSTED: "0.1,0.4"})
-    assert config.prices[SELF_HOSTED] == ModelPrice(input=0.1, output=0.4)
+    assert config.models.prices[SELF_HOSTED] == ModelPrice(input=0.1, output=0.4)
     with pytest.raises(ValueError):
         ModelPrice.model_validate("1,2,3")
 
@@ -95,7 +95,7 @@ def test_the_usd_budget_is_checked_before_each_call_and_overshoots_by_at_most_on
     print(f"\nUSD budget ${budget:.4f}: spent ${spent:.4f} in {len(costs)} calls, overshoot ${overshoot:+.4f} "
           f"(largest call ${max(costs):.4f})")
     assert overshoot <= max(costs)  # the bound the issue asks for: at most one call past the budget
-    assert spent > budget - max(costs) * config.workers  # the budget was used, not refused early
+    assert spent > budget - max(costs) * config.schedule.workers  # the budget was used, not refused early
     assert result.finished and "USD budget reached" in result.stop_reason
     assert result.cost_usd == pytest.approx(spent)
     assert len(agent.calls) + len(optimizer.calls) == len(costs)  # a refused call never reached the model

@@ -57,8 +57,8 @@ def test_an_index_without_the_benchmarks_blocklist_is_refused_before_the_run_sta
     assert not (tmp_path / "run").exists()
     # a non-benchmark harness, the right blocklist, and the starter corpus all pass
     check_index_blocklist(config, ToyHarness())
-    check_index_blocklist(config.model_copy(update={"index": _index(tmp_path, ["officeqa"])}), ToyOfficeQA())
-    check_index_blocklist(config.model_copy(update={"index": None}), ToyOfficeQA())
+    check_index_blocklist(config.updated({"retrieval.index": _index(tmp_path, ["officeqa"])}), ToyOfficeQA())
+    check_index_blocklist(config.updated({"retrieval.index": None}), ToyOfficeQA())
 
 
 def test_allow_unfiltered_index_goes_on_and_the_report_says_so(tmp_path: Path) -> None:

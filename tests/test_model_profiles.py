@@ -120,11 +120,16 @@ def test_the_quick_schedule_reaches_the_config_only_for_a_profile_that_has_one()
     from raso.engine.config import QUICK_LOCAL_DEFAULTS, build_config
 
     embedded = build_config(None, {"harness": "spreadsheet"})
-    assert embedded.epochs == EMBEDDED_QUICK_SCHEDULE["schedule.epochs"] and embedded.k == EMBEDDED_QUICK_SCHEDULE["retrieval.k"]
-    assert embedded.budget_rollouts == EMBEDDED_QUICK_SCHEDULE["budget.rollouts"]
+    assert (embedded.schedule.epochs == EMBEDDED_QUICK_SCHEDULE["schedule.epochs"]
+            and embedded.retrieval.k == EMBEDDED_QUICK_SCHEDULE["retrieval.k"])
+    assert embedded.budget.rollouts == EMBEDDED_QUICK_SCHEDULE["budget.rollouts"]
     assert set(QUICK_LOCAL_DEFAULTS) <= set(embedded.quick_defaults_applied)
-    hosted = build_config(None, {"harness": "spreadsheet", "model": HOSTED})
-    assert hosted.quick_defaults_applied == [] and hosted.epochs == 2
+    hosted = build_config(None, {"harness": "spreadsheet", "models.target": HOSTED})
+    assert hosted.quick_defaults_applied == [] and hosted.schedule.epochs == 2
+    # profile overrides in the config reach the quick schedule
+    custom = build_config(None, {"harness": "spreadsheet", "models.target": HOSTED,
+                                 "models.profile": {"quick_schedule": {"schedule.epochs": 1}}})
+    assert custom.schedule.epochs == 1 and custom.quick_defaults_applied == ["schedule.epochs"]
 
 
 # ---------------------------------------------------------------- sanitizers, each on and off

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from raso.cli.options import add_config_options, config_overrides
-from raso.engine.config import ConfigError
+from raso.engine.config import ConfigError, merge, nested
 from raso.skill import Skill
 
-_EVAL_FIELDS = ("harness", "harness_options", "model", "api_base", "agent_mode", "agent_max_steps",
-                "agent_max_tokens", "workers")
+_EVAL_FIELDS = ("harness", "harness_options", "models.target", "models.api_base", "models.structured_output",
+                "models.prices", "agent", "schedule.workers")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,10 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the candidate pool for --agent-mode select/progressive")
     parser.add_argument("--split", default="test", help="train | val | test (default: test)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--context-chars", type=int, default=None,
-                        help="character budget of the conversation sent each turn (default 20000, for an 8k-token context)")
-    parser.add_argument("--max-concurrency", type=int, default=4, help="concurrent model calls (default 4)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="opt-in on-disk response cache")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/eval/<harness>-<split>-<mode>-<time>)")
 
@@ -111,29 +107,28 @@ def _run_eval(args: argparse.Namespace) -> int:
     from raso.engine.errors import RunError
 
     skills = load_skills(args.skill, args.skills_dir)
-    overrides = config_overrides(args, args.config_fields)
-    overrides["agent_mode"] = resolve_mode(overrides.get("agent_mode"), skills)
+    overrides = nested(config_overrides(args, args.config_fields))
+    mode_given = overrides.get("agent", {}).get("mode")
+    overrides = merge(overrides, {"agent": {"mode": resolve_mode(mode_given, skills)}})
     config = api.resolve_config(overrides=overrides, quick_defaults=False)
     harness = api.load_harness(config.harness, config.harness_options)
     tasks = api.eval_tasks(harness, args.split, args.limit)
-    gateway = api.make_gateway(config, cache_dir=args.cache_dir, max_concurrency=max(1, args.max_concurrency))
-    agent_options = {key: value for key, value in (("temperature", args.temperature),
-                                                   ("context_chars", args.context_chars)) if value is not None}
-    mode = config.agent_mode
+    gateway = api.make_gateway(config, cache_dir=args.cache_dir)
+    mode = config.agent.mode
     out = args.out or _default_out(harness.name, args.split, mode)
     out.mkdir(parents=True, exist_ok=True)
     for skill in skills:
         skill.save(out / "skills" / f"{_safe_name(skill.name)}.md")
     run_config = {
         "harness": harness.name, "harness_target": config.harness, "harness_options": config.harness_options,
-        "split": args.split, "tasks": [t.id for t in tasks], "model": config.model, "api_base": config.api_base,
-        "mode": mode, "skills": [s.name for s in skills], "workers": config.workers,
-        "agent": {"max_steps": config.agent_max_steps, "max_tokens": config.agent_max_tokens, **agent_options},
+        "split": args.split, "tasks": [t.id for t in tasks], "model": config.models.target,
+        "api_base": config.models.api_base, "mode": mode, "skills": [s.name for s in skills],
+        "workers": config.schedule.workers, "agent": config.agent.model_dump(mode="json"),
         "started_at": datetime.now(UTC).isoformat(),
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=1), encoding="utf-8")
 
-    print(f"raso eval: {len(tasks)} task(s) of {harness.name}/{args.split}, model {config.model}, mode {mode}, "
+    print(f"raso eval: {len(tasks)} task(s) of {harness.name}/{args.split}, model {config.models.target}, mode {mode}, "
           f"skills {[s.name for s in skills] or 'none'} -> {out}", file=sys.stderr)
     done = [0]
     started = time.perf_counter()
@@ -146,10 +141,10 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     try:
         result = api.evaluate(harness, skills, split=args.split, config=config, limit=args.limit, out_dir=out,
-                              agent_options=agent_options, on_rollout=progress, gateway=gateway)
+                              on_rollout=progress, gateway=gateway)
     except RunError as exc:
         raise UsageError(str(exc)) from None
-    summary = {**result.summary(), "model": config.model, "mode": mode, "split": args.split,
+    summary = {**result.summary(), "model": config.models.target, "mode": mode, "split": args.split,
                "ledger_totals": gateway.ledger.totals(), "elapsed_s": time.perf_counter() - started}
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     gateway.ledger.save(out / "ledger.json")

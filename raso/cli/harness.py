@@ -86,14 +86,14 @@ def run_new(args: argparse.Namespace) -> int:
 
 def run_describe(args: argparse.Namespace) -> int:
     from raso.api import load_harness, make_gateway
-    from raso.engine.config import OptimizeConfig
+    from raso.engine.config import ModelsConfig, OptimizeConfig
     from raso.llm import DEFAULT_LOCAL_MODEL, LLMError
     from raso.optimizer.describe import DraftsExistError, check_drafts_absent, draft_descriptions, write_drafts
 
     try:
         harness = load_harness(args.name)
-        config = OptimizeConfig(harness=args.name, model=args.optimizer_model or DEFAULT_LOCAL_MODEL,
-                                api_base=args.api_base)
+        config = OptimizeConfig(harness=args.name, models=ModelsConfig(
+            target=args.optimizer_model or DEFAULT_LOCAL_MODEL, api_base=args.api_base))
     except ValueError as exc:  # ConfigError (unknown harness, missing extra) or a bad option
         return _fail(str(exc))
     out = args.out if args.out is not None else Path(harness.resource_dir)
@@ -106,7 +106,7 @@ def run_describe(args: argparse.Namespace) -> int:
         gateway = make_gateway(config)
         caveat = gateway.profile("optimizer").caveat
         if caveat:
-            print(f"note: drafting with {config.model}: {caveat}", file=sys.stderr)
+            print(f"note: drafting with {config.models.target}: {caveat}", file=sys.stderr)
         drafts = draft_descriptions(gateway, harness)
     except LLMError as exc:
         print(f"error: the optimizer model could not draft the descriptions: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 from raso.cli.options import MODEL_FIELDS, add_config_options, config_overrides
 from raso.engine.config import ConfigError
 
-_INIT_FIELDS = (*MODEL_FIELDS, "retrieval", "index", "k", "num_requirements", "adapt")
+_INIT_FIELDS = (*MODEL_FIELDS, "retrieval", "init.num_requirements", "init.adapt", "limits")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sections they came from are written next to the skill (<out>.lessons.json). With the embedded model, "
         "the quick defaults (fewer requirements and sections) apply unless given.",
     )
-    parser.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags override it)")
+    parser.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags and --set "
+                        "override it)")
     parser.set_defaults(func=run_init, config_fields=add_config_options(parser, _INIT_FIELDS))
     parser.add_argument("--no-retrieval", action="store_true", help="RFSI: the same prompts without corpus lessons")
     parser.add_argument("--out", type=Path, default=Path("SKILL.md"), help="where to write the skill (default ./SKILL.md)")

@@ -1,7 +1,9 @@
 """The `raso` command line: one subcommand module per feature under `raso.cli`.
 
 Each module in COMMAND_MODULES exposes `register(subparsers)` which adds its subcommand(s)
-and sets `func` on the parser; `func(args) -> int` is the exit status.
+and sets `func` on the parser; `func(args) -> int` is the exit status. Packages built on raso add commands
+the same way through the `raso.commands` entry point group (the experiments package adds `raso experiment`),
+so raso never imports them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import entry_points
 
 COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.init",
@@ -19,8 +22,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.corpus",
     "raso.cli.retrieval",
     "raso.cli.models",
-    "raso.cli.experiment",
 )
+#: Entry point group of commands registered by other packages: `name = "package.module:register"`.
+COMMAND_GROUP = "raso.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except ImportError as exc:  # a missing optional dependency of that package: its command is absent
+            print(f"raso: note: the {entry.name!r} command is unavailable ({exc})", file=sys.stderr)
+            continue
+        register(subparsers)
     return parser
 
 

@@ -39,7 +39,7 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def list_models(args: argparse.Namespace) -> int:
     from raso.api import gateway_config
-    from raso.engine.config import OptimizeConfig
+    from raso.engine.config import ModelsConfig, OptimizeConfig
     from raso.llm import DEFAULT_LOCAL_MODEL, local
 
     llama_ok = importlib.util.find_spec("llama_cpp") is not None
@@ -57,8 +57,9 @@ def list_models(args: argparse.Namespace) -> int:
         print(f"  {local.PROVIDER}/{spec.name}  {spec.description}; {spec.size / 1e6:.0f} MB; {state}")
     if not llama_ok:
         print(f"  llama-cpp-python is not installed: {local.INSTALL_HINT}")
-    cfg = gateway_config(OptimizeConfig(model=args.model or DEFAULT_LOCAL_MODEL, optimizer_model=args.optimizer_model,
-                                        api_base=args.api_base, optimizer_api_base=args.optimizer_api_base))
+    cfg = gateway_config(OptimizeConfig(models=ModelsConfig(
+        target=args.model or DEFAULT_LOCAL_MODEL, optimizer=args.optimizer_model, api_base=args.api_base,
+        optimizer_api_base=args.optimizer_api_base)))
     print("Roles (a role that is not configured falls back to `optimizer`, then `agent`):")
     for name, role in cfg.roles.items():
         where = f" at {role.api_base}" if role.api_base else ""
@@ -69,10 +70,10 @@ def list_models(args: argparse.Namespace) -> int:
 
 def check_model(args: argparse.Namespace) -> int:
     from raso.api import make_gateway
-    from raso.engine.config import OptimizeConfig
+    from raso.engine.config import ModelsConfig, OptimizeConfig
     from raso.llm import LLMError, RetryConfig
 
-    gateway = make_gateway(OptimizeConfig(model=args.model, api_base=args.api_base),
+    gateway = make_gateway(OptimizeConfig(models=ModelsConfig(target=args.model, api_base=args.api_base)),
                            retry=RetryConfig(max_attempts=3, initial_wait_s=1.0, max_wait_s=10.0))
     try:
         reply = gateway.complete("agent", [{"role": "user", "content": args.prompt}], stage="models.check",

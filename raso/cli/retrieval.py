@@ -106,10 +106,11 @@ def eval_command(args: argparse.Namespace) -> int:
     gateway = None
     if DREAMER in methods:
         from raso.api import make_gateway
-        from raso.engine.config import OptimizeConfig
+        from raso.engine.config import ModelsConfig, OptimizeConfig
         from raso.llm.config import DEFAULT_LOCAL_MODEL
 
-        gateway = make_gateway(OptimizeConfig(model=args.optimizer_model or DEFAULT_LOCAL_MODEL, api_base=args.api_base))
+        gateway = make_gateway(OptimizeConfig(models=ModelsConfig(target=args.optimizer_model or DEFAULT_LOCAL_MODEL,
+                                                                  api_base=args.api_base)))
     try:
         out = run_eval(dataset, methods, split=args.split, limit=args.limit, train_limit=args.train_limit,
                        latency_sample=args.latency_sample, encoder=encoder, cache_dir=args.cache_dir,

@@ -1,8 +1,9 @@
 """`raso optimize`, `raso resume RUN_DIR` and `raso report RUN_DIR [--html]`: optimization runs from the command line.
 
-`raso optimize` options may also come from a TOML/YAML config file (`--config`); flags given on the command
-line override the file. With the embedded local model and no schedule or budget given, small quick defaults
-apply (see raso.engine.config.QUICK_LOCAL_DEFAULTS) so the run finishes in minutes on a laptop CPU.
+`raso optimize` options may also come from a TOML/YAML config file (`--config`); flags and `--set KEY=VALUE`
+given on the command line override the file. With the embedded local model, each option of the quick schedule
+that nothing sets takes its small value (see raso.engine.config.quick_schedule) so the run finishes in minutes
+on a laptop CPU.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write an initial skill (RASI: retrieval-augmented, zero rollouts), then improve it from rollouts "
         "(RASU), accepting a candidate only if its mean val reward is strictly higher; at the end s0 and the best "
         "skill are scored on test. Everything lands in a run directory that `raso resume` continues and "
-        "`raso report` summarizes. With the embedded model and no schedule/budget options, quick defaults apply: "
-        + ", ".join(f"{k}={v}" for k, v in QUICK_LOCAL_DEFAULTS.items()) + ".",
+        "`raso report` summarizes. With the embedded model, quick defaults fill each of these options that is not "
+        "given: " + ", ".join(f"{k}={v}" for k, v in QUICK_LOCAL_DEFAULTS.items()) + ".",
     )
     opt.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags override it)")
     opt.set_defaults(func=run_optimize, config_fields=add_config_options(opt))
@@ -124,8 +125,9 @@ def run_optimize(args: argparse.Namespace) -> int:
         return 2
     if config.quick_defaults_applied:
         print("quick defaults for the embedded model: "
-              + ", ".join(f"{k}={getattr(config, k)}" for k in config.quick_defaults_applied)
-              + " (give --epochs/--minibatch/--budget-rollouts to choose your own)", file=sys.stderr)
+              + ", ".join(f"{k}={config.get(k)}" for k in config.quick_defaults_applied)
+              + " (give --set KEY=VALUE, or --epochs/--minibatch/--budget-rollouts, to choose your own)",
+              file=sys.stderr)
     if args.plan:
         from raso.engine.plan import format_plan
 

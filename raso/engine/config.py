@@ -1,70 +1,73 @@
-"""The optimization run's configuration: one pydantic model, loadable from TOML or YAML, overridable by CLI flags.
+"""The optimization run's configuration: one nested pydantic model (format 2), loadable from TOML, YAML or JSON,
+overridable by dotted keys (`--set agent.max_steps=8`, `raso.optimize(..., **{"schedule.epochs": 1})`) and the
+CLI flags generated from its fields (raso.cli.options).
 
-Precedence (lowest first): field defaults < the "quick local" defaults (see `resolve_defaults`) < config file
-< command-line flags. Unknown keys are errors, so a typo in a config file is reported, not silently ignored.
+Each section is the options model of the code that reads it: `agent` is the execution agent's AgentConfig,
+`retrieval` the retriever's options, `init`/`update` the initializer's and proposer's, `limits` the prompt
+budgets; `models`, `schedule` and `budget` are read by the gateway and the engine. A new option is declared in
+its section's model and read where that section is used; nothing else changes.
+
+Precedence (lowest first): field defaults < the model's quick schedule (each field it names that nothing else
+sets; see `resolve_defaults`) < config file < overrides. Unknown keys are errors, so a typo is reported, not
+silently ignored. Format-1 (flat) files and run directories load with their options mapped by FLAT_KEYS.
 """
 
 from __future__ import annotations
 
+import copy
+import datetime
+import difflib
 import json
 import tomllib
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from raso.agent.executors import BACKENDS, ExecutionOptions
-from raso.choices import AgentMode, RetrievalKind, UpdateKind, choices_of
+from raso.agent.agent import AgentConfig
+from raso.agent.executors import ExecutionOptions
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
-from raso.llm.profiles import profile_for
+from raso.llm.profiles import ProfileError, check_overrides, profile_for
+from raso.optimizer.options import InitOptions, UpdateOptions
+from raso.optimizer.render import PromptLimits
 from raso.retrieval.retrievers import RetrievalOptions
 
 from .gate import GateOptions
 
-#: This flat config's field for each dotted key of a model profile's quick schedule (raso.llm.profiles).
-_QUICK_FIELDS: dict[str, str] = {
-    "schedule.epochs": "epochs", "schedule.minibatch": "minibatch", "schedule.val_limit": "val_limit",
-    "schedule.max_iterations": "max_iterations", "schedule.test_limit": "test_limit",
-    "init.num_requirements": "num_requirements", "retrieval.k": "k", "budget.rollouts": "budget_rollouts",
-    "agent.max_steps": "agent_max_steps", "agent.max_tokens": "agent_max_tokens",
-}
+#: The embedded model profile's quick schedule (raso.llm.profiles): dotted keys filled, one by one, where neither
+#: the config file nor the overrides set them, so the README's main job finishes offline in about 15 minutes.
+#: A harness's task needs (Harness.task_needs) replace the agent's steps and reply tokens.
+QUICK_LOCAL_DEFAULTS: dict[str, Any] = dict(profile_for(DEFAULT_LOCAL_MODEL).quick_schedule)
 
-
-def quick_schedule(model: str) -> dict[str, Any]:
-    """`model`'s profile's quick schedule under this config's field names (empty for a hosted model)."""
-    return {_QUICK_FIELDS[key]: value for key, value in profile_for(model).quick_schedule.items()}
-
-
-#: Applied when the target model is the embedded one and the user set none of these fields: the embedded model
-#: profile's quick schedule (raso.llm.profiles.EMBEDDED_QUICK_SCHEDULE). A harness's task needs
-#: (Harness.task_needs) replace the agent's steps and reply tokens.
-QUICK_LOCAL_DEFAULTS: dict[str, Any] = quick_schedule(DEFAULT_LOCAL_MODEL)
+#: The run configuration's format: 2 = nested sections. Files without `format_version` are the flat format 1.
+FORMAT_VERSION = 2
 
 
 def cli(*flags: str, **extra: Any) -> dict[str, Any]:
     """Field metadata for the generated CLI (raso.cli.options): the flag spellings to use instead of
-    `--field-name`, and `hidden=True` for fields that are not command-line options."""
-    return {"cli": {"flags": list(flags), **extra}}
+    `--field-name`, and `hidden=True` for fields that are not command-line options. On a section field:
+    `flags={leaf: [spellings]}` gives its leaves flags, `flag_all=True` gives every leaf `--leaf-name`,
+    `also={leaf: [dotted keys]}` makes a leaf's flag set other keys too."""
+    return {"cli": {"flags": list(flags), **extra}} if flags else {"cli": dict(extra)}
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the source, each bad field and why."""
 
 
-class OptimizeConfig(BaseModel):
-    """Everything that determines an optimization run (docs/design.md §1 and §4)."""
+class ModelsConfig(BaseModel):
+    """Which models run and how they are reached."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    # what is optimized, for whom
-    harness: str = Field(default="spreadsheet", description="registered harness name or 'package.module:Class'")
-    harness_options: dict[str, Any] = Field(
-        default_factory=dict, description="keyword arguments for the harness constructor",
-        json_schema_extra=cli("--harness-arg", metavar="KEY=VALUE"))
-    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="target model M (the execution agent), any litellm "
-                       "model string")
-    optimizer_model: str | None = Field(default=None, description="model for every RASO role; defaults to --model")
+    target: str = Field(default=DEFAULT_LOCAL_MODEL, description="target model M (the execution agent), any litellm "
+                        "model string", json_schema_extra=cli("--model"))
+    optimizer: str | None = Field(default=None, description="model for every RASO role; defaults to --model",
+                                  json_schema_extra=cli("--optimizer-model"))
     api_base: str | None = Field(default=None, description="OpenAI-compatible server URL for the target model "
                                  "(vLLM, llama.cpp server, ...)")
     optimizer_api_base: str | None = Field(default=None, description="server URL for the optimizer model; defaults "
@@ -78,33 +81,50 @@ class OptimizeConfig(BaseModel):
     prices: dict[str, ModelPrice] = Field(
         default_factory=dict, description="USD per million tokens for models litellm does not price (a vLLM "
         "server, a new model): MODEL=INPUT,OUTPUT", json_schema_extra=cli("--price", metavar="MODEL=IN,OUT"))
-    agent_mode: AgentMode = Field(default="full", description="how the agent incorporates the skill",
-                                 json_schema_extra=cli("--agent-mode", "--mode"))
-    agent_max_steps: int | None = Field(default=None, ge=1, description="environment actions per rollout; "
-                                        "None = the harness's", json_schema_extra=cli("--max-steps"))
-    agent_max_tokens: int | None = Field(default=None, ge=16, description="reply tokens per agent turn; "
-                                         "None = the harness's", json_schema_extra=cli("--max-reply-tokens", "--max-tokens"))
+    profile: dict[str, Any] | None = Field(default=None, description="overrides of the target model's profile "
+                                           "fields (raso.llm.profiles.ModelProfile), e.g. {\"sanitizers\": []}",
+                                           json_schema_extra=cli(hidden=True))
+    optimizer_profile: dict[str, Any] | None = Field(default=None, description="the same for the optimizer model; "
+                                                     "defaults to `profile` when no optimizer model is given",
+                                                     json_schema_extra=cli(hidden=True))
 
-    # algorithm
-    init: str = Field(default="rasi", description="'rasi', 'rfsi' or the path of a SKILL.md to start from")
-    init_skill_max_chars: int = Field(default=40_000, ge=200, description="longest SKILL.md accepted as the initial "
-                                      "skill (it is sent whole in every agent prompt)")
-    update: UpdateKind = Field(default="rasu", description="skill update from rollouts (rfsu = without retrieval)")
-    adapt: bool = Field(default=True, description="cross-harness adaptation of retrieved sections into lessons; "
-                        "off pastes the raw sections (ablation)", json_schema_extra=cli("--adapt", "--no-adapt"))
-    retrieval: RetrievalOptions = Field(
-        default_factory=RetrievalOptions, description="how corpus sections are retrieved: a kind, or in a config "
-        "file a table with the kind's options (raso.retrieval.retrievers.RetrievalOptions)",
-        json_schema_extra=cli("--retrieval", choices=list(choices_of(RetrievalKind))))
-    index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus")
+    @field_validator("target")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("profile", "optimizer_profile")
+    @classmethod
+    def _known_profile_fields(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_overrides(value)
+
+    def resolved_optimizer(self) -> str:
+        return self.optimizer or self.target
+
+
+class RetrievalSection(RetrievalOptions):
+    """The retriever (RetrievalOptions: a kind, k and the kind's options) and the index it searches."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    index: Path | None = Field(default=None, description="a saved SectionIndex directory; None = the starter corpus",
+                               json_schema_extra=cli("--index"))
     allow_unfiltered_index: bool = Field(default=False, description="use an index that was not built with the "
                                          "harness's benchmark blocklist (corpus skills may leak the benchmark; the "
-                                         "report says so)")
-    k: int = Field(default=5, ge=1, description="sections retrieved per query", json_schema_extra=cli("-k", "--k"))
-    num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs at initialization")
-    chunk_size: int = Field(default=8, ge=1, description="trajectories per gradient call")
+                                         "report says so)", json_schema_extra=cli("--allow-unfiltered-index"))
 
-    # schedule and budgets
+    def retriever_options(self) -> RetrievalOptions:
+        """The retriever's own options (its kind, k and the kind's options; without the index)."""
+        return RetrievalOptions.model_validate(self.model_dump(exclude={"index", "allow_unfiltered_index"}))
+
+
+class ScheduleOptions(BaseModel):
+    """How long a run goes and on which tasks."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
     epochs: int = Field(default=2, ge=1, description="passes over the train split")
     minibatch: int = Field(default=40, ge=1, description="train tasks per iteration")
     max_iterations: int | None = Field(default=None, ge=1, description="stop after this many update iterations")
@@ -113,10 +133,20 @@ class OptimizeConfig(BaseModel):
     test: bool = Field(default=True, description="at the end, score s0 and the best skill on the test split "
                        "(reported only, never used for selection, not counted in the rollout budget)")
     test_limit: int | None = Field(default=None, ge=1, description="use only the first N test tasks")
-    budget_rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded")
-    budget_usd: float | None = Field(default=None, gt=0, description="USD budget, checked before each model call "
-                                     "with the call's worst case (spend exceeds it by at most one call); every "
-                                     "model needs a known price (--price)")
+    seed: int = Field(default=0, description="seed of the minibatch order and of every embedded-model call")
+    workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
+
+
+class BudgetOptions(BaseModel):
+    """What a run may spend, and how it retries what failed for reasons outside the skill."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded",
+                                 json_schema_extra=cli("--budget-rollouts"))
+    usd: float | None = Field(default=None, gt=0, description="USD budget, checked before each model call with the "
+                              "call's worst case (spend exceeds it by at most one call); every model needs a known "
+                              "price (--price)", json_schema_extra=cli("--budget-usd"))
     infra_retries: int = Field(default=2, ge=0, description="times the rollouts of a batch that failed for "
                                "infrastructure reasons (model call failing after the gateway's retries) are re-run "
                                "before the run stops resumably")
@@ -124,42 +154,81 @@ class OptimizeConfig(BaseModel):
     call_attempts: int = Field(default=6, ge=1, description="attempts per model call on transient failures "
                                "(rate limit, timeout, connection, 5xx), with exponential backoff")
     call_retry_max_wait_s: float = Field(default=60.0, ge=0.0, description="longest backoff between two attempts")
-    seed: int = Field(default=0, description="seed of the minibatch order and of every embedded-model call")
-    workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
+
+
+class OptimizeConfig(BaseModel):
+    """Everything that determines an optimization run (docs/design.md §1 and §4): the harness, the run
+    directory, and one section per part of the run, each the options model of the code that reads it."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    format_version: Literal[2] = Field(default=FORMAT_VERSION, description="the configuration format",
+                                       json_schema_extra=cli(hidden=True))
+    harness: str = Field(default="spreadsheet", description="registered harness name or 'package.module:Class'")
+    harness_options: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments for the harness constructor",
+        json_schema_extra=cli("--harness-arg", metavar="KEY=VALUE"))
+    run_dir: Path | None = Field(default=None, description="the run directory; None = runs/<harness>-<UTC time>")
+
+    models: ModelsConfig = Field(default_factory=ModelsConfig, description="the target and optimizer models",
+                                 json_schema_extra=cli(flag_all=True))
+    agent: AgentConfig = Field(
+        default_factory=AgentConfig, description="the execution agent (raso.agent.AgentConfig)",
+        json_schema_extra=cli(flags={"mode": ["--agent-mode", "--mode"], "max_steps": ["--max-steps"],
+                                     "max_tokens": ["--max-reply-tokens", "--max-tokens"],
+                                     "temperature": ["--temperature"], "context_chars": ["--context-chars"]}))
+    retrieval: RetrievalSection = Field(
+        default_factory=RetrievalSection, description="how corpus sections are retrieved: the kind and its options "
+        "(raso.retrieval.retrievers.RetrievalOptions), k, the index",
+        json_schema_extra=cli(flags={"kind": ["--retrieval"], "k": ["-k", "--k"]}))
+    init: InitOptions = Field(
+        default_factory=InitOptions, description="how s0 is written (raso.optimizer.options.InitOptions)",
+        json_schema_extra=cli(flags={"method": ["--init"], "num_requirements": ["--num-requirements"],
+                                     "adapt": ["--adapt"]}, also={"adapt": ["update.adapt"]}))
+    update: UpdateOptions = Field(
+        default_factory=UpdateOptions, description="how candidates are proposed (raso.optimizer.options.UpdateOptions)",
+        json_schema_extra=cli(flags={"method": ["--update"], "chunk_size": ["--chunk-size"]}))
+    limits: PromptLimits | None = Field(default=None, description="prompt and reply budgets of the optimizer's "
+                                        "prompts (raso.optimizer.render.PromptLimits); None = the optimizer model "
+                                        "profile's; the fields given replace the profile's")
+    schedule: ScheduleOptions = Field(default_factory=ScheduleOptions, description="epochs, minibatch, limits",
+                                      json_schema_extra=cli(flag_all=True))
+    budget: BudgetOptions = Field(default_factory=BudgetOptions, description="rollout and USD budgets, retries",
+                                  json_schema_extra=cli(flag_all=True))
     gate: GateOptions = Field(default_factory=GateOptions, description="the validation gate: mode (strict, paired, "
                               "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)")
-
     execution: ExecutionOptions = Field(
         default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
-        "ray), or in a config file a table with backend, address, workers, driver_host (raso.agent.executors)",
-        json_schema_extra=cli("--execution", choices=list(BACKENDS)))
+        "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",
+        json_schema_extra=cli(flags={"backend": ["--execution"]}))
 
-    # where
-    run_dir: Path | None = Field(default=None, description="the run directory; None = runs/<harness>-<UTC time>")
-    quick_defaults_applied: list[str] = Field(default_factory=list, description="fields filled by "
-                                              "QUICK_LOCAL_DEFAULTS", json_schema_extra=cli(hidden=True))
+    quick_defaults_applied: list[str] = Field(default_factory=list, description="dotted keys the embedded model's "
+                                              "quick schedule filled", json_schema_extra=cli(hidden=True))
 
-    @field_validator("init")
+    @model_validator(mode="before")
     @classmethod
-    def _init_kind_or_file(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("must be 'rasi', 'rfsi' or the path of a SKILL.md")
-        if value.lower() in ("rasi", "rfsi"):
-            return value.lower()
-        return value  # a SKILL.md path; its existence is checked when a run starts (build_config)
+    def _other_spellings(cls, data: Any) -> Any:
+        """Dotted keys and format-1 (flat) names as the nested sections."""
+        if isinstance(data, Mapping) and any(_other_spelling(key, value) for key, value in data.items()):
+            return nested(data)
+        return data
 
     @field_validator("retrieval", mode="before")
     @classmethod
-    def _retrieval_kind(cls, value: Any) -> Any:
-        return {"kind": value} if isinstance(value, str) else value
+    def _retrieval_options(cls, value: Any) -> Any:
+        """A kind alone, or a retriever's RetrievalOptions, is the section with its other fields at their defaults."""
+        if isinstance(value, str):
+            return {"kind": value}
+        if isinstance(value, RetrievalOptions) and not isinstance(value, RetrievalSection):
+            return value.model_dump(exclude_unset=True)
+        return value
 
     @field_validator("execution", mode="before")
     @classmethod
     def _execution_backend(cls, value: Any) -> Any:
         return {"backend": value} if isinstance(value, str) else value
 
-    @field_validator("harness", "model")
+    @field_validator("harness")
     @classmethod
     def _non_empty(cls, value: str) -> str:
         if not value.strip():
@@ -169,27 +238,235 @@ class OptimizeConfig(BaseModel):
     # ------------------------------------------------------------------ derived
     @property
     def init_kind(self) -> Literal["rasi", "rfsi", "file"]:
-        return self.init if self.init in ("rasi", "rfsi") else "file"  # type: ignore[return-value]
+        method = self.init.method
+        return method if method in ("rasi", "rfsi") else "file"  # type: ignore[return-value]
 
     @property
     def needs_retriever(self) -> bool:
-        return self.init_kind == "rasi" or self.update == "rasu"
+        return self.init_kind == "rasi" or self.update.method == "rasu"
 
     def resolved_optimizer_model(self) -> str:
-        return self.optimizer_model or self.model
+        return self.models.resolved_optimizer()
+
+    def get(self, key: str) -> Any:
+        """The value at a dotted key (`schedule.epochs`)."""
+        value: Any = self
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else getattr(value, part)
+        return value
+
+    def updated(self, options: Mapping[str, Any]) -> "OptimizeConfig":
+        """A copy with `options` (dotted keys, sections or format-1 names) set, validated."""
+        return validate(merge(self.model_dump(exclude_unset=True), nested(options)), "the updated configuration")
 
     def to_json_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json())
 
 
+# ---------------------------------------------------------------------------------------------- dotted keys
+#: Format 1 (flat) option names and the dotted keys they became. `init`, `update` and `retrieval` given as a
+#: word (not a table) are the method / kind.
+FLAT_KEYS: dict[str, tuple[str, ...]] = {
+    "model": ("models.target",), "optimizer_model": ("models.optimizer",), "api_base": ("models.api_base",),
+    "optimizer_api_base": ("models.optimizer_api_base",), "structured_output": ("models.structured_output",),
+    "optimizer_structured_output": ("models.optimizer_structured_output",), "prices": ("models.prices",),
+    "agent_mode": ("agent.mode",), "agent_max_steps": ("agent.max_steps",), "agent_max_tokens": ("agent.max_tokens",),
+    "adapt": ("init.adapt", "update.adapt"), "num_requirements": ("init.num_requirements",),
+    "chunk_size": ("update.chunk_size",), "init_skill_max_chars": ("init.skill_max_chars",),
+    "index": ("retrieval.index",), "allow_unfiltered_index": ("retrieval.allow_unfiltered_index",),
+    "k": ("retrieval.k",),
+    **{name: (f"schedule.{name}",) for name in ScheduleOptions.model_fields},
+    "budget_rollouts": ("budget.rollouts",), "budget_usd": ("budget.usd",),
+    **{name: (f"budget.{name}",) for name in ("infra_retries", "infra_retry_wait_s", "call_attempts",
+                                              "call_retry_max_wait_s")},
+}
+_WORD_SECTIONS = {"init": "init.method", "update": "update.method", "retrieval": "retrieval.kind",
+                  "execution": "execution.backend"}
+
+
+def _other_spelling(key: str, value: Any) -> bool:
+    return key in FLAT_KEYS or "." in key or (key in _WORD_SECTIONS and isinstance(value, str)) or (
+        key == "format_version" and value == 1)
+
+
+def base_type(annotation: Any) -> Any:
+    """`X | None` -> X; other annotations unchanged."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The options model of a section field (`PromptLimits | None` -> PromptLimits), or None for a leaf."""
+    kind = base_type(annotation)
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def _is_mapping_type(annotation: Any) -> bool:
+    kind = base_type(annotation)
+    return kind is dict or typing.get_origin(kind) is dict
+
+
+def option_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
+    """Every option's dotted key (`schedule.epochs`, `retrieval.dreamer.kc`)."""
+    out: list[str] = []
+    for name, info in (model or OptimizeConfig).model_fields.items():
+        sub = section_model(info.annotation)
+        out.extend(option_keys(sub, f"{prefix}{name}.") if sub is not None else [f"{prefix}{name}"])
+    return out
+
+
+def _suggestion(key: str) -> str:
+    """'; did you mean schedule.minibatch?' for a near miss of an option's name, else ''."""
+    last = key.rsplit(".", 1)[-1]
+    keys = option_keys()
+    near = difflib.get_close_matches(last, sorted({k.rsplit(".", 1)[-1] for k in keys}), n=1, cutoff=0.75)
+    matches = [k for k in keys if near and k.rsplit(".", 1)[-1] == near[0]]
+    return f"; did you mean {' or '.join(matches[:3])}?" if matches else ""
+
+
+def check_key(key: str) -> str:
+    """`key` (a dotted option name) if it names an option of OptimizeConfig, else ConfigError naming the known
+    ones. A key below a mapping option (`harness_options.split`) names an entry of that mapping."""
+    model: type[BaseModel] = OptimizeConfig
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        fields = model.model_fields
+        where = ".".join(parts[:depth])
+        if part not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"unknown option {key!r}: {where or 'the configuration'} has {known}"
+                              f"{_suggestion(key)}")
+        sub = section_model(fields[part].annotation)
+        if sub is None:
+            if depth < len(parts) - 1 and not _is_mapping_type(fields[part].annotation):
+                raise ConfigError(f"unknown option {key!r}: {'.'.join(parts[:depth + 1])} is a single value")
+            return key
+        model = sub
+    return key
+
+
+def _set(values: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    node = values
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[last] = value
+
+
+def has_key(values: Mapping[str, Any], key: str) -> bool:
+    """Whether `values` (nested) set the option at dotted `key`; a section given as something other than a table
+    counts as set (validation reports it)."""
+    node: Any = values
+    for part in key.split("."):
+        if not isinstance(node, Mapping):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """`update` over `base`, table by table (a section given in both keeps the keys only `base` sets)."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def nested(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Options in any accepted spelling as one nested mapping: dotted keys (`schedule.epochs`), sections as
+    tables (`agent={"max_steps": 8}`), and the flat names of format 1 (`epochs`, `agent_max_steps`, `init="rfsi"`).
+    A dotted key naming no option is a ConfigError; other unknown names are reported by validation."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _WORD_SECTIONS and isinstance(value, str):
+            targets: tuple[str, ...] = (_WORD_SECTIONS[key],)
+        elif key in FLAT_KEYS:
+            targets = FLAT_KEYS[key]
+        elif "." in key:
+            targets = (check_key(key),)
+        elif key == "quick_defaults_applied" and isinstance(value, list):
+            out[key] = [new for name in value for new in FLAT_KEYS.get(str(name), (str(name),))]
+            continue
+        else:
+            targets = (key,)
+        for target in targets:
+            update: dict[str, Any] = {}
+            _set(update, target, value)
+            out = merge(out, update)
+    if out.get("format_version", 1) == 1:  # format 1 had no version field; its names are mapped above
+        out.pop("format_version", None)
+    return out
+
+
+def dotted(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat-or-dotted option names as dotted keys (a harness's quick defaults, a profile's quick schedule)."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        for target in FLAT_KEYS.get(key, (key,)):
+            out[target] = value
+    return out
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value: JSON where it parses, else a YAML scalar or flow collection (`8`, `true`, `null`,
+    `[a, b]`); a date-like word stays text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    return raw if isinstance(value, (datetime.date, datetime.datetime)) else value
+
+
+def parse_assignments(pairs: Iterable[str], flag: str = "--set", *, check: bool = True) -> dict[str, Any]:
+    """KEY=VALUE pairs (the one parser of every `--set`, `--harness-arg`, `--price`) as a dict; with `check`,
+    each KEY must be an option's dotted name (or a format-1 flat name). ConfigError for a malformed pair."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{flag} {pair!r}: expected KEY=VALUE")
+        if check and key not in FLAT_KEYS and key not in _WORD_SECTIONS:
+            check_key(key)
+        out[key] = parse_value(raw)
+    return out
+
+
+def _known_at(loc: Sequence[Any]) -> str:
+    model: type[BaseModel] = OptimizeConfig
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        sub = section_model(field.annotation) if field is not None else None
+        if sub is None:
+            break
+        model = sub
+    return ", ".join(sorted(model.model_fields))
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"invalid configuration in {source}:"]
     for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        loc = err.get("loc", ())
+        where = ".".join(str(p) for p in loc) or "(top level)"
         msg = err.get("msg", "invalid")
         if err.get("type") == "extra_forbidden":
-            known = ", ".join(sorted(OptimizeConfig.model_fields))
-            msg = f"unknown option (known options: {known})"
+            msg = f"unknown option (known options: {_known_at(loc[:-1])}){_suggestion(where)}"
         given = err.get("input")
         shown = "" if err.get("type") in ("extra_forbidden", "missing") else f" (got {given!r})"
         lines.append(f"  - {where}: {msg}{shown}")
@@ -229,7 +506,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def harness_quick_defaults(harness: str) -> dict[str, Any]:
-    """The quick-default fields that the harness's task needs (Harness.task_needs) replace; none when its class
+    """The quick-schedule keys that the harness's task needs (Harness.task_needs) replace; none when its class
     cannot be loaded (the run then reports that error where it builds the harness)."""
     from raso.harness.registry import HarnessLoadError, harness_class
 
@@ -237,62 +514,109 @@ def harness_quick_defaults(harness: str) -> dict[str, Any]:
         needs = harness_class(harness).task_needs
     except (ValueError, TypeError, HarnessLoadError):  # unknown name, not a Harness, import failure
         return {}
-    fields = {"agent_max_steps": needs.agent_steps, "agent_max_tokens": needs.reply_tokens}
-    return {key: value for key, value in fields.items() if value is not None}
+    keys = {"agent.max_steps": needs.agent_steps, "agent.max_tokens": needs.reply_tokens}
+    return {key: value for key, value in keys.items() if value is not None}
+
+
+def quick_schedule(model: str, harness: str, profile: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The quick schedule (dotted keys) for a target model on a harness: its profile's (with `profile`
+    overrides), the harness's own replacing the entries it names; empty for a model whose profile has none."""
+    schedule = dict(_profile(model, profile).quick_schedule)
+    return {**schedule, **harness_quick_defaults(harness)} if schedule else {}
 
 
 def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
-    """Fill the target model profile's quick schedule where the user set none of the schedule fields."""
-    profile_quick = quick_schedule(str(values.get("model", DEFAULT_LOCAL_MODEL)))
-    if not profile_quick:
-        return values
-    if any(key in values for key in ("epochs", "minibatch", "budget_rollouts", "budget_usd", "max_iterations")):
-        return values
-    harness = str(values.get("harness", OptimizeConfig.model_fields["harness"].default))
-    quick = {**profile_quick, **harness_quick_defaults(harness)}
+    """Fill each field of the model profile's quick schedule that `values` (nested) leaves unset, and record
+    which."""
+    models = values.get("models") if isinstance(values.get("models"), Mapping) else {}
+    model = str(models.get("target") or ModelsConfig.model_fields["target"].default)
+    harness = str(values.get("harness") or OptimizeConfig.model_fields["harness"].default)
     out = dict(values)
-    applied = [key for key in quick if key not in values]
-    for key in applied:
-        out[key] = quick[key]
+    applied = []
+    profile = models.get("profile") if isinstance(models.get("profile"), Mapping) else None
+    for key, value in quick_schedule(model, harness, profile).items():
+        if not has_key(values, key):
+            update: dict[str, Any] = {}
+            _set(update, key, value)
+            out = merge(out, update)
+            applied.append(key)
     out["quick_defaults_applied"] = applied
     return out
 
 
+def _profile(model: str, overrides: Any) -> Any:
+    try:
+        return profile_for(model, overrides if isinstance(overrides, Mapping) else None)
+    except ProfileError:  # reported where the config's models section is validated
+        return profile_for(model)
+
+
+def fill_limits(values: dict[str, Any]) -> dict[str, Any]:
+    """`limits` given in part (`--set limits.section_chars=800`) over the optimizer model profile's limits, so
+    the other budgets stay what the profile sets and the resolved config holds the limits the run uses."""
+    limits = values.get("limits")
+    if not isinstance(limits, Mapping):
+        return values
+    models = values.get("models") if isinstance(values.get("models"), Mapping) else {}
+    target = str(models.get("target") or ModelsConfig.model_fields["target"].default)
+    optimizer = models.get("optimizer")
+    overrides = models.get("optimizer_profile") if optimizer else (models.get("optimizer_profile")
+                                                                   or models.get("profile"))
+    return {**values, "limits": merge(_profile(str(optimizer or target), overrides).prompt_limits, limits)}
+
+
+def validate(values: Mapping[str, Any], source: str) -> OptimizeConfig:
+    """OptimizeConfig from a nested mapping; ConfigError naming each bad option."""
+    try:
+        return OptimizeConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, source)) from None
+
+
 def build_config(
     file: str | Path | None = None,
-    overrides: dict[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
     *,
     quick_local_defaults: bool = True,
 ) -> OptimizeConfig:
-    """Config from an optional file plus overrides (CLI flags; None values are ignored). Raises ConfigError."""
-    values: dict[str, Any] = read_config_file(file) if file is not None else {}
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    """Config from an optional file plus overrides (dotted keys, section tables or format-1 names; None values
+    are ignored), the quick schedule filling what neither sets. Raises ConfigError."""
+    values: dict[str, Any] = nested(read_config_file(file)) if file is not None else {}
+    values = merge(values, nested({k: v for k, v in (overrides or {}).items() if v is not None}))
+    values.pop("quick_defaults_applied", None)
+    values = fill_limits(values)
     if quick_local_defaults:
         values = resolve_defaults(values)
     source = str(file) if file is not None else "the command-line options"
-    try:
-        config = OptimizeConfig.model_validate(values)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, source)) from None
+    config = validate(values, source)
     if config.init_kind == "file":
-        init_path = Path(config.init).expanduser()
+        init_path = Path(config.init.method).expanduser()
         if not init_path.is_file():
             raise ConfigError(
-                f"invalid configuration in {source}:\n  - init: is neither 'rasi' nor 'rfsi' and no file exists "
-                f"at {config.init!r}"
+                f"invalid configuration in {source}:\n  - init.method: is neither 'rasi' nor 'rfsi' and no file "
+                f"exists at {config.init.method!r}"
             )
-        config.init = str(init_path.resolve())
+        config.init.method = str(init_path.resolve())
     return config
 
 
 def load_resolved(path: str | Path) -> OptimizeConfig:
-    """Reload `config.resolved.json` from a run directory exactly as it was (no defaults re-applied)."""
+    """Reload `config.resolved.json` from a run directory exactly as it was (no defaults re-applied); a format-1
+    (flat) file is read with its options under their nested names."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read the run's resolved config {path}: {exc}") from None
-    try:
-        return OptimizeConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, str(path))) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"the run's resolved config {path} is not a mapping of options")
+    return validate(nested(data), str(path))
+
+
+__all__ = [
+    "BudgetOptions", "ConfigError", "FLAT_KEYS", "FORMAT_VERSION", "ModelsConfig", "OptimizeConfig",
+    "QUICK_LOCAL_DEFAULTS", "RetrievalSection", "ScheduleOptions", "base_type", "build_config", "check_key", "cli", "dotted",
+    "fill_limits",
+    "has_key", "load_resolved", "merge", "nested", "option_keys", "parse_assignments", "parse_value", "quick_schedule",
+    "read_config_file", "resolve_defaults", "section_model", "validate",
+]

@@ -140,16 +140,16 @@ class Engine:
         self.run_dir = run_dir
         self.state = state
         self.parts = components
-        self.budget = Budget(rollouts=config.budget_rollouts, usd=config.budget_usd)
+        self.budget = Budget(rollouts=config.budget.rollouts, usd=config.budget.usd)
         self.gateway = components.gateway
         self.harness = components.harness
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
         self.emit = Emitter([EventLog(run_dir), *components.sinks])
         self.gate = config.gate
-        self.train_tasks = self._limited("train", config.train_limit)
-        all_val = self._limited("val", config.val_limit)
-        gated, held = split_holdout([t.id for t in all_val], self.gate, config.seed)
+        self.train_tasks = self._limited("train", config.schedule.train_limit)
+        all_val = self._limited("val", config.schedule.val_limit)
+        gated, held = split_holdout([t.id for t in all_val], self.gate, config.schedule.seed)
         self.val_tasks = [t for t in all_val if t.id in set(gated)]
         self.holdout_tasks = [t for t in all_val if t.id in set(held)]
         self._tasks_by_id = {t.id: t for t in self.train_tasks}
@@ -163,7 +163,7 @@ class Engine:
         try:
             self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
                                           harness_name=config.harness, harness_options=config.harness_options,
-                                          default_workers=config.workers)
+                                          default_workers=config.schedule.workers)
         except ValueError as exc:
             raise RunError(f"execution backend {config.execution.backend}: {exc}") from None
 
@@ -218,7 +218,7 @@ class Engine:
     def _stop(self, reason: str) -> None:
         """End the optimization; the test evaluation (if configured) still follows."""
         self.state.stop_reason = reason
-        self.state.phase = "test" if self.config.test else "done"
+        self.state.phase = "test" if self.config.schedule.test else "done"
         self.state.pending = None
         self._event("stopped", reason=reason)
 
@@ -240,7 +240,7 @@ class Engine:
                                              error=bool(r.error)),
         )
         rollouts = list(result.rollouts)
-        for attempt in range(1, self.config.infra_retries + 1):
+        for attempt in range(1, self.config.budget.infra_retries + 1):
             failed = [i for i, r in enumerate(rollouts) if r.outcome == "infrastructure"]
             if not failed or any(r.outcome in ("budget", "unusable") for r in rollouts):
                 break
@@ -248,8 +248,8 @@ class Engine:
             self.state.infra_reruns += len(failed)
             self._event("infra_retry", batch=batch, attempt=attempt, rollouts=len(failed),
                         error=_first_line(rollouts[failed[0]].error))
-            if self.config.infra_retry_wait_s:
-                time.sleep(self.config.infra_retry_wait_s * attempt)
+            if self.config.budget.infra_retry_wait_s:
+                time.sleep(self.config.budget.infra_retry_wait_s * attempt)
             # the same unit tag: the turns that succeeded replay from the cache, the failed call is made afresh
             again = evaluate(self.harness, agent, [tasks[i] for i in failed], skills=[skill], executor=self.executor)
             for index, rollout in zip(failed, again.rollouts):
@@ -315,7 +315,7 @@ class Engine:
                                      "nothing was counted: fix the cause and `raso resume` the run")
         raise InfrastructureError(
             f"{len(infra)} of {len(rollouts)} rollouts of {batch} failed because model calls kept failing after "
-            f"the gateway's retries and {self.config.infra_retries} re-run(s) ({first}); the batch was not scored "
+            f"the gateway's retries and {self.config.budget.infra_retries} re-run(s) ({first}); the batch was not scored "
             "or counted: `raso resume` the run when the model is reachable again")
 
     def _load_rollouts(self, batch: str) -> list[Rollout]:
@@ -341,8 +341,8 @@ class Engine:
     def _batches(self, epoch: int) -> list[list[str]]:
         """Epoch `epoch`'s minibatches: train shuffled by (seed, epoch) — the same on every resume."""
         ids = [t.id for t in self.train_tasks]
-        random.Random(f"raso:{self.config.seed}:{epoch}").shuffle(ids)
-        size = self.config.minibatch
+        random.Random(f"raso:{self.config.schedule.seed}:{epoch}").shuffle(ids)
+        size = self.config.schedule.minibatch
         return [ids[i:i + size] for i in range(0, len(ids), size)]
 
     # ------------------------------------------------------------------ phases
@@ -362,7 +362,7 @@ class Engine:
                     kind = failure_kind(exc)
                     if kind == "budget":
                         raise RunError(f"the USD budget ran out before the initial skill was written ({exc}); "
-                                       "raise --budget-usd in config.resolved.json and `raso resume`") from exc
+                                       "raise budget.usd in config.resolved.json and `raso resume`") from exc
                     if kind == "agent_error" and not isinstance(exc, RunError):
                         # junk from a working model: the cache would replay the same junk, so key the retry afresh;
                         # after an outage the calls that did succeed replay for free
@@ -403,11 +403,11 @@ class Engine:
     def _initialize(self) -> None:
         cfg = self.config
         if cfg.init_kind == "file":
-            skill = Skill.load(cfg.init, max_chars=cfg.init_skill_max_chars)
-            atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init})
+            skill = Skill.load(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init.method})
         else:
             if self.parts.initializer is None:
-                raise RunError(f"init {cfg.init!r} needs an initializer and the run was given none")
+                raise RunError(f"init {cfg.init.method!r} needs an initializer and the run was given none")
             result = self.parts.initializer.init(self.parts.context.for_unit(self._unit("init")))
             skill = result.skill
             atomic_write_json(self.run_dir.proposals / "init.json", result.to_dict())
@@ -465,7 +465,7 @@ class Engine:
         optimization budget. Each version is its own checkpointed unit, so a resume does not repeat it."""
         s = self.state
         try:
-            tasks = self._limited("test", self.config.test_limit)
+            tasks = self._limited("test", self.config.schedule.test_limit)
         except ValueError:
             tasks = []
         versions = [0] if s.current_version in (None, 0) else [0, s.current_version]
@@ -498,16 +498,17 @@ class Engine:
         """Plan the next iteration, or stop the run (schedule done, iteration cap, budgets)."""
         s, cfg = self.state, self.config
         while True:
-            if s.epoch >= cfg.epochs:
-                self._stop(f"schedule complete ({cfg.epochs} epoch(s))")
+            if s.epoch >= cfg.schedule.epochs:
+                self._stop(f"schedule complete ({cfg.schedule.epochs} epoch(s))")
                 return None
             batches = self._batches(s.epoch)
             if s.batch_index < len(batches):
                 break
             s.epoch += 1
             s.batch_index = 0
-        if cfg.max_iterations is not None and s.iterations_done >= cfg.max_iterations:
-            self._stop(f"iteration limit reached ({cfg.max_iterations})")
+        limit = cfg.schedule.max_iterations
+        if limit is not None and s.iterations_done >= limit:
+            self._stop(f"iteration limit reached ({limit})")
             return None
         reason = self.budget.stop_reason(s.rollouts_used, self.cost)
         if reason:

@@ -83,7 +83,8 @@ def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: 
     repeats = gate.rollouts_per_task
     n_held = gate.holdout_count(n_val)
     n_gated = n_val - n_held
-    budget = config.budget_rollouts
+    budget = config.budget.rollouts
+    schedule = config.schedule
     phases = {"s0_val": 0, "train": 0, "val": 0, "holdout": 0, "test": 0}
     iterations = 0
     used = 0
@@ -91,9 +92,9 @@ def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: 
         phases["s0_val"] = used = n_gated * repeats
         decision = gate.decision_rollouts(n_gated)
         stop = False
-        for _epoch in range(config.epochs):
-            for wanted in _batch_sizes(n_train, config.minibatch):
-                if config.max_iterations is not None and iterations >= config.max_iterations:
+        for _epoch in range(schedule.epochs):
+            for wanted in _batch_sizes(n_train, schedule.minibatch):
+                if schedule.max_iterations is not None and iterations >= schedule.max_iterations:
                     stop = True
                 elif budget is not None and used >= budget:
                     stop = True
@@ -108,7 +109,7 @@ def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: 
             if stop:
                 break
         phases["holdout"] = n_held * repeats
-    if config.test:
+    if schedule.test:
         phases["test"] = (2 if iterations else 1) * n_test * repeats  # s0, and the best skill if one was accepted
     return phases, iterations
 
@@ -116,6 +117,8 @@ def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: 
 def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Path | None:
     """The newest finished run directory under `search` (default: the parent of the run's directory, else
     ./runs) with the same harness and target model, or None."""
+    from .config import ConfigError, nested
+
     where = search or (Path(config.run_dir).parent if config.run_dir is not None else Path("runs"))
     if not where.is_dir():
         return None
@@ -125,7 +128,12 @@ def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Pat
             data = json.loads(resolved.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        same = data.get("harness") == config.harness and data.get("model") == config.model
+        try:
+            recorded = nested(data) if isinstance(data, dict) else {}  # a format-1 (flat) config too
+        except ConfigError:
+            continue
+        target = recorded.get("models", {}).get("target") if isinstance(recorded.get("models"), dict) else None
+        same = recorded.get("harness") == config.harness and target == config.models.target
         has_records = all((resolved.parent / name).is_file() for name in ("ledger.calls.jsonl", "checkpoint.json"))
         if same and has_records and \
                 (config.run_dir is None or resolved.parent.resolve() != Path(config.run_dir).resolve()):
@@ -177,25 +185,26 @@ def measured_shapes(run_dir: Path) -> dict[str, CallShape]:
 def default_shapes(config: OptimizeConfig, harness: Harness) -> dict[str, CallShape]:
     """Without a previous run: an agent turn per allowed step (an upper bound), the algorithm's own call counts
     (one call per role step; RASI/RASU add an adaptation call per requirement or failure mode)."""
-    steps = config.agent_max_steps or getattr(harness, "max_steps", None) or 20
-    reply = config.agent_max_tokens or DEFAULT_AGENT_COMPLETION_TOKENS
+    steps = config.agent.max_steps or getattr(harness, "max_steps", None) or 20
+    reply = config.agent.max_tokens or DEFAULT_AGENT_COMPLETION_TOKENS
+    init, update = config.init, config.update
     if config.init_kind == "file":
         init_calls = 0
     elif config.init_kind == "rasi":
-        init_calls = 2 + (config.num_requirements if config.adapt else 0)  # query-init, adaptations, skill-init
+        init_calls = 2 + (init.num_requirements if init.adapt else 0)  # query-init, adaptations, skill-init
     else:
         init_calls = 2  # query-init (the requirements) and skill-init
-    chunks = max(math.ceil(config.minibatch / config.chunk_size), 1)  # at most: only failed rollouts are shown
+    chunks = max(math.ceil(config.schedule.minibatch / update.chunk_size), 1)  # at most: only failed rollouts are shown
     propose_calls = chunks + 2  # gradients per chunk, merge, skill-update
-    if config.update == "rasu" and config.adapt:
-        propose_calls += config.num_requirements  # about one adapted lesson per failure mode
+    if update.method == "rasu" and update.adapt:
+        propose_calls += init.num_requirements  # about one adapted lesson per failure mode
     opt = dict(prompt_tokens=DEFAULT_OPTIMIZER_PROMPT_TOKENS, completion_tokens=DEFAULT_OPTIMIZER_COMPLETION_TOKENS)
     return {
         "agent": CallShape(calls_per_unit=float(steps), prompt_tokens=DEFAULT_AGENT_PROMPT_TOKENS,
                            completion_tokens=min(reply, DEFAULT_AGENT_COMPLETION_TOKENS),
                            source=f"default: up to {steps} agent turn(s) per rollout"),
         "init": CallShape(calls_per_unit=float(init_calls), source=f"default for init {config.init_kind}", **opt),
-        "propose": CallShape(calls_per_unit=float(propose_calls), source=f"default for update {config.update}", **opt),
+        "propose": CallShape(calls_per_unit=float(propose_calls), source=f"default for update {update.method}", **opt),
     }
 
 
@@ -211,8 +220,9 @@ def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | N
             return 0
         return len(tasks[:limit]) if limit is not None else len(tasks)
 
-    n_train, n_val = count("train", config.train_limit), count("val", config.val_limit)
-    n_test = count("test", config.test_limit) if config.test else 0
+    schedule = config.schedule
+    n_train, n_val = count("train", schedule.train_limit), count("val", schedule.val_limit)
+    n_test = count("test", schedule.test_limit) if schedule.test else 0
     phases, iterations = schedule_rollouts(config, n_train, n_val, n_test)
     previous = previous_run if previous_run is not None else find_previous_run(config)
     shapes = default_shapes(config, harness)
@@ -230,13 +240,13 @@ def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | N
         calls = sum(n * shape.calls_per_unit for n, shape in parts)
         prompt = sum(n * shape.calls_per_unit * shape.prompt_tokens for n, shape in parts)
         completion = sum(n * shape.calls_per_unit * shape.completion_tokens for n, shape in parts)
-        price = price_of(model, config.prices)
+        price = price_of(model, config.models.prices)
         usd = price.cost(round(prompt), round(completion)) if price is not None else None
         basis = "; ".join(sorted({shape.source for _, shape in parts}))
         return RolePlan(role=name, model=model, calls=round(calls), prompt_tokens=round(prompt),
                         completion_tokens=round(completion), usd=usd, basis=basis)
 
-    roles = [role("agent", config.model, [(rollouts, shapes["agent"])]),
+    roles = [role("agent", config.models.target, [(rollouts, shapes["agent"])]),
              role("optimizer", optimizer_model, [(1, shapes["init"]), (iterations, shapes["propose"])])]
     return CostPlan(harness=config.harness, rollouts=phases, iterations=iterations, roles=roles,
                     previous_run=str(previous) if previous is not None else None)

@@ -82,8 +82,8 @@ def _lesson_sources(lesson: dict[str, Any]) -> str:
 def _test_section(state: RunState, config: Any) -> list[str]:
     """The test-split scores of s0 and the best skill (reported only; never used for selection)."""
     lines = ["## Test split", ""]
-    if not config.test:
-        return lines + ["Not evaluated (`test` is off for this run).", ""]
+    if not config.schedule.test:
+        return lines + ["Not evaluated (`schedule.test` is off for this run).", ""]
     if not state.test:
         note = state.test_note or ("pending: the run has not reached its end" if state.phase != "done" else
                                    "not evaluated")
@@ -91,7 +91,7 @@ def _test_section(state: RunState, config: Any) -> list[str]:
     lines += ["| skill | version | test mean reward | tasks |", "|---|---|---|---|"]
     for score in state.test:
         lines.append(f"| {score.label} | v{score.version:03d} | {_fmt(score.mean_reward)} | {score.tasks} |")
-    limit = f"the first {config.test_limit} test tasks" if config.test_limit else "every test task"
+    limit = f"the first {config.schedule.test_limit} test tasks" if config.schedule.test_limit else "every test task"
     lines += ["", f"Scored on {limit} after the optimization ended ({state.test_rollouts} rollouts, counted apart "
               "from the budget); never used for selection." + (f" Note: {state.test_note}" if state.test_note else ""),
               ""]
@@ -193,16 +193,17 @@ def _cost_cell(ledger: dict[str, Any]) -> str:
 def _index_line(config: Any) -> str | None:
     if not config.needs_retriever:
         return None
-    if config.index is None:
+    index = config.retrieval.index
+    if index is None:
         return "- corpus index: the starter corpus (its repositories name no benchmark)"
     try:
         from corpus_tools.blocklist import index_blocklists
 
-        blocklists = ", ".join(index_blocklists(config.index)) or "none"
+        blocklists = ", ".join(index_blocklists(index)) or "none"
     except (OSError, ValueError):
         blocklists = "unreadable"
-    line = f"- corpus index: `{config.index}` (blocklists: {blocklists})"
-    if config.allow_unfiltered_index:
+    line = f"- corpus index: `{index}` (blocklists: {blocklists})"
+    if config.retrieval.allow_unfiltered_index:
         line += ("; **--allow-unfiltered-index was given: the index may not exclude this benchmark's repositories, "
                  "so retrieved skills may leak it**")
     return line
@@ -225,11 +226,15 @@ def _profile_lines(config: Any) -> list[str]:
     """The model profiles the run used (raso.llm.profiles): what each model can do and which repairs ran."""
     from raso.llm.profiles import profile_for
 
-    target, optimizer = config.model, config.resolved_optimizer_model()
-    if target == optimizer:
-        return [f"- model profile: {profile_for(target).summary()}"]
-    return [f"- target model profile: {profile_for(target).summary()}",
-            f"- optimizer model profile: {profile_for(optimizer).summary()}"]
+    models = config.models
+    target, optimizer = models.target, config.resolved_optimizer_model()
+    target_profile = profile_for(target, models.profile)
+    optimizer_profile = profile_for(optimizer, models.optimizer_profile if models.optimizer is not None
+                                    else models.optimizer_profile or models.profile)
+    if target == optimizer and target_profile == optimizer_profile:
+        return [f"- model profile: {target_profile.summary()}"]
+    return [f"- target model profile: {target_profile.summary()}",
+            f"- optimizer model profile: {optimizer_profile.summary()}"]
 
 
 def degradation_lines(run_dir: RunDir, state: RunState, ledger: dict[str, Any]) -> list[str]:
@@ -266,6 +271,10 @@ def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, An
             "proposals/*.json):", "", *lines, ""]
 
 
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
 def build_report(run_dir: RunDir) -> str:
     state = RunState.model_validate_json(run_dir.checkpoint.read_text(encoding="utf-8"))
     config = load_resolved(run_dir.config_json)
@@ -274,18 +283,20 @@ def build_report(run_dir: RunDir) -> str:
         ledger = json.loads(run_dir.ledger.read_text(encoding="utf-8"))
     totals = ledger.get("totals", {})
     initial = state.curve[0].best_val if state.curve else None
+    schedule = config.schedule
     lines = [
         f"# RASO run report: {config.harness}",
         "",
         f"- run directory: `{run_dir.root}` (the same run as one page: `report.html`)",
         f"- status: {'finished' if state.phase == 'done' else 'in progress (phase ' + state.phase + ')'}"
         + (f"; stopped because: {state.stop_reason}" if state.stop_reason else ""),
-        f"- target model: `{config.model}`; optimizer model: `{config.resolved_optimizer_model()}`",
-        f"- init: {config.init}; update: {config.update}; adaptation: {'on' if config.adapt else 'off'}; "
+        f"- target model: `{config.models.target}`; optimizer model: `{config.resolved_optimizer_model()}`",
+        f"- init: {config.init.method}; update: {config.update.method}; adaptation: "
+        f"{_on_off(config.init.adapt)} (init), {_on_off(config.update.adapt)} (update); "
         f"retrieval: {config.retrieval.kind if config.needs_retriever else 'none'}",
-        f"- schedule: {config.epochs} epoch(s), minibatch {config.minibatch}, chunk {config.chunk_size}, K {config.k}, "
-        f"M {config.num_requirements}, seed {config.seed}, workers {config.workers}",
-        f"- budgets: rollouts {config.budget_rollouts or 'none'}, USD {config.budget_usd or 'none'}",
+        f"- schedule: {schedule.epochs} epoch(s), minibatch {schedule.minibatch}, chunk {config.update.chunk_size}, "
+        f"K {config.retrieval.k}, M {config.init.num_requirements}, seed {schedule.seed}, workers {schedule.workers}",
+        f"- budgets: rollouts {config.budget.rollouts or 'none'}, USD {config.budget.usd or 'none'}",
         _gate_line(config),
     ]
     lines += _profile_lines(config)
@@ -295,8 +306,9 @@ def build_report(run_dir: RunDir) -> str:
     if state.upgraded_from is not None:
         lines.append(f"- run directory upgraded from format {state.upgraded_from} to {state.version} on resume")
     if config.quick_defaults_applied:
-        lines.append(f"- quick defaults for the embedded model applied to: {', '.join(config.quick_defaults_applied)} "
-                     "(set --epochs/--minibatch/--budget-rollouts to choose your own)")
+        applied = ", ".join(f"{key}={config.get(key)}" for key in config.quick_defaults_applied)
+        lines.append(f"- quick defaults for the embedded model: {applied} (each is used only where nothing else set "
+                     "the option; `--set KEY=VALUE` chooses your own)")
     lines += [
         "",
         "## Result",
@@ -316,7 +328,7 @@ def build_report(run_dir: RunDir) -> str:
         f"| wall time | {state.wall_time_s:.1f} s{f' ({state.resumes} resume(s))' if state.resumes else ''} |",
         "",
         "The best skill is `SKILL.md` (also `skills/skill_vNNN.md`). Val scores are mean rewards over "
-        f"{'the first ' + str(config.val_limit) + ' ' if config.val_limit else 'all '}val tasks; rollouts count "
+        f"{'the first ' + str(schedule.val_limit) + ' ' if schedule.val_limit else 'all '}val tasks; rollouts count "
         "train minibatch rollouts plus every val evaluation (s0 included).",
         "",
         *_test_section(state, config),

@@ -100,4 +100,4 @@ def scripted_gateway(script: Any, **gateway_options: Any) -> tuple[Any, Any]:
 
     model = ScriptedModel(script)
     gateway_options.setdefault("retry", RetryConfig(max_attempts=1))
-    return make_gateway(OptimizeConfig(model=model.model), **gateway_options), model
+    return make_gateway(OptimizeConfig(models={"target": model.model}), **gateway_options), model

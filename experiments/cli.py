@@ -1,7 +1,9 @@
-"""`raso experiment run CONFIG`: run one of the paper's tables (experiments/configs/*.yaml) as resumable cells;
-`raso experiment report RESULTS_DIR --html`: the experiment's page (experiments/html_report.py).
+"""`raso experiment run CONFIG` (also `python -m experiments run CONFIG`): run one of the paper's tables
+(experiments/configs/*.yaml) as resumable cells; `raso experiment report RESULTS_DIR --html`: the experiment's
+page (experiments/html_report.py).
 
-The runner lives in the `experiments` package (it builds on raso; raso never imports it at module level).
+The command is registered by this package through the `raso.commands` entry point group, which raso's CLI
+reads: raso never imports experiments (the layer order is corpus_tools <- raso <- harnesses <- experiments).
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "experiment", help="run a paper table's experiment (cells in parallel, resumable)",
-        description="Run the experiment a config describes: every (method, harness, seed, setting) cell, skipping "
-        "finished cells and resuming interrupted ones; then write the tables (CSV, markdown, PNG) under "
-        "<results_dir>/<name>/.")
+    add_actions(subparsers.add_parser("experiment", help="run a paper table's experiment (cells in parallel, "
+                                      "resumable)", description=DESCRIPTION))
+
+
+DESCRIPTION = ("Run the experiment a config describes: every (method, harness, seed, setting) cell, skipping finished "
+               "cells and resuming interrupted ones; then write the tables (CSV, markdown, PNG) under "
+               "<results_dir>/<name>/.")
+
+
+def add_actions(parser: argparse.ArgumentParser) -> None:
+    """The experiment command's actions (`run`) on `parser`."""
     commands = parser.add_subparsers(dest="experiment_command", metavar="ACTION")
     run = commands.add_parser("run", help="run (or continue) an experiment from its config file")
     run.add_argument("config", type=Path, help="experiment config (.yaml, .toml or .json), e.g. "
@@ -35,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--results-dir", type=Path, help="default experiments/results")
     run.add_argument("--test-limit", type=int, help="score on the first N test tasks")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="an optimize option for every cell, e.g. --set epochs=1 --set val_limit=4 (YAML value)")
+                     help="an optimize option of every cell by its dotted name, e.g. --set schedule.epochs=1 "
+                     "--set agent.max_steps=8 (repeatable; VALUE parsed as JSON/YAML)")
     run.set_defaults(func=run_command)
     report = commands.add_parser("report", help="write report.html of an experiment's results folder",
                                  description="Write RESULTS_DIR/report.html (the score table with CIs, per-task "
@@ -48,9 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
-
-    from raso.engine.config import read_config_file
+    from raso.engine.config import merge, nested, parse_assignments, read_config_file
 
     values: dict[str, Any] = {
         "model": args.model, "optimizer_model": args.optimizer_model, "api_base": args.api_base,
@@ -60,25 +67,16 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.seeds:
         values["seeds"] = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.set:
-        optimize = dict(read_config_file(args.config).get("optimize") or {})
-        for item in args.set:
-            key, sep, raw = item.partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-            optimize[key.strip()] = yaml.safe_load(raw)
-        values["optimize"] = optimize
+        optimize = nested(read_config_file(args.config).get("optimize") or {})
+        values["optimize"] = merge(optimize, nested(parse_assignments(args.set)))
     return values
 
 
 def run_command(args: argparse.Namespace) -> int:
     from raso.engine.config import ConfigError
 
-    try:
-        from experiments.runner import run_experiment
-    except ImportError as exc:
-        print(f"raso: error: the experiments package is not importable ({exc}); run from a source checkout or "
-              "install raso[experiments]", file=sys.stderr)
-        return 2
+    from .runner import run_experiment
+
     try:
         summary = run_experiment(args.config, _overrides(args))
     except (ConfigError, ValueError) as exc:
@@ -93,11 +91,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    try:
-        from experiments.html_report import NotAnExperimentError, write_experiment_html
-    except ImportError as exc:
-        print(f"raso: error: the experiments package is not importable ({exc})", file=sys.stderr)
-        return 2
+    from .html_report import NotAnExperimentError, write_experiment_html
+
     try:
         path = write_experiment_html(args.results_dir)
     except (NotAnExperimentError, OSError) as exc:
@@ -105,3 +100,11 @@ def report_command(args: argparse.Namespace) -> int:
         return 2
     print(path)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m experiments ACTION ...`: the `raso experiment` command without the raso CLI around it."""
+    parser = argparse.ArgumentParser(prog="python -m experiments", description=DESCRIPTION)
+    add_actions(parser)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
