@@ -122,6 +122,6 @@ def test_task_needs_replace_the_quick_agent_settings_in_one_place() -> None:
     from raso.engine.config import harness_quick_defaults
 
     assert WebShopHarness.task_needs == TaskNeeds(agent_steps=8, reply_tokens=128)
-    assert harness_quick_defaults("webshop") == {"agent_max_steps": 8, "agent_max_tokens": 128}
+    assert harness_quick_defaults("webshop") == {"agent.max_steps": 8, "agent.max_tokens": 128}
     assert harness_quick_defaults("toy") == {}  # no needs declared: the generic quick values
     assert harness_quick_defaults("no.such.module:Harness") == {}

@@ -39,7 +39,7 @@ def test_an_oversized_initial_skill_is_refused_with_its_size(tmp_path: Path) -> 
         raso.optimize("toy", init=str(skill), run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before anything was written
     roomy = build_config(overrides={"harness": "toy", "init": str(skill), "init_skill_max_chars": 80_000})
-    assert roomy.init_skill_max_chars == 80_000
+    assert roomy.init.skill_max_chars == 80_000
 
 
 def _sections() -> list:
