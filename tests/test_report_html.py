@@ -238,7 +238,7 @@ def test_experiment_page_has_cis_paired_differences_and_cell_links(run_dir: Path
 
 
 def test_experiment_report_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from raso.cli import experiment
+    from experiments import cli as experiment
 
     root = _experiment(tmp_path / "exp")
     parser = argparse.ArgumentParser(prog="raso")
