@@ -44,7 +44,7 @@ from .gate import GateOptions
 QUICK_LOCAL_DEFAULTS: dict[str, Any] = dict(profile_for(DEFAULT_LOCAL_MODEL).quick_schedule)
 
 #: The run configuration's format: 2 = nested sections. Files without `format_version` are the flat format 1.
-FORMAT_VERSION = 2
+FORMAT_VERSION: Literal[2] = 2
 
 
 def cli(*flags: str, **extra: Any) -> dict[str, Any]:
@@ -525,10 +525,16 @@ def quick_schedule(model: str, harness: str, profile: Mapping[str, Any] | None =
     return {**schedule, **harness_quick_defaults(harness)} if schedule else {}
 
 
+def _table(values: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The section `key` of nested `values` as given, or an empty one."""
+    table = values.get(key)
+    return table if isinstance(table, Mapping) else {}
+
+
 def resolve_defaults(values: dict[str, Any]) -> dict[str, Any]:
     """Fill each field of the model profile's quick schedule that `values` (nested) leaves unset, and record
     which."""
-    models = values.get("models") if isinstance(values.get("models"), Mapping) else {}
+    models = _table(values, "models")
     model = str(models.get("target") or ModelsConfig.model_fields["target"].default)
     harness = str(values.get("harness") or OptimizeConfig.model_fields["harness"].default)
     out = dict(values)
@@ -557,7 +563,7 @@ def fill_limits(values: dict[str, Any]) -> dict[str, Any]:
     limits = values.get("limits")
     if not isinstance(limits, Mapping):
         return values
-    models = values.get("models") if isinstance(values.get("models"), Mapping) else {}
+    models = _table(values, "models")
     target = str(models.get("target") or ModelsConfig.model_fields["target"].default)
     optimizer = models.get("optimizer")
     overrides = models.get("optimizer_profile") if optimizer else (models.get("optimizer_profile")
