@@ -64,7 +64,7 @@ def _open_index(name: str):
 
 def build_command(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from corpus_tools.blocklist import resolve_benchmarks
     from corpus_tools.build import build_corpus_index
@@ -79,7 +79,7 @@ def build_command(args: argparse.Namespace) -> int:
     labels = {"load": "reading files", "sections": "splitting sections", "index": "indexing sections"}
     with Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int | None) -> None:
             if stage not in tasks:

@@ -468,7 +468,7 @@ class Engine:
             tasks = self._limited("test", self.config.schedule.test_limit)
         except ValueError:
             tasks = []
-        versions = [0] if s.current_version in (None, 0) else [0, s.current_version]
+        versions: list[int] = [0] if s.current_version is None or s.current_version == 0 else [0, s.current_version]
         if not tasks:
             s.test_note = f"harness {self.harness.name!r} has no test tasks"
         for version in versions:
