@@ -217,3 +217,8 @@ def test_budget_arithmetic() -> None:
     assert Budget().train_batch_size(used=10**6, wanted=40, n_val=40) == 40
     assert Budget(usd=1.0).stop_reason(0, 1.0) == "USD budget reached ($1.0000 of $1.0000)"
     assert Budget(usd=1.0).stop_reason(0, 0.99) is None
+
+
+def test_an_unknown_prompt_limit_is_an_error_not_ignored() -> None:
+    with pytest.raises(ConfigError, match="trajectory_chars"):
+        build_config(overrides={"harness": "toy", "limits": {"trajectory_chars": 100}})

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Rollout
 from raso.llm.errors import LLMError
@@ -35,6 +35,8 @@ class PromptLimits(BaseModel):
 
     Character budgets clip what is shown; token budgets cap each reply.
     """
+
+    model_config = ConfigDict(extra="forbid")  # the config's `limits` section: a misspelt budget is an error
 
     description_chars: int = Field(default=4000, ge=200, description="task and harness description, each")
     section_chars: int = Field(default=1500, ge=100, description="one retrieved section")
