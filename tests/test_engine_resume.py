@@ -38,7 +38,8 @@ def _outcome(run_dir: Path) -> dict:
                           for s, v in ledger["by_stage"].items()},
         "rollouts": checkpoint["rollouts_used"],
         "curve": [(p["rollouts_used"], p["best_val"]) for p in checkpoint["curve"]],
-        "skills": sorted(p.name for p in (run_dir / "skills").iterdir()),
+        # a kill inside an atomic write leaves its hidden temp file behind (never read): the skills are the rest
+        "skills": sorted(p.name for p in (run_dir / "skills").iterdir() if not p.name.startswith(".")),
     }
 
 
