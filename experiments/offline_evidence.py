@@ -26,6 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from raso.llm.config import DEFAULT_LOCAL_MODEL
+
 EXPERT = "expert"
 NO_SKILL = "none"
 
@@ -215,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
         for harness in args.harness or ["webshop"]:
-            for model in args.model or ["local/qwen2.5-coder-0.5b"]:
+            for model in args.model or [DEFAULT_LOCAL_MODEL]:
                 for grammar in args.grammar or ["on", "off"]:
                     for skill in args.skill or [NO_SKILL, EXPERT]:
                         on = grammar == "on"
