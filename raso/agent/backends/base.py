@@ -1,0 +1,88 @@
+"""The contract every external agent backend meets. The runner (raso.agent.backends.runner) does the shared work:
+a fresh workspace per rollout, the candidate skill folders installed where the agent reads skills, the loopback model
+endpoint, the OS sandbox, the harness's scorer and the Rollout. A backend only knows its program: how it is installed,
+where it reads skills, how it runs headless against an endpoint, and how its transcript reads back."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from raso.harness.base import Step
+
+
+class AgentRun(BaseModel):
+    """Everything one headless run of an agent program needs; paths are as the program sees them (inside the
+    sandbox they are the same paths: the sandbox binds them at their host paths)."""
+
+    instruction: str  # the task as the agent gets it (the harness's workspace instruction)
+    workspace: Path  # the agent's working directory (the task's files; the answer goes here)
+    home: Path  # the program's HOME: writable, fresh per rollout, holds its config and skills dir when user-level
+    endpoint_url: str  # base URL of the loopback model endpoint for this backend's wire format (no trailing slash)
+    api_key: str  # the endpoint's per-run key
+    model_name: str  # the name the program sends (the endpoint serves the agent role's model whatever it is called)
+    max_steps: int  # step / turn limit the program is given, where it has one
+    wall_seconds: float  # the rollout's wall-clock limit (the sandbox enforces it too)
+    skill_names: list[str] = Field(default_factory=list)  # the installed skill folders' names
+
+
+class Transcript(BaseModel):
+    """What the program did, read back from its own output files or stdout."""
+
+    steps: list[Step] = Field(default_factory=list)  # tool calls and their outputs, then the final message
+    final_message: str | None = None
+    tool_calls: int = 0
+    prompt_tokens: int | None = None  # as the program reports them (the endpoint's own count is authoritative)
+    completion_tokens: int | None = None
+    notes: list[str] = Field(default_factory=list)  # what could not be read, in words
+
+
+class AgentBackend(ABC):
+    """One agent program."""
+
+    name: ClassVar[str]  # the `agent.backend` value, e.g. "claude-code"
+    wire_format: ClassVar[str]  # "openai-chat" | "anthropic-messages" | "openai-responses"
+    package: ClassVar[str]  # what is installed, pinned: "npm:@anthropic-ai/claude-code@2.1.332", "pypi:mini-swe-agent==2.4.6"
+
+    @abstractmethod
+    def unavailable_reason(self) -> str | None:
+        """None when the program is installed and runnable here; else one line saying why not and the command
+        that installs it (`raso agents install NAME`)."""
+
+    @abstractmethod
+    def skills_dir(self, run: AgentRun) -> Path:
+        """The folder the program discovers skills in (each skill is <dir>/<name>/SKILL.md)."""
+
+    @abstractmethod
+    def command(self, run: AgentRun) -> list[str]:
+        """The headless command line (run in `run.workspace`)."""
+
+    def environment(self, run: AgentRun) -> dict[str, str]:
+        """Environment variables the program needs (endpoint URL, key, model, no telemetry). Default: none."""
+        return {}
+
+    def prepare_home(self, run: AgentRun) -> None:  # noqa: B027 - optional hook
+        """Write the program's config files into `run.home` (or the workspace) before it starts."""
+
+    def read_only_paths(self) -> list[Path]:
+        """What the sandbox must show read-only for the program to run (its install folder, its interpreter)."""
+        return []
+
+    @abstractmethod
+    def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:
+        """The program's transcript as steps. Never raises for junk output (notes say what was unreadable)."""
+
+    @property
+    @abstractmethod
+    def tools_description(self) -> str:
+        """The agent's tools and how it reads skills, in words, for H (true of this program)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "package": self.package, "wire_format": self.wire_format,
+                "unavailable": self.unavailable_reason()}
+
+
+__all__ = ["AgentBackend", "AgentRun", "Transcript"]
