@@ -58,3 +58,42 @@ def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pyt
     assert [(m.step, m.value) for m in curve] == [(p["rollouts"], p["val"]) for p in result["curve"]]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "skills")}
     assert {"skills/s0.md", "skills/best.md"} <= artifacts
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(600)
+def test_a_local_ray_gives_the_same_two_cells_as_a_local_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cells of a table on a local Ray instance (2 CPUs; its workers are separate processes started by Ray,
+    which reach the scripted models through a loopback stand-in server) equal the same cells run locally."""
+    import os
+
+    import ray  # the `ray` extra; installed with `dev`
+    from loopback_model_server import loopback_model_server
+    from test_experiments_support import agent_reply, optimizer_reply
+
+    tests = Path(__file__).resolve().parent
+    paths = [str(tests), str(tests.parent), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    with loopback_model_server({"ray-agent": agent_reply, "ray-optimizer": optimizer_reply}) as server:
+        def config(root: Path, **extra: object) -> dict[str, object]:
+            return {"harnesses": [{"name": "raso.testing.toy:CountingHarness", "options": {"n_tasks": 6}}],
+                    "model": "openai/ray-agent", "optimizer_model": "openai/ray-optimizer",
+                    "api_base": server.api_base, "optimizer_api_base": server.api_base,
+                    "results_dir": str(root / "results"), "seeds": [0], "test_limit": None,
+                    "methods": ["rasi+rasu", "rfsi+rasu"], "optimize": SMALL, **extra}
+
+        monkeypatch.setenv("OPENAI_API_KEY", "loopback-stand-in")
+        local = run_experiment(CONFIGS / "stage_ablation.yaml", config(tmp_path / "local", backend="threading", jobs=2))
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"], "OPENAI_API_KEY": "loopback-stand-in",
+                                           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}})
+        try:
+            remote = run_experiment(CONFIGS / "stage_ablation.yaml", config(tmp_path / "ray", backend="ray", jobs=2))
+        finally:
+            ray.shutdown()
+    assert local.failed == remote.failed == []
+    assert remote.cells == local.cells == 2
+    assert _scores(Path(remote.results_dir)) == _scores(Path(local.results_dir))
+    # the cells ran in Ray's worker processes, not in this one
+    assert {r["ran_on"]["pid"] for r in read_results(Path(remote.results_dir))}.isdisjoint({os.getpid()})
+    assert all(r["ran_on"]["pid"] == os.getpid() for r in read_results(Path(local.results_dir)))
