@@ -149,3 +149,19 @@ def test_python_m_experiments_is_the_same_command(tmp_path: Path, capsys: pytest
     assert experiments_main(["run", str(CONFIGS / "init_table.yaml"), "--results-dir", str(tmp_path),
                              "--set", "agent.max_stepz=2"]) == 2
     assert "'agent.max_stepz'" in capsys.readouterr().err
+
+
+def test_the_execution_flags_set_the_execution_section() -> None:
+    import argparse
+
+    from raso.cli.options import add_config_options, config_overrides
+    from raso.engine.config import OptimizeConfig
+
+    parser = argparse.ArgumentParser()
+    flags = add_config_options(parser)
+    args = parser.parse_args(["--execution-backend", "dask", "--execution-address", "tcp://scheduler:8786",
+                              "--execution-workers", "3"])
+    config = OptimizeConfig(**config_overrides(args, flags))
+    assert (config.execution.backend, config.execution.address, config.execution.workers) == (
+        "dask", "tcp://scheduler:8786", 3)
+    assert OptimizeConfig(**config_overrides(parser.parse_args(["--execution", "ray"]), flags)).execution.backend == "ray"

@@ -200,7 +200,8 @@ class OptimizeConfig(BaseModel):
     execution: ExecutionOptions = Field(
         default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
         "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",
-        json_schema_extra=cli(flags={"backend": ["--execution"]}))
+        json_schema_extra=cli(flags={"backend": ["--execution-backend", "--execution"],
+                                     "address": ["--execution-address"], "workers": ["--execution-workers"]}))
 
     quick_defaults_applied: list[str] = Field(default_factory=list, description="dotted keys the embedded model's "
                                               "quick schedule filled", json_schema_extra=cli(hidden=True))
