@@ -298,3 +298,49 @@ def test_an_interrupted_format1_run_directory_renders_with_its_pending_candidate
     glance = " ".join("".join(audit(_section(page, "glance")).text).split())
     assert "in progress (phase iterate)" in glance and "pending: the run has not reached its end" in glance
     assert "iter001 (rfsu) — no decision recorded" in " ".join("".join(audit(_section(page, "lessons")).text).split())
+
+
+def test_the_gate_table_shows_each_decisions_statistic_interval_p_value_and_cost(tmp_path: Path) -> None:
+    """A significant-gate run on the toy harness (val score = share of the 4 val tasks the LEVEL covers): LEVEL 0 ->
+    1 gains one task (p 0.5, rejected), then LEVEL 0 -> 4 gains all four (p 1/16, accepted at level 0.1)."""
+    from test_engine_support import ToyHarness, toy_agent_reply, toy_initializer, toy_proposer
+
+    from raso.api import optimize
+    from raso.engine import OptimizeConfig
+    from raso.llm.scripted import ScriptedModel
+
+    agent = ScriptedModel(toy_agent_reply, name="gate-html-agent")
+    optimizer = ScriptedModel(["LEVEL=0", "LEVEL=1", "LEVEL=4"], name="gate-html-optimizer")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, workers=1, seed=3, run_dir=tmp_path / "run",
+                            test=False, max_iterations=2, prices={agent.model: "1000,1000", optimizer.model: "0,0"},
+                            gate={"mode": "significant", "level": 0.1, "rollouts_per_task": 2})
+    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
+    decisions = read_jsonl(RunDir(config.run_dir).candidates)
+    assert [(d["accepted"], d["p_value"]) for d in decisions] == [(False, 0.5), (True, 1 / 16)]
+
+    page = (config.run_dir / "report.html").read_text(encoding="utf-8")
+    lineage = _section(page, "lineage")
+    text = " ".join("".join(audit(lineage).text).split())
+    assert "Gate significant: a candidate is paired, and the gain must be significant" in text
+    assert "at level 0.1" in text and "Every val task was rolled out 2 times" in text
+    rows = lineage[lineage.index('<table class="gate">'):].split("<tr")[2:]
+    assert len(rows) == len(decisions) == 2
+    for row, d in zip(rows, decisions, strict=True):
+        cells = [" ".join(c.split()) for c in audit("<tr" + row).text if c.strip()]
+        cost = sum(u["cost_usd"] for u in d["cost"].values())
+        calls = sum(u["calls"] for u in d["cost"].values())
+        assert cost > 0 and calls > 0
+        low, high = d["interval"]
+        expected = [str(d["iteration"]), f"v{d['version']:03d}", f"v{d['current_version']:03d}", "significant",
+                    f"{d['candidate_val']:.3f}", f"{d['incumbent_val']:.3f}", "(re-scored)",
+                    f"{d['statistic']:+.3f}", f"[{low:+.3f}, {high:+.3f}]", f"{d['p_value']:.3f}",
+                    "accepted" if d["accepted"] else "rejected", d["reason"], str(d["gate_rollouts"]), str(calls),
+                    f"${cost:.4f}"]
+        assert cells == expected, (cells, expected)
+    assert decisions[0]["gate_rollouts"] == 2 * 4 * 2  # candidate and incumbent, two repeats of 4 val tasks
+    # each node of the tree carries its decision's numbers too
+    node = lineage[lineage.index("<strong>v002</strong>"):]
+    assert f"significant: Δ +1.000 [+1.000, +1.000], p={1 / 16:.3f}, 16 val rollouts" in node[:600]
+    glance = " ".join("".join(audit(_section(page, "glance")).text).split())
+    assert "gatesignificant (level 0.1); 2 rollout(s) per val and test task" in glance  # <dt>gate</dt><dd>...

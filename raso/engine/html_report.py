@@ -149,7 +149,8 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
                 ("epochs", "minibatch", "max_iterations", "train_limit", "val_limit", "test_limit", "seed", "workers")}
     schedule["K"] = get("retrieval.k", "k")
     schedule["M"] = get("init.num_requirements", "num_requirements")
-    budgets = {"rollouts": get("budget.rollouts", "budget_rollouts"), "USD": get("budget.usd", "budget_usd")}
+    budgets = {"rollouts": get("budget.rollouts", "budget_rollouts"), "USD": get("budget.usd", "budget_usd"),
+               "test USD": get("budget.test_usd")}
     tests = {score.label: score for score in state.test}
     totals = ledger.get("totals", {})
     profiles: list[tuple[str, Any, str]] = []
@@ -165,7 +166,9 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
         "init_method": init_method, "update_method": update_method,
         "retrieval": retrieval if uses_corpus else "none",
         "schedule": [(k, v) for k, v in schedule.items() if v is not None],
-        "budgets": [(k, v if v else "none") for k, v in budgets.items()],
+        "budgets": [(k, v if v else "none") for k, v in budgets.items() if k != "test USD" or v],
+        "gate": _gate_rule(cfg),
+        "holdout": state.holdout, "holdout_note": state.holdout_note,
         "s0_val": state.curve[0].best_val if state.curve else None,
         "best_version": state.current_version, "best_val": state.current_val,
         "s0_test": tests.get("s0"), "best_test": tests.get("best"),
@@ -183,6 +186,45 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
     }
 
 
+def _gate_rule(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The validation gate's rule as the run's config recorded it (a run from before gate modes: strict)."""
+    gate = cfg.get("gate") if isinstance(cfg.get("gate"), dict) else {}
+    mode = str(gate.get("mode", "strict"))
+    level = gate.get("level", 0.05)
+    rule = {
+        "strict": "accepted when its val mean is strictly above the current skill's stored val mean",
+        "paired": "the current skill is re-scored on the same val tasks in the same iteration; accepted when the "
+                  "mean per-task difference (candidate - current) is above 0",
+        "significant": f"paired, and the gain must be significant: one-sided sign-flip permutation test at level "
+                       f"{level:g}; the interval is a paired bootstrap at {1 - 2 * float(level):.0%}",
+    }.get(mode, mode)
+    return {"mode": mode, "level": level, "rule": rule, "repeats": gate.get("rollouts_per_task", 1),
+            "holdout": gate.get("val_holdout", 0)}
+
+
+def _gate_rows(state: RunState) -> list[dict[str, Any]]:
+    """Each candidate's gate decision: the rule, the scores compared, the statistic with its interval and
+    p-value (paired modes), the val rollouts it cost, and the candidate's own model calls and USD."""
+    rows = []
+    for c in state.candidates:
+        evaluated = c.candidate_val is not None
+        paired = c.incumbent_val is not None
+        rows.append({
+            "iteration": c.iteration, "version": c.version, "parent": c.current_version, "mode": c.gate_mode,
+            "status": "accepted" if c.accepted else ("no candidate" if c.version is None
+                                                     else ("rejected" if evaluated else "not evaluated")),
+            "candidate_val": c.candidate_val,
+            "incumbent_val": c.incumbent_val if paired else c.current_val,
+            "incumbent_kind": "re-scored" if paired else "stored",
+            "statistic": c.statistic, "interval": c.interval, "p_value": c.p_value,
+            "gate_rollouts": c.gate_rollouts,
+            "calls": sum(u.calls for u in c.cost.values()),
+            "cost_usd": sum(u.cost_usd for u in c.cost.values()),
+            "reason": c.reason,
+        })
+    return rows
+
+
 def _profile_summary(model: str) -> str:
     """What the model profile says the model can do (raso.llm.profiles), as the markdown report names it."""
     try:
@@ -197,7 +239,7 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
     """The tree of skills: s0 at the root, each candidate under the skill it was proposed from."""
     s0_val = state.curve[0].best_val if state.curve else None
     root = {"version": 0, "label": "s0", "val": s0_val, "status": "initial", "reason": "the initial skill",
-            "iteration": 0, "children": [], "best": state.current_version == 0}
+            "iteration": 0, "children": [], "best": state.current_version == 0, "gate": None}
     nodes: dict[int, dict[str, Any]] = {0: root}
     orphans: list[dict[str, Any]] = []
     for c in state.candidates:
@@ -205,7 +247,7 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
                 "status": "accepted" if c.accepted else ("no candidate" if c.version is None else "rejected"),
                 "reason": c.reason + (f" ({c.error})" if c.error and c.error not in c.reason else ""),
                 "iteration": c.iteration, "children": [], "best": c.version is not None
-                and c.version == state.current_version}
+                and c.version == state.current_version, "gate": _gate_summary(c)}
         parent = nodes.get(c.current_version)
         (parent["children"] if parent else orphans).append(node)
         if c.version is not None:
@@ -214,10 +256,22 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
     if pending is not None and pending.candidate_version is not None:  # proposed, not yet through the gate
         node = {"version": pending.candidate_version, "label": f"iteration {pending.iteration}", "val": None,
                 "status": "pending", "reason": "not evaluated on val yet (the run stopped before its gate)",
-                "iteration": pending.iteration, "children": [], "best": False}
+                "iteration": pending.iteration, "children": [], "best": False, "gate": None}
         parent = nodes.get(state.current_version if state.current_version is not None else 0)
         (parent["children"] if parent else orphans).append(node)
     return [root, *orphans]
+
+
+def _gate_summary(c: CandidateRecord) -> str | None:
+    """The gate's numbers in one line for a lineage node (None when the candidate never reached the gate)."""
+    if c.candidate_val is None or c.statistic is None:
+        return None
+    text = f"{c.gate_mode}: Δ {c.statistic:+.3f}"
+    if c.interval is not None:
+        text += f" [{c.interval[0]:+.3f}, {c.interval[1]:+.3f}]"
+    if c.p_value is not None:
+        text += f", p={c.p_value:.3f}"
+    return text + f", {c.gate_rollouts} val rollouts"
 
 
 def _proposals(rd: RunDir) -> dict[str, dict[str, Any]]:
@@ -489,7 +543,7 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
     plots = [{"title": p["title"], "svg": Markup(p["svg"])} for p in _plots(state)]
     return environment().get_template("run_report.html.j2").render(
         title=f"RASO run report: {glance['harness']}", run_dir=str(rd.root), glance=glance,
-        lineage=_lineage(state), final_skill=final, final_version=final_version,
+        lineage=_lineage(state), gate_rows=_gate_rows(state), final_skill=final, final_version=final_version,
         diffs=_diffs(rd, state, proposals), lesson_units=_lesson_units(state, proposals),
         scores=_scores(rd, state), cost=_cost(state, ledger, glance), plots=plots,
         degradations=degradation_lines(rd, state, ledger), candidates=state.candidates,
