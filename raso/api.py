@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import Unpack
 
+from raso.engine.budget import TEST_UNITS
 from raso.engine.config import (
     ConfigError,
     OptimizeConfig,
@@ -132,6 +133,7 @@ def make_gateway(
         "retry": retry or RetryConfig(max_attempts=config.budget.call_attempts, initial_wait_s=min(1.0, wait),
                                       max_wait_s=wait, jitter_s=min(1.0, wait)),
         "prices": config.models.prices, "budget_usd": config.budget.usd, "seed": config.schedule.seed,
+        "unit_budgets_usd": {TEST_UNITS: config.budget.test_usd} if config.budget.test_usd is not None else {},
         "structured_output": config.models.structured_output,
         "optimizer_structured_output": config.models.optimizer_structured_output,
     }
@@ -140,12 +142,13 @@ def make_gateway(
 
 def check_budget_prices(config: OptimizeConfig, gateway: "LLMGateway") -> None:
     """A USD budget needs every model's price: refuse it (before any work) for a model nobody prices."""
-    if config.budget.usd is None:
+    if config.budget.usd is None and config.budget.test_usd is None:
         return
     unpriced = gateway.unpriced_models()
     if unpriced:
         names = ", ".join(repr(m) for m in unpriced)
-        raise ConfigError(f"--budget-usd cannot be enforced: no price is known for {names} (litellm does not price "
+        flag = "--budget-usd" if config.budget.usd is not None else "--budget-test-usd"
+        raise ConfigError(f"{flag} cannot be enforced: no price is known for {names} (litellm does not price "
                           f"it); give one with --price {unpriced[0]}=INPUT,OUTPUT (USD per million tokens) or a "
                           "[prices] table in the config file")
 

@@ -91,3 +91,32 @@ def test_an_unreadable_previous_run_falls_back_to_the_defaults_and_says_so(tmp_p
                             test=False, run_dir=tmp_path / "r")
     plan = plan_run(config, ToyHarness(), previous_run=broken)
     assert plan.previous_run is None and "unreadable" in plan.roles[0].basis and "default" in plan.roles[0].basis
+
+
+def test_the_plan_sets_its_estimate_against_budget_usd_and_budget_test_usd(tmp_path: Path, capsys) -> None:
+    prices = {"openai/priced-agent": "1,2", "openai/priced-opt": "3,4"}
+    config = OptimizeConfig(harness="toy", model="openai/priced-agent", optimizer_model="openai/priced-opt",
+                            init="rfsi", update="rfsu", epochs=1, minibatch=2, test=True, run_dir=tmp_path / "r",
+                            prices=prices, budget={"usd": 1.0, "test_usd": 0.001})
+    plan = plan_run(config, ToyHarness())
+    assert plan.rollouts["test"] == 2 and plan.budget_usd == 1.0 and plan.budget_test_usd == 0.001
+    agent = plan.roles[0]
+    # the test evaluation's part: its rollouts' share of the agent's calls, priced the same way
+    assert plan.test_usd == pytest.approx(agent.usd * 2 / sum(plan.rollouts.values()), rel=1e-3)
+    rest = plan.usd - plan.test_usd
+    lines = plan.budget_lines()
+    assert lines == [f"budget.usd $1.0000 covers every call but the test evaluation: estimate ${rest:.4f} fits",
+                     f"budget.test_usd $0.0010 covers the test evaluation: estimate ${plan.test_usd:.4f} exceeds it: "
+                     "the test evaluation is cut short"]
+    shared = plan_run(config.model_copy(update={"budget": config.budget.model_copy(update={"test_usd": None})}),
+                      ToyHarness())
+    assert shared.budget_lines() == [f"budget.usd $1.0000 covers every call, the test evaluation included: "
+                                     f"estimate ${shared.usd:.4f} fits"]
+    # the flag reaches the plan the CLI prints
+    code = raso_main(["optimize", "--plan", "--harness", "test_engine_support:ToyHarness", "--model",
+                      "openai/priced-agent", "--optimizer-model", "openai/priced-opt", "--price",
+                      "openai/priced-agent=1,2", "--price", "openai/priced-opt=3,4", "--init", "rfsi", "--update",
+                      "rfsu", "--epochs", "1", "--minibatch", "2", "--budget-test-usd", "0.5",
+                      "--run-dir", str(tmp_path / "cli")])
+    out = capsys.readouterr().out
+    assert code == 0 and "budget.test_usd $0.5000 covers the test evaluation: estimate $" in out and "fits" in out

@@ -120,3 +120,75 @@ def test_the_gateway_admits_calls_until_the_spend_and_the_calls_in_flight_reach_
     with pytest.raises(BudgetExceededError, match="USD budget reached"):
         gw.complete("agent", messages)
     assert len(model.calls) == 2
+
+
+def test_a_unit_budget_admits_its_calls_apart_from_the_run_budget() -> None:
+    model = ScriptedModel(["short reply"] * 8, name="scoped")
+    gw = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model, max_tokens=100)},
+                                  prices={model.model: ModelPrice(input=1000.0, output=1000.0)}, budget_usd=0.005,
+                                  unit_budgets_usd={"test_v": 0.005}))
+    messages = [{"role": "user", "content": "hello there"}]
+    gw.complete("agent", messages, cache_key_extra="iter001_val|t1")
+    gw.complete("agent", messages, cache_key_extra="iter001_val|t2")  # ~$0.008 outside the test units: spent
+    with pytest.raises(BudgetExceededError, match=r"^USD budget reached"):
+        gw.complete("agent", messages, cache_key_extra="iter002_train|t3")
+    # the test units have their own budget, untouched so far
+    gw.complete("agent", messages, cache_key_extra="test_v000|x1")
+    gw.complete("agent", messages, cache_key_extra="test_v000_r2|x1")
+    assert gw.ledger.cost_of_units("test_v") > 0.005
+    with pytest.raises(BudgetExceededError, match="USD budget of the 'test_v' units reached"):
+        gw.complete("agent", messages, cache_key_extra="test_v001|x1")
+    assert len(model.calls) == 4
+    spent_outside = gw.ledger.totals()["cost_usd"] - gw.ledger.cost_of_units("test_v")
+    assert spent_outside == pytest.approx(gw.ledger.cost_of_units("iter001_val"))
+    with pytest.raises(ValueError, match="positive USD amount"):
+        GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, unit_budgets_usd={"test_v": 0})
+
+
+def _priced_toy_run(tmp_path: Path, name: str, usd: float | None = None,
+                    test_usd: float | None = None) -> tuple[Any, RunDir, list[CallRecord]]:
+    """A toy run whose agent costs about $0.1 a turn (s0 LEVEL=1, one candidate LEVEL=4, accepted), test on."""
+    agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(["LEVEL=1", "LEVEL=4"], name="opt")
+    config = _config(tmp_path / name, agent, optimizer, test=True, max_iterations=1, workers=1, agent_max_tokens=16,
+                     prices={agent.model: ModelPrice(input=1000.0, output=1000.0),
+                             optimizer.model: ModelPrice(input=0, output=0)},
+                     budget={"usd": usd, "test_usd": test_usd})
+    result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
+    rd = RunDir(config.run_dir)
+    return result, rd, [CallRecord.model_validate(c) for c in json.loads(rd.ledger.read_text())["calls"]]
+
+
+def _test_note(rd: RunDir) -> str | None:
+    return json.loads(rd.checkpoint.read_text())["test_note"]
+
+
+def _test_cost(calls: list[CallRecord]) -> float:
+    return sum(c.cost_usd for c in calls if (c.unit or "").startswith("test_v"))
+
+
+def test_budget_test_usd_scores_the_test_split_after_the_optimization_spent_its_budget(tmp_path: Path) -> None:
+    free, _, free_calls = _priced_toy_run(tmp_path, "free")
+    assert free.best_version == 1 and [t.label for t in free.test] == ["s0", "best"]
+    budget = (free.cost_usd - _test_cost(free_calls)) * 0.45  # the optimization would spend more than this
+    # without test_usd the run's budget covers the test evaluation, which is cut short with the optimization ...
+    shared, rd_shared, _ = _priced_toy_run(tmp_path, "shared", usd=budget)
+    assert "USD budget reached" in shared.stop_reason
+    assert shared.test == [] and _test_note(rd_shared) == "test evaluation cut short: USD budget reached"
+    # ... with test_usd the test evaluation has a budget of its own, and the test split is scored
+    apart, rd, calls = _priced_toy_run(tmp_path, "apart", usd=budget, test_usd=5.0)
+    assert "USD budget reached" in apart.stop_reason
+    assert [t.label for t in apart.test] == (["s0"] if apart.best_version == 0 else ["s0", "best"])
+    largest = max(c.cost_usd for c in calls)
+    assert 0 < _test_cost(calls) <= 5.0 and apart.cost_usd - _test_cost(calls) <= budget + largest
+    assert "- budgets: rollouts none, USD " in rd.report.read_text()
+    assert "(test evaluation apart: USD 5.0)" in rd.report.read_text()
+    assert "test USD 5.0" in rd.report_html.read_text()  # the page's budgets line
+
+
+def test_a_small_budget_test_usd_cuts_the_test_evaluation_short_within_one_call(tmp_path: Path) -> None:
+    result, rd, calls = _priced_toy_run(tmp_path, "small", test_usd=0.01)
+    assert result.best_version == 1 and "USD" not in (result.stop_reason or "")  # not bound by the test budget
+    test_calls = [c for c in calls if (c.unit or "").startswith("test_v")]
+    assert test_calls and _test_cost(calls) - 0.01 <= max(c.cost_usd for c in test_calls)
+    assert [t.label for t in result.test] == ["s0"]  # s0's test call was admitted; the best skill's refused
+    assert _test_note(rd) == "test evaluation cut short: test USD budget reached"

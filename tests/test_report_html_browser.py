@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from report_html_support import HOSTILE, make_run
 
+from raso.engine.run_dir import read_jsonl
+
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -50,6 +52,20 @@ def test_report_html_in_headless_chromium(tmp_path: Path) -> None:
             for section in SECTIONS:
                 assert page.locator(f"section#{section} h2").is_visible(), section
             page.screenshot(path=str(ARTIFACTS / "report_html_top.png"))
+
+            # the gate's decisions: one row per candidate, each with its decision and the numbers behind it
+            decisions = read_jsonl(run / "candidates.jsonl")
+            gate_rows = page.locator("#lineage table.gate tr")
+            assert gate_rows.count() == 1 + len(decisions)
+            for n, d in enumerate(decisions, start=1):
+                row = gate_rows.nth(n)
+                assert row.is_visible()
+                cells = row.locator("td")
+                assert cells.nth(3).inner_text() == d["gate_mode"]
+                assert cells.nth(6).inner_text() == f"{d['statistic']:+.3f}"
+                assert ("accepted" if d["accepted"] else "rejected") in cells.nth(9).inner_text()
+            page.locator("#gate").evaluate("h => h.scrollIntoView({block: \"start\"})")
+            page.screenshot(path=str(ARTIFACTS / "report_html_gate.png"))
 
             # a lesson's corpus sources, then one section's quoted text
             sources = page.locator("#lessons details.sources").first

@@ -147,6 +147,10 @@ class BudgetOptions(BaseModel):
     usd: float | None = Field(default=None, gt=0, description="USD budget, checked before each model call with the "
                               "call's worst case (spend exceeds it by at most one call); every model needs a known "
                               "price (--price)", json_schema_extra=cli("--budget-usd"))
+    test_usd: float | None = Field(default=None, gt=0, description="a USD budget of its own for the test "
+                                   "evaluation (enforced like `usd`, per call); when set, `usd` covers every other "
+                                   "call and the test split is scored even after the optimization spent `usd`; "
+                                   "unset, `usd` covers the test evaluation too", json_schema_extra=cli("--budget-test-usd"))
     infra_retries: int = Field(default=2, ge=0, description="times the rollouts of a batch that failed for "
                                "infrastructure reasons (model call failing after the gateway's retries) are re-run "
                                "before the run stops resumably")

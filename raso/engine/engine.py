@@ -26,7 +26,7 @@ from raso.llm.errors import LLMAuthError, failure_kind
 from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
-from .budget import Budget
+from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
@@ -140,7 +140,7 @@ class Engine:
         self.run_dir = run_dir
         self.state = state
         self.parts = components
-        self.budget = Budget(rollouts=config.budget.rollouts, usd=config.budget.usd)
+        self.budget = Budget(rollouts=config.budget.rollouts, usd=config.budget.usd, test_usd=config.budget.test_usd)
         self.gateway = components.gateway
         self.harness = components.harness
         self._session_start = time.perf_counter()
@@ -477,13 +477,13 @@ class Engine:
             if not self.run_dir.skill_path(version).exists():
                 s.test_note = f"skill v{version} was never written; nothing to test"
                 break
-            if self.budget.usd_exhausted(self.cost):
-                s.test_note = "test evaluation cut short: USD budget reached"
+            if self.budget.test_exhausted(self.cost, self.gateway.ledger.cost_of_units(TEST_UNITS)):
+                s.test_note = f"test evaluation cut short: {self.budget.test_limit_text()} reached"
                 break
             try:
-                scores, count = self._evaluate_repeated(f"test_v{version:03d}", self._skill(version), tasks)
+                scores, count = self._evaluate_repeated(f"{TEST_UNITS}{version:03d}", self._skill(version), tasks)
             except _BudgetStop:
-                s.test_note = "test evaluation cut short: USD budget reached"
+                s.test_note = f"test evaluation cut short: {self.budget.test_limit_text()} reached"
                 break
             mean = overall_mean(scores)
             s.test_rollouts += count

@@ -188,7 +188,8 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
 
 def _gate_rule(cfg: dict[str, Any]) -> dict[str, Any]:
     """The validation gate's rule as the run's config recorded it (a run from before gate modes: strict)."""
-    gate = cfg.get("gate") if isinstance(cfg.get("gate"), dict) else {}
+    recorded = cfg.get("gate")
+    gate: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     mode = str(gate.get("mode", "strict"))
     level = gate.get("level", 0.05)
     rule = {

@@ -60,6 +60,10 @@ class CostPlan(BaseModel):
     iterations: int
     roles: list[RolePlan]
     previous_run: str | None = None
+    test_usd: float | None = Field(default=0.0, description="of the estimate, the test evaluation's part (its agent "
+                                   "calls); None: the agent's model is unpriced")
+    budget_usd: float | None = None  # the run's budget.usd
+    budget_test_usd: float | None = None  # the run's budget.test_usd (None: budget.usd covers the test evaluation)
 
     @property
     def optimization_rollouts(self) -> int:
@@ -69,6 +73,33 @@ class CostPlan(BaseModel):
     def usd(self) -> float | None:
         costs = [r.usd for r in self.roles]
         return None if any(c is None for c in costs) else float(sum(c or 0.0 for c in costs))
+
+    def budget_lines(self) -> list[str]:
+        """The estimate against the USD budgets: which budget covers which calls, and whether it is expected to
+        last (a budget that runs out stops the optimization early or cuts the test evaluation short)."""
+        def money(value: float | None) -> str:
+            return f"${value:.4f}" if value is not None else "unknown (unpriced)"
+
+        def verdict(estimate: float | None, budget: float, short: str) -> str:
+            if estimate is None:
+                return "cannot be checked"
+            return "fits" if estimate <= budget else f"exceeds it: {short}"
+
+        total = self.usd
+        lines = []
+        if self.budget_test_usd is None:
+            if self.budget_usd is not None:
+                short = "the run stops early and the test evaluation is cut short"
+                lines.append(f"budget.usd ${self.budget_usd:.4f} covers every call, the test evaluation included: "
+                             f"estimate {money(total)} {verdict(total, self.budget_usd, short)}")
+            return lines
+        rest = None if total is None or self.test_usd is None else total - self.test_usd
+        if self.budget_usd is not None:
+            lines.append(f"budget.usd ${self.budget_usd:.4f} covers every call but the test evaluation: estimate "
+                         f"{money(rest)} {verdict(rest, self.budget_usd, 'the optimization stops early')}")
+        lines.append(f"budget.test_usd ${self.budget_test_usd:.4f} covers the test evaluation: estimate "
+                     f"{money(self.test_usd)} {verdict(self.test_usd, self.budget_test_usd, 'the test evaluation is cut short')}")
+        return lines
 
 
 def _batch_sizes(n_train: int, minibatch: int) -> list[int]:
@@ -248,8 +279,10 @@ def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | N
 
     roles = [role("agent", config.models.target, [(rollouts, shapes["agent"])]),
              role("optimizer", optimizer_model, [(1, shapes["init"]), (iterations, shapes["propose"])])]
+    test = role("agent", config.models.target, [(phases["test"], shapes["agent"])])  # the test evaluation's part
     return CostPlan(harness=config.harness, rollouts=phases, iterations=iterations, roles=roles,
-                    previous_run=str(previous) if previous is not None else None)
+                    previous_run=str(previous) if previous is not None else None, test_usd=test.usd,
+                    budget_usd=config.budget.usd, budget_test_usd=config.budget.test_usd)
 
 
 def format_plan(plan: CostPlan) -> str:
@@ -265,6 +298,7 @@ def format_plan(plan: CostPlan) -> str:
                      f"completion tokens, {usd}  [{r.basis}]")
     total = plan.usd
     lines += ["", f"estimated total: {'$' + format(total, '.4f') if total is not None else 'unknown (unpriced models)'}"]
+    lines += plan.budget_lines()
     return "\n".join(lines)
 
 

@@ -296,7 +296,8 @@ def build_report(run_dir: RunDir) -> str:
         f"retrieval: {config.retrieval.kind if config.needs_retriever else 'none'}",
         f"- schedule: {schedule.epochs} epoch(s), minibatch {schedule.minibatch}, chunk {config.update.chunk_size}, "
         f"K {config.retrieval.k}, M {config.init.num_requirements}, seed {schedule.seed}, workers {schedule.workers}",
-        f"- budgets: rollouts {config.budget.rollouts or 'none'}, USD {config.budget.usd or 'none'}",
+        f"- budgets: rollouts {config.budget.rollouts or 'none'}, USD {config.budget.usd or 'none'}"
+        + (f" (test evaluation apart: USD {config.budget.test_usd})" if config.budget.test_usd is not None else ""),
         _gate_line(config),
     ]
     lines += _profile_lines(config)

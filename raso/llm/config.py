@@ -96,6 +96,17 @@ class GatewayConfig(BaseModel):
                                           "litellm's bundled prices")
     budget_usd: float | None = Field(default=None, gt=0, description="refuse any call whose worst-case cost would "
                                      "take the ledger's spend past this")
+    unit_budgets_usd: dict[str, float] = Field(default_factory=dict, description="USD budgets of their own: the "
+                                               "calls whose unit tag starts with a key (a run's test evaluation: "
+                                               "'test_v') are admitted against its value and not against budget_usd")
+
+    @field_validator("unit_budgets_usd")
+    @classmethod
+    def _positive_unit_budgets(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if not k or v <= 0}
+        if bad:
+            raise ValueError(f"a unit budget needs a non-empty unit prefix and a positive USD amount: {bad}")
+        return value
     seed: int | None = Field(default=None, description="seed of every call to an in-process model (the embedded "
                              "one), derived with the call's cache key: the same run reproduces its replies, and "
                              "requests told apart by their tag (repeats, units) get different samples")

@@ -204,7 +204,9 @@ class LLMGateway:
         self._semaphore = threading.BoundedSemaphore(config.max_concurrency)
         self._credentials_ok: set[tuple[str, str | None]] = set()
         self._budget_lock = threading.Lock()
-        self._reserved_usd = 0.0  # worst-case cost of the calls in flight (the USD budget counts them as spent)
+        # worst-case cost of the calls in flight per budget scope ("" = budget_usd, else a unit_budgets_usd prefix);
+        # a USD budget counts them as spent
+        self._reserved_usd: dict[str, float] = {}
         self._profiles: dict[str, ModelProfile] = {}
         if config.prices:
             register_prices(config.prices)
@@ -344,7 +346,7 @@ class LLMGateway:
         attempts = 0
         retry_cfg = role_cfg.retry or self.config.retry
         kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process)
-        reserved = self._reserve_budget(model, role, messages, params)
+        reserved = self._reserve_budget(model, role, messages, params, cache_key_extra)
         try:
             for attempt in self._retrying(retry_cfg):
                 with attempt:
@@ -497,29 +499,44 @@ class LLMGateway:
                 max_tokens = None
         return price.cost(prompt_tokens, int(max_tokens or DEFAULT_WORST_CASE_COMPLETION_TOKENS))
 
-    def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
+    def _budget_scope(self, unit: str | None) -> tuple[str, float | None, float]:
+        """(scope, limit, spent so far) of the USD budget a call tagged `unit` is admitted against: the unit
+        budget whose prefix its tag starts with, else budget_usd over every call outside the unit budgets."""
+        head = (unit or "").split("|", 1)[0]
+        scoped = self.config.unit_budgets_usd
+        prefix = next((p for p in scoped if head.startswith(p)), None)
+        if prefix is not None:
+            return prefix, scoped[prefix], self.ledger.cost_of_units(prefix)
+        spent = float(self.ledger.totals()["cost_usd"]) - sum(self.ledger.cost_of_units(p) for p in scoped)
+        return "", self.config.budget_usd, spent
+
+    def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any],
+                        unit: str | None = None) -> tuple[str, float]:
         """Refuse the call (BudgetExceededError) once the spend so far plus the worst cases of the calls in flight
-        reach the USD budget; else hold this call's worst case until it is booked. So the spend passes the budget
-        by at most the last admitted call (its cost is bounded by its max_tokens), and a run whose real cost is
-        under the budget is never stopped by worst-case estimates of calls it does not make."""
-        budget = self.config.budget_usd
+        reach the USD budget of the call's scope (`_budget_scope`); else hold this call's worst case until it is
+        booked. So the spend passes the budget by at most the last admitted call (its cost is bounded by its
+        max_tokens), and a run whose real cost is under the budget is never stopped by worst-case estimates of
+        calls it does not make."""
+        scope, budget, spent = self._budget_scope(unit)
         if budget is None:
-            return 0.0
+            return scope, 0.0
         estimate = self.worst_case_cost(model, messages, params)
         with self._budget_lock:
-            spent = float(self.ledger.totals()["cost_usd"])
-            if spent + self._reserved_usd >= budget:
+            held = self._reserved_usd.get(scope, 0.0)
+            if spent + held >= budget:
+                which = f"USD budget of the {scope!r} units" if scope else "USD budget"
                 raise BudgetExceededError(
-                    f"USD budget reached: ${spent:.4f} spent and ${self._reserved_usd:.4f} held by calls in flight "
+                    f"{which} reached: ${spent:.4f} spent and ${held:.4f} held by calls in flight "
                     f"of the ${budget:.4f} budget; a call to {model!r} (role {role!r}) was refused",
                     model=model, role=role)
-            self._reserved_usd += estimate
-        return estimate
+            self._reserved_usd[scope] = held + estimate
+        return scope, estimate
 
-    def _release_budget(self, reserved: float) -> None:
-        if reserved:
+    def _release_budget(self, reserved: tuple[str, float]) -> None:
+        scope, amount = reserved
+        if amount:
             with self._budget_lock:
-                self._reserved_usd = max(self._reserved_usd - reserved, 0.0)
+                self._reserved_usd[scope] = max(self._reserved_usd.get(scope, 0.0) - amount, 0.0)
 
     @staticmethod
     def _as_llm_error(exc: Exception, model: str, role: str, role_cfg: RoleConfig, attempts: int) -> LLMError:

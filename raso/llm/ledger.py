@@ -71,6 +71,7 @@ class UsageLedger:
         self._by_role: dict[str, dict[str, Any]] = {}
         self._by_stage: dict[str, dict[str, Any]] = {}
         self._by_model: dict[str, dict[str, Any]] = {}
+        self._usd_by_unit_head: dict[str, float] = {}  # unit tag before its first "|" -> USD (budget scopes)
         for rec in records:
             self.record(rec)
 
@@ -99,6 +100,8 @@ class UsageLedger:
         _add(self._by_role.setdefault(rec.role, _empty()), rec)
         _add(self._by_stage.setdefault(rec.stage, _empty()), rec)
         _add(self._by_model.setdefault(rec.model, _empty()), rec)
+        head = (rec.unit or "").split("|", 1)[0]
+        self._usd_by_unit_head[head] = self._usd_by_unit_head.get(head, 0.0) + float(rec.cost_usd or 0.0)
 
     def records(self) -> list[CallRecord]:
         with self._lock:
@@ -107,6 +110,11 @@ class UsageLedger:
     def totals(self) -> dict[str, Any]:
         with self._lock:
             return dict(self._totals)
+
+    def cost_of_units(self, prefix: str) -> float:
+        """USD of the calls whose unit tag starts with `prefix` (e.g. every batch of the test evaluation)."""
+        with self._lock:
+            return sum(usd for head, usd in self._usd_by_unit_head.items() if head.startswith(prefix))
 
     def by_role(self) -> dict[str, dict[str, Any]]:
         with self._lock:
