@@ -65,6 +65,27 @@ def make_run(run_dir: Path, *, budget_rollouts: int | None = None) -> Path:
     return run_dir
 
 
+def make_gate_run(run_dir: Path) -> Path:
+    """A finished scripted run with the `significant` gate (level 0.1, 2 rollouts per val task) on the toy harness,
+    whose val score is the share of its 4 val tasks the skill's LEVEL covers: s0 LEVEL=0; iteration 1 proposes
+    LEVEL=1 (one task better: p 0.5, rejected), iteration 2 LEVEL=4 (all four better: p 1/16, accepted). The agent
+    is priced ($1000 per million tokens), so every candidate has a cost."""
+    from test_engine_support import ToyHarness, toy_initializer, toy_proposer
+
+    from raso.api import optimize
+    from raso.engine import OptimizeConfig
+    from raso.llm.scripted import ScriptedModel
+
+    agent = ScriptedModel(toy_agent_reply, name="gate-html-agent")
+    optimizer = ScriptedModel(["LEVEL=0", "LEVEL=1", "LEVEL=4"], name="gate-html-optimizer")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, workers=1, seed=3, run_dir=run_dir,
+                            test=False, max_iterations=2, prices={agent.model: "1000,1000", optimizer.model: "0,0"},
+                            gate={"mode": "significant", "level": 0.1, "rollouts_per_task": 2})
+    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
+    return run_dir
+
+
 def plant_hostile_corpus_section(run_dir: Path) -> str:
     """Put HOSTILE into the first retrieved corpus section of proposals/init.json (its text and heading path)
     and return that section's id: a corpus skill is third-party text like a model's reply."""

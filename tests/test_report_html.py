@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from report_html_support import HOSTILE, audit, make_run, plant_hostile_corpus_section
+from report_html_support import HOSTILE, audit, make_gate_run, make_run, plant_hostile_corpus_section
 
 from raso.engine import RunDir
 from raso.engine.html_report import PAGE_SCRIPT, build_html_report, cut
@@ -301,25 +301,12 @@ def test_an_interrupted_format1_run_directory_renders_with_its_pending_candidate
 
 
 def test_the_gate_table_shows_each_decisions_statistic_interval_p_value_and_cost(tmp_path: Path) -> None:
-    """A significant-gate run on the toy harness (val score = share of the 4 val tasks the LEVEL covers): LEVEL 0 ->
-    1 gains one task (p 0.5, rejected), then LEVEL 0 -> 4 gains all four (p 1/16, accepted at level 0.1)."""
-    from test_engine_support import ToyHarness, toy_agent_reply, toy_initializer, toy_proposer
-
-    from raso.api import optimize
-    from raso.engine import OptimizeConfig
-    from raso.llm.scripted import ScriptedModel
-
-    agent = ScriptedModel(toy_agent_reply, name="gate-html-agent")
-    optimizer = ScriptedModel(["LEVEL=0", "LEVEL=1", "LEVEL=4"], name="gate-html-optimizer")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, workers=1, seed=3, run_dir=tmp_path / "run",
-                            test=False, max_iterations=2, prices={agent.model: "1000,1000", optimizer.model: "0,0"},
-                            gate={"mode": "significant", "level": 0.1, "rollouts_per_task": 2})
-    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
-    decisions = read_jsonl(RunDir(config.run_dir).candidates)
+    """The significant-gate run of make_gate_run: one rejected and one accepted candidate."""
+    run = make_gate_run(tmp_path / "run")
+    decisions = read_jsonl(RunDir(run).candidates)
     assert [(d["accepted"], d["p_value"]) for d in decisions] == [(False, 0.5), (True, 1 / 16)]
 
-    page = (config.run_dir / "report.html").read_text(encoding="utf-8")
+    page = (run / "report.html").read_text(encoding="utf-8")
     lineage = _section(page, "lineage")
     text = " ".join("".join(audit(lineage).text).split())
     assert "Gate significant: a candidate is paired, and the gain must be significant" in text

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_html_support import HOSTILE, make_run
+from report_html_support import HOSTILE, make_gate_run, make_run
 
 from raso.engine.run_dir import read_jsonl
 
@@ -64,8 +64,6 @@ def test_report_html_in_headless_chromium(tmp_path: Path) -> None:
                 assert cells.nth(3).inner_text() == d["gate_mode"]
                 assert cells.nth(6).inner_text() == f"{d['statistic']:+.3f}"
                 assert ("accepted" if d["accepted"] else "rejected") in cells.nth(9).inner_text()
-            page.locator("#gate").evaluate("h => h.scrollIntoView({block: \"start\"})")
-            page.screenshot(path=str(ARTIFACTS / "report_html_gate.png"))
 
             # a lesson's corpus sources, then one section's quoted text
             sources = page.locator("#lessons details.sources").first
@@ -104,3 +102,33 @@ def test_report_html_in_headless_chromium(tmp_path: Path) -> None:
     assert dialogs == []  # no planted alert() ran
     assert problems == []  # no script error, no refused script (the CSP hash matches the page's script)
     assert all(url.startswith("file://") for url in requests), requests
+
+
+@pytest.mark.browser
+def test_gate_decisions_of_a_significant_gate_run_in_headless_chromium(tmp_path: Path) -> None:
+    """The page of make_gate_run (a rejected and an accepted candidate): the gate table shows each decision's
+    statistic, interval and p-value; the screenshot of the lineage and the table is docs/images/report_gate.png."""
+    sync_playwright = _browser_or_fail()
+    run = make_gate_run(tmp_path / "run")
+    decisions = read_jsonl(run / "candidates.jsonl")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})  # the whole section in view
+            page.goto((run / "report.html").as_uri() + "#lineage")
+            rows = page.locator("#lineage table.gate tr")
+            assert rows.count() == 1 + len(decisions) == 3
+            for n, d in enumerate(decisions, start=1):
+                cells = rows.nth(n).locator("td")
+                low, high = d["interval"]
+                assert rows.nth(n).is_visible()
+                assert cells.nth(7).inner_text() == f"[{low:+.3f}, {high:+.3f}]"
+                assert cells.nth(8).inner_text() == f"{d['p_value']:.3f}"
+                assert cells.nth(9).locator(".badge").inner_text() == ("accepted" if d["accepted"] else "rejected")
+            node = page.locator("#lineage .node.accepted .gate-stat")
+            assert node.inner_text() == f"significant: Δ +1.000 [+1.000, +1.000], p={1 / 16:.3f}, 16 val rollouts"
+            page.locator("section#lineage").screenshot(path=str(ARTIFACTS / "report_html_gate.png"))
+        finally:
+            browser.close()
+    print(f"screenshot: {ARTIFACTS / 'report_html_gate.png'}")
