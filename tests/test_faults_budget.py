@@ -192,3 +192,34 @@ def test_a_small_budget_test_usd_cuts_the_test_evaluation_short_within_one_call(
     assert test_calls and _test_cost(calls) - 0.01 <= max(c.cost_usd for c in test_calls)
     assert [t.label for t in result.test] == ["s0"]  # s0's test call was admitted; the best skill's refused
     assert _test_note(rd) == "test evaluation cut short: test USD budget reached"
+
+
+@pytest.mark.parametrize(("refused_role", "nth", "stop"), [
+    ("optimizer", 0, "USD budget reached ($"),  # iteration 1's proposal: the engine's check before it stops the run
+    ("agent", 1, "USD budget reached during iter001_train"),  # mid-batch: the gateway refuses, the batch is dropped
+])
+def test_one_usd_cap_covers_agent_and_optimizer_calls_and_stops_within_one_call(tmp_path: Path, refused_role: str,
+                                                                                  nth: int, stop: str) -> None:
+    """Both roles priced: the budget is the spend just before the `nth` iteration-1 call of `refused_role` in an
+    unbudgeted run of the same deterministic script; every call before it goes through and that one is never made."""
+    def run(name: str, budget: float | None) -> tuple[Any, list[CallRecord], ScriptedModel, ScriptedModel]:
+        agent = ScriptedModel(toy_agent_reply, name="agent")
+        optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2"], name="optimizer")
+        config = _config(tmp_path / name, agent, optimizer, workers=1, max_iterations=1, agent_max_tokens=16,
+                         prices={agent.model: ModelPrice(input=1000.0, output=1000.0),
+                                 optimizer.model: ModelPrice(input=3000.0, output=3000.0)}, budget_usd=budget)
+        result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
+        calls = [CallRecord.model_validate(c) for c in json.loads(RunDir(config.run_dir).ledger.read_text())["calls"]]
+        return result, calls, agent, optimizer
+
+    _, free_calls, _, _ = run("free", None)
+    index = [i for i, c in enumerate(free_calls)
+             if c.role == refused_role and (c.unit or "").startswith("iter001")][nth]
+    budget = sum(c.cost_usd for c in free_calls[:index])  # reached exactly when that call asks to be admitted
+    result, calls, agent, optimizer = run("capped", budget)
+    assert [(c.role, c.unit) for c in calls] == [(c.role, c.unit) for c in free_calls[:index]]  # the same calls, cut
+    assert len(agent.calls) + len(optimizer.calls) == index  # the refused call never reached its model
+    spent = sum(c.cost_usd for c in calls)
+    assert spent == pytest.approx(budget) and spent - budget <= max(c.cost_usd for c in calls)
+    assert {c.role for c in calls if c.cost_usd > 0} == {"agent", "optimizer"}  # one cap over both roles' spend
+    assert result.stop_reason.startswith(stop) and result.candidates == []
