@@ -140,6 +140,8 @@ def test_the_holdout_is_scored_for_the_final_skill_and_reported(tmp_path: Path) 
     assert result.val_rollouts == 3 + 3  # the holdout is counted apart
     assert "| held-out val score (v001, never seen by the gate) | 1.000 on 1 task(s), 1 rollouts; gated val 1.000" \
         in rd.report.read_text()
+    page = rd.report_html.read_text()
+    assert "1.000 for v001 on 1 task(s) the gate never saw (1 rollouts); gated val 1.000, gap +0.000" in page
 
 
 # ---------------------------------------------------------------- seeds and cost
