@@ -499,16 +499,19 @@ class LLMGateway:
                 max_tokens = None
         return price.cost(prompt_tokens, int(max_tokens or DEFAULT_WORST_CASE_COMPLETION_TOKENS))
 
-    def _budget_scope(self, unit: str | None) -> tuple[str, float | None, float]:
-        """(scope, limit, spent so far) of the USD budget a call tagged `unit` is admitted against: the unit
-        budget whose prefix its tag starts with, else budget_usd over every call outside the unit budgets."""
+    def _budget_scope(self, unit: str | None) -> tuple[str, float | None]:
+        """(scope, limit) of the USD budget a call tagged `unit` is admitted against: the unit budget whose prefix
+        its tag starts with, else budget_usd, which covers every call outside the unit budgets."""
         head = (unit or "").split("|", 1)[0]
         scoped = self.config.unit_budgets_usd
         prefix = next((p for p in scoped if head.startswith(p)), None)
-        if prefix is not None:
-            return prefix, scoped[prefix], self.ledger.cost_of_units(prefix)
-        spent = float(self.ledger.totals()["cost_usd"]) - sum(self.ledger.cost_of_units(p) for p in scoped)
-        return "", self.config.budget_usd, spent
+        return (prefix, scoped[prefix]) if prefix is not None else ("", self.config.budget_usd)
+
+    def _spent_in_scope(self, scope: str) -> float:
+        if scope:
+            return self.ledger.cost_of_units(scope)
+        return float(self.ledger.totals()["cost_usd"]) - sum(
+            self.ledger.cost_of_units(p) for p in self.config.unit_budgets_usd)
 
     def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any],
                         unit: str | None = None) -> tuple[str, float]:
@@ -517,11 +520,12 @@ class LLMGateway:
         booked. So the spend passes the budget by at most the last admitted call (its cost is bounded by its
         max_tokens), and a run whose real cost is under the budget is never stopped by worst-case estimates of
         calls it does not make."""
-        scope, budget, spent = self._budget_scope(unit)
+        scope, budget = self._budget_scope(unit)
         if budget is None:
             return scope, 0.0
         estimate = self.worst_case_cost(model, messages, params)
         with self._budget_lock:
+            spent = self._spent_in_scope(scope)
             held = self._reserved_usd.get(scope, 0.0)
             if spent + held >= budget:
                 which = f"USD budget of the {scope!r} units" if scope else "USD budget"
