@@ -331,3 +331,24 @@ def test_the_gate_table_shows_each_decisions_statistic_interval_p_value_and_cost
     assert f"significant: Δ +1.000 [+1.000, +1.000], p={1 / 16:.3f}, 16 val rollouts" in node[:600]
     glance = " ".join("".join(audit(_section(page, "glance")).text).split())
     assert "gatesignificant (level 0.1); 2 rollout(s) per val and test task" in glance  # <dt>gate</dt><dd>...
+
+
+def test_a_candidate_identical_to_its_parent_shows_as_not_evaluated(tmp_path: Path) -> None:
+    from test_engine_support import ToyHarness, toy_agent_reply, toy_initializer, toy_proposer
+
+    from raso.api import optimize
+    from raso.engine import OptimizeConfig
+    from raso.llm.scripted import ScriptedModel
+
+    agent, optimizer = ScriptedModel(toy_agent_reply, name="same-agent"), ScriptedModel(["LEVEL=1"] * 2, name="same")
+    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
+                            update="rfsu", epochs=1, minibatch=2, workers=1, run_dir=tmp_path / "run", test=False,
+                            max_iterations=1)
+    optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
+    (d,) = read_jsonl(RunDir(config.run_dir).candidates)
+    assert d["candidate_val"] is None and "identical" in d["reason"]
+    lineage = _section((config.run_dir / "report.html").read_text(encoding="utf-8"), "lineage")
+    assert lineage.count('badge not-evaluated') == 2  # the tree's node and the gate table's row
+    row = lineage[lineage.index('<tr class="not-evaluated">'):]
+    cells = [" ".join(c.split()) for c in audit(row[:row.index("</tr>")]).text if c.strip()]
+    assert cells[4:10] == ["-", f"{d['current_val']:.3f}", "(stored)", "-", "-", "-"]

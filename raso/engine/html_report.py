@@ -203,17 +203,25 @@ def _gate_rule(cfg: dict[str, Any]) -> dict[str, Any]:
             "holdout": gate.get("val_holdout", 0)}
 
 
+def _status(c: CandidateRecord) -> str:
+    """accepted, rejected (by the gate), not evaluated (never reached the gate: identical to its parent, or the
+    budget ran out) or no candidate (the proposal failed)."""
+    if c.accepted:
+        return "accepted"
+    if c.version is None:
+        return "no candidate"
+    return "rejected" if c.candidate_val is not None else "not evaluated"
+
+
 def _gate_rows(state: RunState) -> list[dict[str, Any]]:
     """Each candidate's gate decision: the rule, the scores compared, the statistic with its interval and
     p-value (paired modes), the val rollouts it cost, and the candidate's own model calls and USD."""
     rows = []
     for c in state.candidates:
-        evaluated = c.candidate_val is not None
         paired = c.incumbent_val is not None
         rows.append({
             "iteration": c.iteration, "version": c.version, "parent": c.current_version, "mode": c.gate_mode,
-            "status": "accepted" if c.accepted else ("no candidate" if c.version is None
-                                                     else ("rejected" if evaluated else "not evaluated")),
+            "status": _status(c),
             "candidate_val": c.candidate_val,
             "incumbent_val": c.incumbent_val if paired else c.current_val,
             "incumbent_kind": "re-scored" if paired else "stored",
@@ -245,7 +253,7 @@ def _lineage(state: RunState) -> list[dict[str, Any]]:
     orphans: list[dict[str, Any]] = []
     for c in state.candidates:
         node: dict[str, Any] = {"version": c.version, "label": f"iteration {c.iteration}", "val": c.candidate_val,
-                "status": "accepted" if c.accepted else ("no candidate" if c.version is None else "rejected"),
+                "status": _status(c),
                 "reason": c.reason + (f" ({c.error})" if c.error and c.error not in c.reason else ""),
                 "iteration": c.iteration, "children": [], "best": c.version is not None
                 and c.version == state.current_version, "gate": _gate_summary(c)}
