@@ -7,7 +7,13 @@ every rollout saved there (an interrupted cell shows with the rollouts it finish
 
     nice -n 10 python experiments/offline_evidence.py --harness webshop --model local/qwen2.5-coder-0.5b \
         --skill none --skill expert --grammar on --grammar off --limit 4 --max-steps 8 --out runs/evidence
+    python experiments/offline_evidence.py --config evidence.yaml --set agent.temperature=0
     python experiments/offline_evidence.py --out runs/evidence --table-only
+
+The cells come from an EvidenceConfig: a config file (`--config`, YAML/TOML/JSON with the fields below), then the
+flags, then `--set` for any other raso option. Each cell's parameters are written to <cell>/cell.json (its folder
+name is a readable prefix and a digest of them, never parsed back); folders written before cell.json existed
+(parameters encoded in the name) are still read.
 
 Per cell: n rollouts, mean reward ± standard error, the valid-action rate (actions the harness's
 `action_is_valid` accepted, over all actions it could judge), tokens per rollout and wall time per rollout.
@@ -16,6 +22,7 @@ Per cell: n rollouts, mean reward ± standard error, the valid-action rate (acti
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -24,12 +31,69 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from raso.llm.config import DEFAULT_LOCAL_MODEL
 
 EXPERT = "expert"
 NO_SKILL = "none"
+CELL_FILE = "cell.json"
+
+
+class EvidenceCell(BaseModel):
+    """One evaluation: harness (with options), agent model (with agent options), skill, grammar, budget, and any
+    other raso option (`options`, from --set)."""
+
+    harness: str
+    harness_options: dict[str, Any] = Field(default_factory=dict)
+    model: str
+    agent_options: dict[str, Any] = Field(default_factory=dict)
+    skill: str
+    grammar: bool
+    max_steps: int
+    limit: int
+    max_tokens: int | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def harness_label(self) -> str:
+        return option_label(self.harness, self.harness_options)
+
+    @property
+    def model_label(self) -> str:
+        return option_label(self.model, self.agent_options)
+
+    @property
+    def folder(self) -> str:
+        """The cell's folder: readable, and unique per parameters (their digest)."""
+        digest = hashlib.sha1(json.dumps(self.model_dump(mode="json"), sort_keys=True, default=str).encode())
+        grammar = "grammar" if self.grammar else "free"
+        return f"{self.harness}-{skill_label(self.skill)}-{grammar}-{digest.hexdigest()[:10]}"
+
+
+class EvidenceConfig(BaseModel):
+    """The cells of an offline-evidence run: every (harness, model, grammar, skill) combination."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    harnesses: list[str] = Field(default_factory=lambda: ["webshop"])
+    models: list[str] = Field(default_factory=lambda: [DEFAULT_LOCAL_MODEL])
+    skills: list[str] = Field(default_factory=lambda: [NO_SKILL, EXPERT],
+                              description="'none', 'expert' (the harness's expert_skill/SKILL.md) or a SKILL.md path")
+    grammar: list[bool] = Field(default_factory=lambda: [True, False])
+    limit: int = Field(default=4, ge=1, description="val tasks per cell (the first N)")
+    max_steps: int = Field(default=8, ge=1, description="environment actions per rollout")
+    max_tokens: int | None = Field(default=None, ge=1, description="reply tokens per turn (default: the harness's)")
+    harness_options: dict[str, Any] = Field(default_factory=dict, description="constructor options of every harness")
+    agent_options: dict[str, Any] = Field(default_factory=dict, description="AgentConfig options of every cell")
+    options: dict[str, Any] = Field(default_factory=dict, description="any other raso option by its dotted name")
+    out: Path = Path("runs/offline_evidence")
+
+    def cells(self) -> list[EvidenceCell]:
+        return [EvidenceCell(harness=h, harness_options=self.harness_options, model=m,
+                             agent_options=self.agent_options, skill=skill, grammar=g, max_steps=self.max_steps,
+                             limit=self.limit, max_tokens=self.max_tokens, options=self.options)
+                for h in self.harnesses for m in self.models for g in self.grammar for skill in self.skills]
 
 
 class CellResult(BaseModel):
@@ -73,6 +137,7 @@ def expert_skill_path(harness: str) -> Path:
 
 
 def cell_name(harness: str, model: str, skill: str, grammar: bool, max_steps: int, limit: int) -> str:
+    """The folder name cells had before cell.json (parameters encoded in it; read back by parse_cell_name)."""
     return f"{harness}__{model.replace('/', '_')}__{skill}__{'grammar' if grammar else 'free'}__s{max_steps}__n{limit}"
 
 
@@ -89,7 +154,12 @@ def summarize(cell_dir: Path) -> CellResult | None:
     rollouts = [Rollout.load(p) for p in sorted((cell_dir / "trajectories").glob("*.json"))]
     if not rollouts:
         return None
-    meta = parse_cell_name(cell_dir.name)
+    if (cell_dir / CELL_FILE).is_file():
+        cell = EvidenceCell.model_validate_json((cell_dir / CELL_FILE).read_text(encoding="utf-8"))
+        meta: dict[str, Any] = {"harness": cell.harness_label, "model": cell.model_label, "skill": skill_label(cell.skill),
+                                "grammar": cell.grammar, "max_steps": cell.max_steps}
+    else:  # a folder written before cell.json: its parameters are in its name
+        meta = parse_cell_name(cell_dir.name)
     stops: dict[str, int] = {}
     for r in rollouts:
         key = str(r.metadata.get("stop_reason"))
@@ -123,19 +193,17 @@ def skill_label(skill: str) -> str:
     return path.parent.name if path.name == "SKILL.md" and path.parent.name else path.stem
 
 
-def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int, max_steps: int,
-             max_tokens: int | None, out: Path, harness_options: dict[str, Any] | None = None,
-             agent_options: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> None:
+def run_cell(cell: EvidenceCell, out: Path) -> Path:
+    """Evaluate one cell into out/<cell.folder> (its parameters in cell.json, its rollouts in trajectories/, DONE
+    when finished); returns the folder."""
     import raso
 
-    harness_options = dict(harness_options or {})
-    agent_options = dict(agent_options or {})
-    name = cell_name(option_label(harness, harness_options), option_label(model, agent_options),
-                     skill_label(skill), grammar, max_steps, limit)
-    skill_arg = None if skill == NO_SKILL else (expert_skill_path(harness) if skill == EXPERT else Path(skill))
-
-    (out / name).mkdir(parents=True, exist_ok=True)
-    cpu_file = out / name / "cpu_s.json"
+    folder = out / cell.folder
+    skill_arg = None if cell.skill == NO_SKILL else (
+        expert_skill_path(cell.harness) if cell.skill == EXPERT else Path(cell.skill))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CELL_FILE).write_text(cell.model_dump_json(indent=1), encoding="utf-8")
+    cpu_file = folder / "cpu_s.json"
     last = [time.process_time()]
 
     def progress(rollout: Any) -> None:
@@ -146,19 +214,38 @@ def run_cell(harness: str, model: str, skill: str, grammar: bool, *, limit: int,
         spent[rollout.task_id] = round(now - last[0], 1)
         cpu_file.write_text(json.dumps(spent), encoding="utf-8")
         last[0] = now
-        print(f"  [{name}] {rollout.task_id}: reward {rollout.reward:.2f} in {rollout.wall_time_s:.0f} s "
+        print(f"  [{cell.folder}] {rollout.task_id}: reward {rollout.reward:.2f} in {rollout.wall_time_s:.0f} s "
               f"({spent[rollout.task_id]:.0f} CPU s; {rollout.metadata.get('stop_reason')})", flush=True)
 
-    raso.evaluate(harness, skill_arg, split="val", limit=limit, out_dir=out / name, on_rollout=progress,
-                  **{**(options or {}), "models.target": model, "schedule.workers": 1,
-                     "agent": {**agent_options, "max_steps": max_steps, "max_tokens": max_tokens,
-                               "constrain_replies": grammar},
-                     **({"harness_options": harness_options} if harness_options else {})})
-    (out / name / "DONE").write_text("", encoding="utf-8")
+    raso.evaluate(cell.harness, skill_arg, split="val", limit=cell.limit, out_dir=folder, on_rollout=progress,
+                  **{**cell.options, "models.target": cell.model, "schedule.workers": 1,
+                     "agent": {**cell.agent_options, "max_steps": cell.max_steps, "max_tokens": cell.max_tokens,
+                               "constrain_replies": cell.grammar},
+                     **({"harness_options": cell.harness_options} if cell.harness_options else {})})
+    (folder / "DONE").write_text("", encoding="utf-8")
+    return folder
+
+
+def run_evidence(config: EvidenceConfig) -> list[CellResult]:
+    """Run every unfinished cell of `config` (a finished one, DONE in its folder, is skipped); the results of every
+    cell saved under `config.out`."""
+    config.out.mkdir(parents=True, exist_ok=True)
+    for cell in config.cells():
+        if (config.out / cell.folder / "DONE").is_file():
+            print(f"cell done already: {cell.folder}", flush=True)
+            continue
+        folder = run_cell(cell, config.out)
+        done = summarize(folder)
+        if done is not None:
+            print(table([done]).splitlines()[-1], flush=True)
+    return load_cells(config.out)
 
 
 def load_cells(out: Path) -> list[CellResult]:
-    cells = [summarize(d) for d in sorted(out.iterdir()) if d.is_dir() and d.name.count("__") == 5]
+    """Every cell saved under `out`: folders with a cell.json, and older ones named by their parameters."""
+    folders = [d for d in sorted(out.iterdir())
+               if d.is_dir() and ((d / CELL_FILE).is_file() or d.name.count("__") == 5)]
+    cells = [summarize(d) for d in folders]
     return [c for c in cells if c is not None]
 
 
@@ -189,15 +276,43 @@ def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str, *, 
         parser.error(str(exc))
 
 
+def load_evidence_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvidenceConfig:
+    """The config file (if any), then the flags that were given, then --set: one EvidenceConfig. A bad file or
+    value is a usage error naming it."""
+    from raso.engine.config import ConfigError, read_config_file
+
+    data: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            data = dict(read_config_file(args.config))
+        except (ConfigError, OSError) as exc:
+            parser.error(f"--config {args.config}: {exc}")
+    flags = {"harnesses": args.harness, "models": args.model, "skills": args.skill,
+             "grammar": [g == "on" for g in args.grammar] if args.grammar else None, "limit": args.limit,
+             "max_steps": args.max_steps, "max_tokens": args.max_tokens, "out": args.out}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    for field, items, flag, check in (("harness_options", args.harness_arg, "--harness-arg", False),
+                                      ("agent_options", args.agent_arg, "--agent-arg", False),
+                                      ("options", args.set, "--set", True)):
+        if items:
+            data[field] = {**(data.get(field) or {}), **key_values(parser, items, flag, check=check)}
+    try:
+        return EvidenceConfig.model_validate(data)
+    except ValidationError as exc:
+        parser.error("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, help="an EvidenceConfig file (YAML/TOML/JSON: harnesses, models, "
+                        "skills, grammar, limit, max_steps, max_tokens, harness_options, agent_options, options, out)")
     parser.add_argument("--harness", action="append", default=None, help="harness name (repeatable)")
     parser.add_argument("--model", action="append", default=None, help="agent model (repeatable)")
     parser.add_argument("--skill", action="append", default=None,
                         help="'none', 'expert' (the harness's expert_skill/SKILL.md) or a SKILL.md path (repeatable)")
     parser.add_argument("--grammar", action="append", choices=["on", "off"], default=None, help="repeatable")
-    parser.add_argument("--limit", type=int, default=4, help="val tasks per cell (the first N)")
-    parser.add_argument("--max-steps", type=int, default=8, help="environment actions per rollout")
+    parser.add_argument("--limit", type=int, default=None, help="val tasks per cell (the first N; default 4)")
+    parser.add_argument("--max-steps", type=int, default=None, help="environment actions per rollout (default 8)")
     parser.add_argument("--max-tokens", type=int, default=None, help="reply tokens per turn (default: the harness's)")
     parser.add_argument("--harness-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a harness constructor option for every cell (repeatable; VALUE parsed as JSON if it can "
@@ -207,30 +322,14 @@ def main(argv: list[str] | None = None) -> int:
                         "e.g. history_thoughts=false; it shows in the model column")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any other raso option of every cell by its dotted name, e.g. --set agent.temperature=0 "
-                        "(repeatable; not part of the cell's name)")
-    parser.add_argument("--out", type=Path, default=Path("runs/offline_evidence"))
+                        "(repeatable; recorded in each cell's cell.json)")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default runs/offline_evidence)")
     parser.add_argument("--table-only", action="store_true", help="print the table of the saved cells and exit")
     args = parser.parse_args(argv)
-    options = key_values(parser, args.harness_arg, "--harness-arg")
-    agent_options = key_values(parser, args.agent_arg, "--agent-arg")
-    shared = key_values(parser, args.set, "--set", check=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    if not args.table_only:
-        for harness in args.harness or ["webshop"]:
-            for model in args.model or [DEFAULT_LOCAL_MODEL]:
-                for grammar in args.grammar or ["on", "off"]:
-                    for skill in args.skill or [NO_SKILL, EXPERT]:
-                        on = grammar == "on"
-                        name = cell_name(option_label(harness, options), option_label(model, agent_options),
-                                         skill_label(skill), on, args.max_steps, args.limit)
-                        if (args.out / name / "DONE").is_file():
-                            print(f"cell done already: {name}", flush=True)
-                            continue
-                        run_cell(harness, model, skill, on, limit=args.limit, max_steps=args.max_steps,
-                                 max_tokens=args.max_tokens, out=args.out, harness_options=options,
-                                 agent_options=agent_options, options=shared)
-                        print(table([summarize(args.out / name)]).splitlines()[-1], flush=True)
-    print(table(load_cells(args.out)))
+    config = load_evidence_config(args, parser)
+    config.out.mkdir(parents=True, exist_ok=True)
+    cells = load_cells(config.out) if args.table_only else run_evidence(config)
+    print(table(cells))
     return 0
 
 
