@@ -66,6 +66,15 @@ def ledger_totals(path: Path) -> dict[str, Any]:
     return PersistentLedger(Path(path)).totals()
 
 
+def check_fraction_index(index: str | Path | None) -> None:
+    """A corpus-fraction sweep needs a real corpus index: a fraction of the starter corpus (a few hundred skills
+    shipped for demos) is not the paper's experiment. ValueError naming what to pass."""
+    if index is None:
+        raise ValueError("corpus_fraction < 1 needs a corpus index (--set retrieval.index=DIR, built with `raso "
+                         "corpus build ... --blocklist <benchmark>`): a fraction of the starter corpus is not the "
+                         "paper's experiment")
+
+
 def options_key(options: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
@@ -79,15 +88,18 @@ class SharedArtifacts:
     # ------------------------------------------------------------------ corpus
     def index_path(self, cfg: OptimizeConfig, fraction: float | None, seed: int) -> Path | None:
         """The index directory a cell retrieves from: the configured (or starter) one, or its seeded
-        `fraction` subsample (by whole skills), built once."""
+        `fraction` subsample (by whole skills), built once. The subsample keeps the base index's blocklists (the
+        leakage guard reads them) and records what it was sampled from."""
         if fraction is None or fraction >= 1.0:
             return Path(cfg.retrieval.index) if cfg.retrieval.index is not None else None
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"corpus_fraction must be in (0, 1], got {fraction}")
+        check_fraction_index(cfg.retrieval.index)
         target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}"
         with _lock(target):
             if (target / "meta.json").exists():  # save() renames a complete directory into place
                 return target
+            from corpus_tools.blocklist import index_blocklists
             from corpus_tools.index import SectionIndex
             from raso.api import load_index
 
@@ -95,6 +107,8 @@ class SharedArtifacts:
             skills = sorted(base.skills)
             keep = set(random.Random(f"corpus:{seed}:{fraction}").sample(skills, max(1, round(fraction * len(skills)))))
             sub = SectionIndex.build(s for s in base.iter_sections() if s.skill_id in keep)
+            sub.meta.update({"blocklists": index_blocklists(cfg.retrieval.index),
+                             "subsample_of": str(cfg.retrieval.index), "fraction": fraction, "seed": seed})
             sub.save(target)
             atomic_write_json(target.parent / f"{target.name}.json",
                               {"fraction": fraction, "seed": seed, "skills": len(keep), "of_skills": len(skills),
@@ -163,4 +177,4 @@ class SharedArtifacts:
         return {key: own.get(key, 0) + shared.get(key, 0) for key in own}
 
 
-__all__ = ["SharedArtifacts", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key"]
+__all__ = ["SharedArtifacts", "check_fraction_index", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key"]

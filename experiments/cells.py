@@ -7,11 +7,13 @@ saved state, the test evaluation replays its cached model replies.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,10 @@ from raso.harness import Harness
 from raso.skill import Skill
 
 from .accounting import engine_budget, reported_rollouts
-from .artifacts import SharedArtifacts, empty_usage, ledger_totals, ledgered_gateway
-from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig
+from .artifacts import SharedArtifacts, ledger_totals, ledgered_gateway
+from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, HarnessSpec
+from .proposals import cell_notes
+from .results import CellNotes, CellResult, CurvePoint, GitInfo, StageUsage, TaskScore, UpdateSummary, Usage
 
 RESULT_FILE = "result.json"
 REPO = Path(__file__).resolve().parent.parent
@@ -64,15 +68,35 @@ def cell_dir(config: ExperimentConfig, cell: Cell) -> Path:
     return config.results_root / "cells" / cell.key
 
 
-def load_result(config: ExperimentConfig, cell: Cell) -> dict[str, Any] | None:
-    import json
-
+def load_result(config: ExperimentConfig, cell: Cell) -> CellResult | None:
+    """The cell's finished result (older result.json files load too), or None while it is unfinished."""
     path = cell_dir(config, cell) / RESULT_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return CellResult.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+
+
+def is_demo(data_label: str) -> bool:
+    """Whether a harness's `data_label()` names the demo data shipped with raso (never a benchmark's)."""
+    return data_label.startswith("demo data")
+
+
+def harness_row_label(spec: HarnessSpec, data_label: str) -> str:
+    """How a table names a harness: on demo data the label says so, so a demo row never reads as the benchmark."""
+    return f"{spec.label} [demo data]" if is_demo(data_label) else spec.label
 
 
 def _limited(tasks: list[Any], limit: int | None) -> list[Any]:
     return tasks[:limit] if limit is not None else tasks
+
+
+@dataclass
+class UpdateOutcome:
+    """What an update method produced: its best skill and the numbers a CellResult records."""
+
+    skill: Skill
+    summary: UpdateSummary
+    usage: Usage
+    curve: list[CurvePoint]
+    checkpoint: Path | None  # the engine's checkpoint (its candidate records); None for GEPA
 
 
 class CellRunner:
@@ -90,20 +114,22 @@ class CellRunner:
         self.cfg = cell_optimize_config(config, cell, index=index)
         self.n_train = len(_limited(self.harness.tasks("train"), self.cfg.schedule.train_limit))
         self.n_val = len(_limited(self.harness.tasks("val"), self.cfg.schedule.val_limit))
+        self.init_json: Path | None = None  # the shared s0's init record, once s0 is made
 
     # ------------------------------------------------------------------ pieces
-    def initial_skill(self) -> tuple[Skill | None, dict[str, Any]]:
+    def initial_skill(self) -> tuple[Skill | None, Usage]:
         """s0 and the usage of making it (the init stage)."""
         method = self.cell.method
         if method.init == "none":
-            return None, empty_usage()
+            return None, Usage()
         if method.init == "skillrouter":
-            return self._routed_skill(), empty_usage()
+            return self._routed_skill(), Usage()
         path = self.shared.initial_skill(self.harness, self.cell.harness.key, self.cfg, init=method.init,
                                          seed=self.cell.seed)
+        self.init_json = path.parent / "init.json"
         skill = Skill.load(path)
         skill.save(self.dir / "s0.md")
-        return skill, self.shared.init_usage(path)
+        return skill, Usage.from_dict(self.shared.init_usage(path))
 
     def _routed_skill(self) -> Skill:
         """SkillRouter row: the one whole corpus skill that best matches the task description, used as-is."""
@@ -126,13 +152,12 @@ class CellRunner:
         return engine_budget(self.n_train, self.n_val, epochs=cfg.schedule.epochs, minibatch=cfg.schedule.minibatch,
                              convention=conv)
 
-    def run_update(self, s0: Skill) -> dict[str, Any]:
+    def run_update(self, s0: Skill) -> UpdateOutcome:
         """RFSU / RASU / TextGrad through raso's engine (raso.api), GEPA through its package."""
         import shutil
 
         import raso.api
         from raso.engine.run_dir import RunDir
-        from raso.engine.state import RunState
 
         update = self.cell.method.update
         if update == "gepa":
@@ -141,7 +166,7 @@ class CellRunner:
         if update == "textgrad":
             from .baselines.textgrad_baseline import TextGradProposer
 
-            proposer = TextGradProposer()
+            proposer = TextGradProposer(chunk_size=self.cfg.update.chunk_size)  # RASU's chunks: equal prompts
         run_dir = self.dir / "run"
         if (run_dir / "checkpoint.json").exists():
             result = raso.api.resume(run_dir, harness=self.harness, proposer=proposer)
@@ -153,18 +178,17 @@ class CellRunner:
                 "update.method": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
                 "budget.rollouts": self.update_budget(), "run_dir": run_dir})
             result = raso.api.optimize(self.harness, config=cfg, proposer=proposer)
-        state = RunState.model_validate_json((run_dir / "checkpoint.json").read_text(encoding="utf-8"))
-        return {
-            "skill": Skill.load(RunDir(run_dir).best_skill), "val_best": result.best_val,
-            "val_initial": result.initial_val, "rollouts_used": result.rollouts_used,
-            "train_rollouts": result.train_rollouts, "val_rollouts": result.val_rollouts,
-            "iterations": result.iterations, "accepted": result.accepted, "stop_reason": result.stop_reason,
-            "usage": ledger_totals(run_dir / "ledger.calls.jsonl"),
-            "s0_evaluated": any(p.label == "s0" for p in state.curve),
-            "curve": [{"rollouts": p.rollouts_used, "cost_usd": p.cost_usd, "val": p.best_val} for p in state.curve],
-        }
+        summary = UpdateSummary(
+            val_best=result.best_val, val_initial=result.initial_val, rollouts_used=result.rollouts_used,
+            train_rollouts=result.train_rollouts, val_rollouts=result.val_rollouts, iterations=result.iterations,
+            accepted=result.accepted, stop_reason=result.stop_reason,
+            s0_evaluated=any(p.label == "s0" for p in result.curve))
+        curve = [CurvePoint(rollouts=p.rollouts_used, cost_usd=p.cost_usd, val=p.best_val) for p in result.curve]
+        return UpdateOutcome(skill=Skill.load(RunDir(run_dir).best_skill), summary=summary, curve=curve,
+                             usage=Usage.from_dict(ledger_totals(run_dir / "ledger.calls.jsonl")),
+                             checkpoint=run_dir / "checkpoint.json")
 
-    def _run_gepa(self, s0: Skill) -> dict[str, Any]:
+    def _run_gepa(self, s0: Skill) -> UpdateOutcome:
         from raso.api import make_agent
 
         from .baselines.gepa_baseline import run_gepa
@@ -180,17 +204,17 @@ class CellRunner:
         best_so_far, curve = float("-inf"), []
         for rollouts, score in zip(outcome.discovery_eval_counts, outcome.val_scores):
             best_so_far = max(best_so_far, score)
-            curve.append({"rollouts": rollouts, "cost_usd": None, "val": best_so_far})
-        return {
-            "skill": Skill.parse(outcome.best_skill), "val_best": outcome.best_val, "val_initial": outcome.initial_val,
-            "rollouts_used": outcome.rollouts_used, "train_rollouts": None, "val_rollouts": None,
-            "iterations": None, "accepted": outcome.candidates - 1, "stop_reason": "GEPA budget",
-            "usage": ledger_totals(run_dir / "ledger.calls.jsonl"), "s0_evaluated": True, "curve": curve,
-            "gepa": outcome.model_dump(exclude={"best_skill"}),
-        }
+            curve.append(CurvePoint(rollouts=rollouts, cost_usd=None, val=best_so_far))
+        summary = UpdateSummary(
+            val_best=outcome.best_val, val_initial=outcome.initial_val, rollouts_used=outcome.rollouts_used,
+            accepted=outcome.candidates - 1, stop_reason="GEPA budget", s0_evaluated=True,
+            gepa=outcome.model_dump(mode="json", exclude={"best_skill"}))
+        return UpdateOutcome(skill=Skill.parse(outcome.best_skill), summary=summary, curve=curve,
+                             usage=Usage.from_dict(ledger_totals(run_dir / "ledger.calls.jsonl")), checkpoint=None)
 
-    def evaluate_test(self, skill: Skill | None) -> dict[str, Any]:
-        """The same test evaluation for every method (raso.evaluate), its model calls replayed on resume."""
+    def evaluate_test(self, skill: Skill | None) -> tuple[float, float | None, list[TaskScore], Usage]:
+        """The same test evaluation for every method (raso.evaluate), its model calls replayed on resume: mean
+        reward, success rate, per-task rewards, usage."""
         import raso.api
 
         gw = ledgered_gateway(self.cfg, cache_dir=self.dir / "test_cache", ledger_path=self.dir / "test.calls.jsonl")
@@ -203,64 +227,67 @@ class CellRunner:
             # the next run of the experiment redoes it (the rollouts that worked replay from the cache)
             raise RuntimeError(f"{result.infrastructure_failures} test rollout(s) got no agent result "
                                f"({result.first_infrastructure_error or 'no error text'}); not scored")
-        return {"mean": result.mean_reward, "success_rate": result.success_rate,
-                "per_task": [{"task_id": r.task_id, "reward": r.reward, "error": bool(r.error)}
-                             for r in result.rollouts],
-                "usage": ledger_totals(self.dir / "test.calls.jsonl")}
+        per_task = [TaskScore(task_id=str(r.task_id), reward=r.reward, error=bool(r.error)) for r in result.rollouts]
+        return (result.mean_reward, result.success_rate, per_task,
+                Usage.from_dict(ledger_totals(self.dir / "test.calls.jsonl")))
 
     # ------------------------------------------------------------------ the cell
-    def run(self) -> dict[str, Any]:
+    def run(self) -> CellResult:
         done = load_result(self.config, self.cell)
         if done is not None:
             return done
         self.dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         s0, init_usage = self.initial_skill()
-        update: dict[str, Any] = {}
+        update: UpdateOutcome | None = None
         final = s0
         if self.cell.method.update is not None:
             assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi_raw
             update = self.run_update(s0)
-            final = update.pop("skill")
+            final = update.skill
             final.save(self.dir / "best.md")
-        test = self.evaluate_test(final)
+        test_mean, success_rate, per_task, test_usage = self.evaluate_test(final)
         conv = self.config.rollout_convention
-        used = update.get("rollouts_used", 0)
-        result = {
-            "experiment": self.config.name, "table": self.config.table, "cell": self.cell.key,
-            "method": self.cell.method.name, "label": self.cell.method.label, "harness": self.cell.harness.key,
-            "harness_label": self.cell.harness.label,
-            "seed": self.cell.seed, "setting": self.cell.setting, "setting_label": self.cell.setting_label,
-            "setting_index": self.cell.setting_index,
-            "test_mean": test["mean"], "test_success_rate": test["success_rate"], "test_per_task": test["per_task"],
-            "val_best": update.get("val_best"), "val_initial": update.get("val_initial"),
-            "rollouts_used": used, "rollout_convention": conv,
-            "rollouts": reported_rollouts(used, self.n_val, s0_evaluated=update.get("s0_evaluated", False),
-                                          convention=conv) if update else 0,
-            "budget_rollouts": self.update_budget() if update else 0,
-            "n_train": self.n_train, "n_val": self.n_val, "n_test": len(test["per_task"]),
-            "usage": {"init": init_usage, "update": update.get("usage", empty_usage()),
-                      "test": test["usage"]},
-            "update": {k: v for k, v in update.items() if k not in ("usage", "curve")},
-            "curve": update.get("curve", []),
-            "wall_time_s": time.perf_counter() - started,
-            "ran_on": {"host": socket.gethostname(), "pid": os.getpid(), "thread": threading.current_thread().name},
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "git": git_commit(), "config": self.config.model_dump(mode="json"),
-        }
+        used = update.summary.rollouts_used if update else 0
+        data = self.harness.data_label()
+        notes = CellNotes.from_dict(cell_notes(self.harness, checkpoint=update.checkpoint if update else None,
+                                               init_json=self.init_json))
+        result = CellResult(
+            experiment=self.config.name, table=self.config.table, cell=self.cell.key,
+            method=self.cell.method.name, label=self.cell.method.label, harness=self.cell.harness.key,
+            harness_label=harness_row_label(self.cell.harness, data), data=data, demo_data=is_demo(data),
+            seed=self.cell.seed, setting=self.cell.setting, setting_label=self.cell.setting_label,
+            setting_index=self.cell.setting_index,
+            test_mean=test_mean, test_success_rate=success_rate, test_per_task=per_task,
+            val_best=update.summary.val_best if update else None,
+            val_initial=update.summary.val_initial if update else None,
+            rollouts_used=used, rollout_convention=conv,
+            rollouts=reported_rollouts(used, self.n_val, s0_evaluated=update.summary.s0_evaluated,
+                                       convention=conv) if update else 0,
+            budget_rollouts=self.update_budget() if update else 0,
+            n_train=self.n_train, n_val=self.n_val, n_test=len(per_task),
+            usage=StageUsage(init=init_usage, update=update.usage if update else Usage(), test=test_usage),
+            update=update.summary if update else None, notes=notes, curve=update.curve if update else [],
+            wall_time_s=time.perf_counter() - started,
+            ran_on={"host": socket.gethostname(), "pid": os.getpid(), "thread": threading.current_thread().name},
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            git=GitInfo.from_dict(git_commit()), config=self.config.model_dump(mode="json"),
+        )
         if self.config.mlflow_uri:  # before result.json: a cell whose tracking failed is retried with it
             from .tracking import log_cell
 
-            result["mlflow_run_id"] = log_cell(self.config.mlflow_uri, self.config.name, result, self.dir)
-        atomic_write_json(self.dir / RESULT_FILE, result)
+            result.mlflow_run_id = log_cell(self.config.mlflow_uri, self.config.name, result, self.dir)
+        atomic_write_json(self.dir / RESULT_FILE, result.to_dict())
         return result
 
 
 def run_cell(config_data: dict[str, Any], cell_data: dict[str, Any]) -> dict[str, Any]:
-    """Entry point for a worker (process, thread, Ray or Dask): plain data in, plain data out."""
+    """Entry point for a worker (process, thread, Ray or Dask): plain data in, plain data out
+    (`CellResult.to_dict()`)."""
     config = ExperimentConfig.model_validate(config_data)
     cell = Cell.model_validate(cell_data)
-    return CellRunner(config, cell).run()
+    return CellRunner(config, cell).run().to_dict()
 
 
-__all__ = ["CellRunner", "RESULT_FILE", "cell_dir", "cell_optimize_config", "git_commit", "load_result", "run_cell"]
+__all__ = ["CellRunner", "RESULT_FILE", "UpdateOutcome", "cell_dir", "cell_optimize_config", "git_commit", "harness_row_label",
+           "is_demo", "load_result", "run_cell"]

@@ -207,16 +207,70 @@ def expand_cells(config: ExperimentConfig) -> list[Cell]:
             for m in config.parsed_methods() for seed in config.seeds]
 
 
+def harness_option_names(name: str) -> set[str] | None:
+    """The constructor options a harness takes (None when it takes any keyword: nothing to check against)."""
+    import inspect
+
+    from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, harness_class
+
+    try:
+        cls = harness_class(name)
+    except (HarnessNotFoundError, HarnessLoadError) as exc:
+        raise ConfigError(f"harness {name!r}: {exc}") from None
+    params = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL}
+
+
+def check_harness_options(harnesses: list[HarnessSpec]) -> None:
+    """Every option given to a harness is one its constructor takes: a misspelt key is an error, never dropped."""
+    for spec in harnesses:
+        known = harness_option_names(spec.name)
+        unknown = sorted(set(spec.options) - known) if known is not None else []
+        if unknown:
+            raise ConfigError(f"harness {spec.name!r} has no option(s) {', '.join(unknown)}; it takes "
+                              f"{', '.join(sorted(known or ())) or 'none'}")
+
+
+def _matches(spec: HarnessSpec, name: str) -> bool:
+    return name in (spec.name, spec.name.rsplit(":", 1)[-1], spec.key)
+
+
+def apply_harness_args(config: ExperimentConfig, assignments: list[str]) -> ExperimentConfig:
+    """`--harness-arg NAME.KEY=VALUE` (repeatable): option KEY of harness NAME (VALUE parsed as JSON/YAML, as for
+    `--set`). A NAME the experiment does not run, or a KEY its constructor does not take, is a ConfigError."""
+    from raso.engine.config import parse_assignments
+
+    harnesses = list(config.harnesses)
+    for key, value in parse_assignments(assignments, "--harness-arg", check=False).items():
+        name, dot, option = key.rpartition(".")
+        if not dot or not name or not option:
+            raise ConfigError(f"--harness-arg {key}=...: expected HARNESS.OPTION=VALUE, e.g. webshop.data_dir=PATH")
+        where = [i for i, spec in enumerate(harnesses) if _matches(spec, name)]
+        if not where:
+            raise ConfigError(f"--harness-arg {key}: this experiment runs no harness {name!r} (it runs "
+                              f"{', '.join(h.name for h in harnesses)})")
+        for i in where:
+            harnesses[i] = harnesses[i].model_copy(update={"options": {**harnesses[i].options, option: value}})
+    check_harness_options(harnesses)
+    return config.model_copy(update={"harnesses": harnesses})
+
+
 def load_experiment(source: str | Path | dict[str, Any], overrides: dict[str, Any] | None = None) -> ExperimentConfig:
     """An experiment from a config file (or a mapping) plus overrides (e.g. a test's scripted model and toy
-    harness). Raises ConfigError naming the source and each bad key."""
+    harness; `harness_args`: a list of `--harness-arg` assignments). Raises ConfigError naming the source and
+    each bad key."""
     if isinstance(source, dict):
         data, where = dict(source), "the given mapping"
     else:
         data, where = read_config_file(source), str(source)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    values = dict(overrides or {})
+    harness_args = values.pop("harness_args", None) or []
+    data.update({k: v for k, v in values.items() if v is not None})
     try:
-        return ExperimentConfig.model_validate(data)
+        config = ExperimentConfig.model_validate(data)
+        return apply_harness_args(config, harness_args) if harness_args else config
     except ValidationError as exc:
         lines = [f"invalid experiment configuration in {where}:"]
         for err in exc.errors():
@@ -226,4 +280,5 @@ def load_experiment(source: str | Path | dict[str, Any], overrides: dict[str, An
 
 
 __all__ = ["ALIASES", "Cell", "ExperimentConfig", "HarnessSpec", "INIT_METHODS", "Method", "S0_METHODS",
-           "UPDATE_METHODS", "expand_cells", "load_experiment"]
+           "UPDATE_METHODS", "apply_harness_args", "check_harness_options", "expand_cells", "harness_option_names",
+           "load_experiment"]

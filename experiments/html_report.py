@@ -17,6 +17,7 @@ from urllib.parse import quote
 from raso.engine.html_report import environment
 from raso.fileio import atomic_write_text
 
+from .results import CellResult
 from .tables import _cost, aggregate, fmt, mean_se
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -42,17 +43,17 @@ def _ordered(values: list[str], order: list[str]) -> list[str]:
     return sorted(set(values), key=lambda v: (order.index(v) if v in order else len(order), v))
 
 
-def _score_rows(results: list[dict[str, Any]], method_order: list[str]) -> dict[str, Any]:
+def _score_rows(results: list[CellResult], method_order: list[str]) -> dict[str, Any]:
     """Methods down, (harness, setting) across: mean ± s.e. and the 95% CI over seeds, in percent."""
     rows = aggregate(results)
-    columns = sorted({(r["harness"], r["setting_index"], r["harness_label"], r["setting"]) for r in rows},
+    columns = sorted({(r.harness, r.setting_index, r.harness_label, r.setting) for r in rows},
                      key=lambda c: (c[1], c[0]))
-    methods = _ordered([r["method"] for r in rows], method_order)
-    by_key = {(r["harness"], r["setting_index"], r["method"]): r for r in rows}
+    methods = _ordered([r.method for r in rows], method_order)
+    by_key = {(r.harness, r.setting_index, r.method): r for r in rows}
     by_cell: dict[tuple[str, int, str], list[float]] = defaultdict(list)
     for r in results:
-        if r.get("test_mean") is not None:
-            by_cell[(r["harness"], r["setting_index"], r["method"])].append(float(r["test_mean"]) * 100)
+        if r.test_mean is not None:
+            by_cell[(r.harness, r.setting_index, r.method)].append(r.test_mean * 100)
     body = []
     for method in methods:
         cells = []
@@ -62,29 +63,29 @@ def _score_rows(results: list[dict[str, Any]], method_order: list[str]) -> dict[
             if row is None:
                 cells.append(None)
                 continue
-            label = row["label"]
+            label = row.label
             ci = t_interval(by_cell[(harness, setting_index, method)])
-            cells.append({"text": fmt(row["test_mean"], row["test_se"]), "seeds": row["seeds"],
+            cells.append({"text": fmt(row.test_mean, row.test_se), "seeds": row.seeds,
                           "ci": None if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]",
-                          "cost": row["cost_usd_mean"], "rollouts": row["rollouts_used_mean"]})
+                          "cost": row.cost_usd_mean, "rollouts": row.rollouts_used_mean})
         body.append({"method": method, "label": label, "cells": cells})
     return {"columns": [{"harness": h, "label": lab, "setting": s} for h, _, lab, s in columns], "rows": body,
             "sweep": len({c[1] for c in columns}) > 1}
 
 
-def _paired(results: list[dict[str, Any]], method_order: list[str]) -> list[dict[str, Any]]:
+def _paired(results: list[CellResult], method_order: list[str]) -> list[dict[str, Any]]:
     """For each (harness, setting) and each pair of methods: the per-task test reward of B minus A (each
     method's reward on a task is its mean over seeds), only on tasks both methods were scored on."""
     per: dict[tuple[str, int], dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
     labels: dict[str, str] = {}
     names: dict[tuple[str, int], str] = {}
     for r in results:
-        key = (r["harness"], r["setting_index"])
-        names[key] = f"{r.get('harness_label', r['harness'])}" + (f" · {r['setting_label']}"
-                                                                   if r.get("setting_label") else "")
-        labels[r["method"]] = r["label"]
-        for t in r.get("test_per_task") or []:
-            per[key][r["method"]].setdefault(str(t["task_id"]), []).append(float(t["reward"]))
+        key = (r.harness, r.setting_index)
+        names[key] = f"{r.harness_label}" + (f" · {r.setting_label}"
+                                                                   if r.setting_label else "")
+        labels[r.method] = r.label
+        for t in r.test_per_task:
+            per[key][r.method].setdefault(str(t.task_id), []).append(float(t.reward))
     groups = []
     for key in sorted(per, key=lambda k: (k[1], k[0])):
         methods = _ordered(list(per[key]), method_order)
@@ -108,16 +109,16 @@ def _paired(results: list[dict[str, Any]], method_order: list[str]) -> list[dict
     return groups
 
 
-def _cells(root: Path, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cells(root: Path, results: list[CellResult]) -> list[dict[str, Any]]:
     out = []
-    for r in sorted(results, key=lambda r: str(r["cell"])):
-        report = root / "cells" / str(r["cell"]) / "run" / REPORT_NAME
+    for r in sorted(results, key=lambda r: str(r.cell)):
+        report = root / "cells" / str(r.cell) / "run" / REPORT_NAME
         href = None
         if report.is_file():  # a RASO update cell; the path is made here from the folder names, then quoted
             href = "/".join(quote(part, safe="") for part in report.relative_to(root).parts)
-        out.append({"cell": r["cell"], "label": r["label"], "harness": r.get("harness_label", r["harness"]),
-                    "seed": r["seed"], "setting": r.get("setting_label", ""), "test": r.get("test_mean"),
-                    "val_best": r.get("val_best"), "rollouts": r.get("rollouts_used", 0), "cost": _cost(r),
+        out.append({"cell": r.cell, "label": r.label, "harness": r.harness_label,
+                    "seed": r.seed, "setting": r.setting_label, "test": r.test_mean,
+                    "val_best": r.val_best, "rollouts": r.rollouts_used, "cost": _cost(r),
                     "href": href})
     return out
 
@@ -135,9 +136,9 @@ def build_experiment_html(results_root: str | Path) -> str:
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     except ValueError as exc:
         raise NotAnExperimentError(f"{meta_path} is not valid JSON ({exc})") from exc
-    config = meta.get("config") or (results[0].get("config") if results else {}) or {}
+    config = meta.get("config") or (results[0].config if results else {}) or {}
     method_order = [str(m).strip().lower() for m in config.get("methods") or []]
-    commits = sorted({str(r.get("git", {}).get("commit", "")) for r in results} - {""})
+    commits = sorted({str(r.git.commit or "") for r in results} - {""})
     failures = []
     if (root / "failures.json").is_file():
         try:
@@ -148,7 +149,7 @@ def build_experiment_html(results_root: str | Path) -> str:
     return environment(TEMPLATES).get_template("experiment_report.html.j2").render(
         title=f"RASO experiment: {config.get('name', root.name)}", name=config.get("name", root.name),
         table=config.get("table", "?"), model=config.get("model", "?"), root=str(root),
-        seeds=sorted({r["seed"] for r in results}), commits=commits, n_results=len(results),
+        seeds=sorted({r.seed for r in results}), commits=commits, n_results=len(results),
         scores=_score_rows(results, method_order), paired=_paired(results, method_order),
         cells=_cells(root, results), failures=failures,
     )

@@ -19,11 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from raso.engine.config import ConfigError, nested
+from raso.engine.config import ConfigError, merge, nested
 from raso.engine.run_dir import atomic_write_json
 
 from .cells import git_commit, load_result, run_cell
-from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, expand_cells, load_experiment
+from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, check_harness_options, expand_cells, load_experiment
+from .results import CellResult
 
 
 class ExperimentSummary(BaseModel):
@@ -99,17 +100,31 @@ def _comparable(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _refuse_mixed_results(config: ExperimentConfig, results: list[dict[str, Any]]) -> None:
+def _refuse_mixed_results(config: ExperimentConfig, results: list[CellResult]) -> None:
     """Finished cells are reused only when they were made under the same result-defining options (more seeds,
     methods or harnesses may be added; a changed model or budget needs another results folder)."""
     wanted = _comparable(config.model_dump(mode="json"))
     for result in results:
-        made = _comparable(result["config"])
+        made = _comparable(result.config)
         differ = [k for k in RESULT_KEYS if made.get(k) != wanted.get(k)]
         if differ:
             raise ConfigError(
-                f"{config.results_root} holds cell {result['cell']} made with other {', '.join(differ)}; its "
+                f"{config.results_root} holds cell {result.cell} made with other {', '.join(differ)}; its "
                 "results cannot share a table with this config: use another results_dir (or name), or delete it")
+
+
+def preflight(config: ExperimentConfig) -> None:
+    """Checks before any cell runs (ConfigError / ValueError with the reason): every harness option is one its
+    harness takes, and a corpus-fraction sweep has a real corpus index to subsample."""
+    from .artifacts import check_fraction_index
+
+    check_harness_options(config.harnesses)
+    for setting in config.settings:
+        fraction = setting.get("corpus_fraction")
+        if fraction is not None and float(fraction) < 1.0:
+            options = merge(nested(config.optimize), nested({k: v for k, v in setting.items()
+                                                             if k not in RUNNER_SETTING_KEYS}))
+            check_fraction_index((options.get("retrieval") or {}).get("index"))
 
 
 def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
@@ -123,6 +138,7 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     config = source if isinstance(source, ExperimentConfig) else load_experiment(source, overrides)
     if isinstance(source, ExperimentConfig) and overrides:
         config = load_experiment(config.model_dump(mode="json"), overrides)
+    preflight(config)
     started = time.perf_counter()
     root = config.results_root
     root.mkdir(parents=True, exist_ok=True)
@@ -153,9 +169,10 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     return summary
 
 
-def read_results(results_root: Path) -> list[dict[str, Any]]:
-    """Every finished cell's result under an experiment's results directory."""
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(results_root).glob("cells/**/result.json"))]
+def read_results(results_root: Path) -> list[CellResult]:
+    """Every finished cell's result under an experiment's results directory (older result files too)."""
+    return [CellResult.from_dict(json.loads(p.read_text(encoding="utf-8")))
+            for p in sorted(Path(results_root).glob("cells/**/result.json"))]
 
 
-__all__ = ["ExperimentSummary", "read_results", "run_experiment"]
+__all__ = ["ExperimentSummary", "preflight", "read_results", "run_experiment"]

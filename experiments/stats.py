@@ -9,9 +9,11 @@ test tasks × seeds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .results import CellResult
 
 #: Which method a row is compared with, in order of preference (init tables: no skill; update tables: RFSI's s0).
 REFERENCES = ("none", "rfsi")
@@ -48,17 +50,21 @@ def reference_for(methods: Sequence[str]) -> str | None:
     return next((m for m in REFERENCES if m in methods), None)
 
 
-def per_task(cell: dict[str, Any]) -> dict[str, float]:
-    return {str(t["task_id"]): float(t["reward"]) for t in cell.get("test_per_task") or []}
+CellLike = CellResult | Mapping[str, Any]
 
 
-def paired_difference(cells: Sequence[dict[str, Any]], reference_cells: Sequence[dict[str, Any]], reference: str,
+def per_task(cell: CellLike) -> dict[str, float]:
+    return {t.task_id: t.reward for t in CellResult.from_dict(cell).test_per_task}
+
+
+def paired_difference(cells: Sequence[CellLike], reference_cells: Sequence[CellLike], reference: str,
                       *, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> PairedDifference | None:
     """The paired difference of `cells` (one per seed) against `reference_cells` over the seeds both have and the
     test tasks every one of those seeds scored; None when nothing pairs."""
-    ref_by_seed = {c["seed"]: per_task(c) for c in reference_cells}
-    pairs = [(per_task(c), ref_by_seed[c["seed"]]) for c in sorted(cells, key=lambda c: c["seed"])
-             if c["seed"] in ref_by_seed]
+    typed = [CellResult.from_dict(c) for c in cells]
+    ref_by_seed = {c.seed: per_task(c) for c in (CellResult.from_dict(r) for r in reference_cells)}
+    pairs = [(per_task(c), ref_by_seed[c.seed]) for c in sorted(typed, key=lambda c: c.seed)
+             if c.seed in ref_by_seed]
     if not pairs:
         return None
     tasks = sorted(set.intersection(*(set(m) & set(r) for m, r in pairs)))
@@ -79,9 +85,9 @@ def paired_difference(cells: Sequence[dict[str, Any]], reference_cells: Sequence
     return PairedDifference(reference=reference, mean=observed, low=low, high=high, tasks=n_tasks, seeds=n_seeds)
 
 
-def cell_n(cells: Sequence[dict[str, Any]]) -> tuple[int, int]:
+def cell_n(cells: Sequence[CellLike]) -> tuple[int, int]:
     """(test tasks, seeds) of a table cell: the most tasks any seed scored, and the number of seeds."""
-    return max((len(c.get("test_per_task") or []) for c in cells), default=0), len(cells)
+    return max((len(CellResult.from_dict(c).test_per_task) for c in cells), default=0), len(cells)
 
 
 __all__ = ["BOOTSTRAP_SEED", "PairedDifference", "REFERENCES", "cell_n", "paired_difference", "reference_for"]

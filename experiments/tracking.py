@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .results import CellResult
+
 STAGES = ("init", "update", "test")
 
 
-def log_cell(uri: str, experiment: str, result: dict[str, Any], cell_dir: Path) -> str:
+def log_cell(uri: str, experiment: str, cell: CellResult | dict[str, Any], cell_dir: Path) -> str:
     """Log one cell's result to MLflow at `uri`; returns the MLflow run id."""
+    result = CellResult.from_dict(cell).to_dict()
     try:
         import mlflow
     except ImportError as exc:
@@ -31,7 +34,7 @@ def log_cell(uri: str, experiment: str, result: dict[str, Any], cell_dir: Path) 
                 "seed": result["seed"], "setting": result["setting_label"], "model": result["config"]["model"],
                 "optimizer_model": result["config"].get("optimizer_model") or result["config"]["model"],
                 "rollout_convention": result["rollout_convention"], "budget_rollouts": result["budget_rollouts"],
-                "commit": result["git"].get("commit"),
+                "commit": result["git"].get("commit"), "data": result["data"],
             })
             metrics = {"test_mean": result["test_mean"], "rollouts": result["rollouts"],
                        "rollouts_used": result["rollouts_used"], "wall_time_s": result["wall_time_s"]}

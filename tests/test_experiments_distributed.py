@@ -15,7 +15,7 @@ SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 
 
 
 def _scores(root: Path) -> dict[str, tuple]:
-    return {r["cell"]: (r["test_mean"], tuple(t["reward"] for t in r["test_per_task"]), r["rollouts_used"])
+    return {r.cell: (r.test_mean, tuple(t.reward for t in r.test_per_task), r.rollouts_used)
             for r in read_results(root)}
 
 
@@ -36,8 +36,8 @@ def test_dask_cluster_gives_the_same_results_as_local(tmp_path: Path) -> None:
     assert remote.cells == local.cells == 8
     assert _scores(Path(remote.results_dir)) == _scores(Path(local.results_dir))
     # the cells really ran on the cluster's worker threads, not in the caller's
-    assert all("Dask" in r["ran_on"]["thread"] for r in read_results(Path(remote.results_dir)))
-    assert not any("Dask" in r["ran_on"]["thread"] for r in read_results(Path(local.results_dir)))
+    assert all("Dask" in r.ran_on["thread"] for r in read_results(Path(remote.results_dir)))
+    assert not any("Dask" in r.ran_on["thread"] for r in read_results(Path(local.results_dir)))
 
 
 def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,11 +51,11 @@ def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pyt
     assert summary.failed == []
     result = read_results(Path(summary.results_dir))[0]
     client = mlflow.tracking.MlflowClient(tracking_uri=store.as_uri())
-    run = client.get_run(result["mlflow_run_id"])
+    run = client.get_run(result.mlflow_run_id)
     assert run.data.params["method"] == "rfsu" and run.data.params["seed"] == "0"
-    assert run.data.metrics["test_mean"] == result["test_mean"]
+    assert run.data.metrics["test_mean"] == result.test_mean
     curve = client.get_metric_history(run.info.run_id, "val_curve")
-    assert [(m.step, m.value) for m in curve] == [(p["rollouts"], p["val"]) for p in result["curve"]]
+    assert [(m.step, m.value) for m in curve] == [(p.rollouts, p.val) for p in result.curve]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "skills")}
     assert {"skills/s0.md", "skills/best.md"} <= artifacts
 

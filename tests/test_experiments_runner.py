@@ -11,6 +11,7 @@ import pytest
 from test_experiments_support import MARKER, calls_matching, overrides, scripted_models
 
 from experiments.config import Method, load_experiment
+from experiments.results import CellResult
 from experiments.runner import read_results, run_experiment
 from raso.engine.config import ConfigError
 
@@ -29,10 +30,10 @@ def _run(tmp_path: Path, config: str, **extra):
     return summary, agent, optimizer
 
 
-def _by_method(results: list[dict]) -> dict[str, list[dict]]:
+def _by_method(results: list[CellResult]) -> dict[str, list[CellResult]]:
     out: dict[str, list[dict]] = {}
     for r in results:
-        out.setdefault(r["method"], []).append(r)
+        out.setdefault(r.method, []).append(r)
     return out
 
 
@@ -61,17 +62,17 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     results = read_results(root)
     assert summary.cells == len(results) == 4 * 3
     by = _by_method(results)
-    assert [r["test_mean"] for r in by["none"]] == [0.0] * 3
-    assert [r["test_mean"] for r in by["rfsi"]] == [0.0] * 3   # no lesson: the plain skill
-    assert [r["test_mean"] for r in by["rasi"]] == [1.0] * 3   # the corpus lesson carries the marker
-    assert all(r["rollouts"] == 0 and r["n_test"] == 6 for r in results)
+    assert [r.test_mean for r in by["none"]] == [0.0] * 3
+    assert [r.test_mean for r in by["rfsi"]] == [0.0] * 3   # no lesson: the plain skill
+    assert [r.test_mean for r in by["rasi"]] == [1.0] * 3   # the corpus lesson carries the marker
+    assert all(r.rollouts == 0 and r.n_test == 6 for r in results)
     # RFSI and RASI share one requirement decomposition per seed: one query-init call each seed
     assert calls_matching(optimizer, '"requirements": {') == 3
     for seed in (0, 1, 2):
-        inits = {r["method"]: json.loads((Path(r["config"]["results_dir"]) / "init_table" / "shared" /
-                                          r["harness"] / f"seed{seed}").glob(f"{r['method']}-*/init.json")
+        inits = {r.method: json.loads((Path(r.config["results_dir"]) / "init_table" / "shared" /
+                                          r.harness / f"seed{seed}").glob(f"{r.method}-*/init.json")
                                          .__next__().read_text()) for r in results
-                 if r["seed"] == seed and r["method"] in ("rfsi", "rasi")}
+                 if r.seed == seed and r.method in ("rfsi", "rasi")}
         assert inits["rfsi"]["requirements"] == inits["rasi"]["requirements"]
         assert inits["rfsi"]["lessons"] == [] and inits["rasi"]["lessons"]
     # the paper's layout: methods down, the harness across, mean ± standard error in percent
@@ -82,7 +83,7 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     rows = list(csv.DictReader((root / "per_task.csv").open()))
     assert len(rows) == 12 * 6  # every cell's per-task rewards, for paired comparisons
     # every result file carries the config and the commit
-    assert all(r["config"]["name"] == "init_table" and "commit" in r["git"] for r in results)
+    assert all(r.config["name"] == "init_table" and r.git.commit is not None for r in results)
     # more seeds may join the table later; a changed budget or model may not mix into it
     with pytest.raises(ConfigError, match="made with other optimize"):
         run_experiment(CONFIGS / "init_table.yaml",
@@ -95,40 +96,44 @@ def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None
     root = Path(summary.results_dir)
     results = read_results(root)
     by = _by_method(results)
-    assert sorted(by) == ["gepa", "raso", "rasu", "rfsu", "textgrad"]
+    assert sorted(by) == ["gepa", "raso", "rasu", "rfsi", "rfsu", "textgrad"]
+    assert [r.test_mean for r in by["rfsi"]] == [0.0] * 3  # the shared s0 itself: the reference row
+    assert "Δ vs rfsi" in (root / "update.md").read_text()
+    updates = [r for r in results if r.method != "rfsi"]
     # every method from RFSI's s0 fixes the skill through its own proposal step; RASO starts from RASI (already 1)
     for method in ("gepa", "rasu", "rfsu", "textgrad"):
-        assert [r["val_initial"] for r in by[method]] == [0.0] * 3, method
-        assert [r["test_mean"] for r in by[method]] == [1.0] * 3, method
+        assert [r.val_initial for r in by[method]] == [0.0] * 3, method
+        assert [r.test_mean for r in by[method]] == [1.0] * 3, method
     # one shared s0 file per seed for the four update methods, identical text
     for seed in (0, 1, 2):
-        s0 = {(root / "cells" / r["cell"] / "s0.md").read_text() for r in results
-              if r["seed"] == seed and r["method"] != "raso"}
+        s0 = {(root / "cells" / r.cell / "s0.md").read_text() for r in results
+              if r.seed == seed and r.method != "raso"}
         assert len(s0) == 1 and MARKER not in next(iter(s0))
     # identical budgets; no method spends more than it
-    budgets = {r["budget_rollouts"] for r in results}
+    budgets = {r.budget_rollouts for r in updates}
     assert budgets == {3 + 2 * (3 + 3)}  # s0 on val, then per epoch a minibatch of 3 and a candidate on 3 val
-    assert all(0 < r["rollouts_used"] <= r["budget_rollouts"] for r in results)
+    assert all(0 < r.rollouts_used <= r.budget_rollouts for r in updates)
     # the paper's convention reports minibatches + candidate val evaluations, without s0's val evaluation
-    assert all(r["rollouts"] == r["rollouts_used"] - 3 for r in results)
+    assert all(r.rollouts == r.rollouts_used - 3 for r in updates)
     # TextGrad and GEPA calls are on the update stage's bill
-    assert all(r["usage"]["update"]["calls"] > 0 for r in by["textgrad"] + by["gepa"])
+    assert all(r.usage.update.calls > 0 for r in by["textgrad"] + by["gepa"])
     assert (root / "update.md").exists() and (root / "curves.png").read_bytes().startswith(PNG_MAGIC)
 
     # resume: a finished experiment reruns nothing; a cell without its result.json finishes from its run dir
     agent_calls, optimizer_calls = len(agent.calls), len(optimizer.calls)
     again = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
                                                                     optimize=TWO_EPOCHS))
-    assert (again.ran, again.skipped) == (0, 15)
+    assert (again.ran, again.skipped) == (0, 18)
     assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)
-    cell = next(r for r in results if r["method"] == "rfsu")
-    (root / "cells" / cell["cell"] / "result.json").unlink()
+    cell = next(r for r in results if r.method == "rfsu")
+    (root / "cells" / cell.cell / "result.json").unlink()
     third = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
                                                                     optimize=TWO_EPOCHS))
-    assert (third.ran, third.skipped) == (1, 14)
+    assert (third.ran, third.skipped) == (1, 17)
     assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)  # replayed, not re-paid
-    redone = json.loads((root / "cells" / cell["cell"] / "result.json").read_text())
-    assert redone["test_per_task"] == cell["test_per_task"] and redone["rollouts_used"] == cell["rollouts_used"]
+    redone = json.loads((root / "cells" / cell.cell / "result.json").read_text())
+    assert redone["test_per_task"] == [t.to_dict() for t in cell.test_per_task]
+    assert redone["rollouts_used"] == cell.rollouts_used
 
 
 @pytest.mark.parametrize("config", ["stage_ablation.yaml", "adaptation_ablation.yaml", "cost.yaml"])
@@ -144,21 +149,28 @@ def test_ablation_and_cost_tables_end_to_end(tmp_path: Path, config: str) -> Non
     if cfg.table == "cost":
         assert "USD update" in table and "Tokens init" in table
     else:
-        rows = {r["method"]: r for r in results}
+        rows = {r.method: r for r in results}
         assert "±" in table and set(rows) == {m.name for m in cfg.parsed_methods()}
 
 
 @pytest.mark.parametrize(("config", "axis", "png"), [("k_sweep.yaml", "k", "k_sweep.png"),
                                                      ("corpus_fraction.yaml", "corpus_fraction", "corpus_fraction.png")])
 def test_sweeps_end_to_end(tmp_path: Path, config: str, axis: str, png: str) -> None:
-    summary, _, _ = _run(tmp_path, config, seeds=[0, 1, 2])
+    extra = {}
+    if axis == "corpus_fraction":  # a fraction of the starter corpus is refused: an index of its sections instead
+        from corpus_tools.index import SectionIndex
+        from corpus_tools.starter import starter_index
+
+        index = SectionIndex.build(starter_index().iter_sections()).save(tmp_path / "index")
+        extra["optimize"] = {**SMALL, "index": str(index)}
+    summary, _, _ = _run(tmp_path, config, seeds=[0, 1, 2], **extra)
     root = Path(summary.results_dir)
     results = read_results(root)
     cfg = load_experiment(CONFIGS / config)
-    assert {r["setting_index"] for r in results} == set(range(len(cfg.settings)))
+    assert {r.setting_index for r in results} == set(range(len(cfg.settings)))
     assert (root / png).read_bytes().startswith(PNG_MAGIC)
     if axis == "k":
-        used = {json.loads(next((root / "cells" / r["cell"] / "run").glob("config.resolved.json")).read_text())["retrieval"]["k"]
+        used = {json.loads(next((root / "cells" / r.cell / "run").glob("config.resolved.json")).read_text())["retrieval"]["k"]
                 for r in results}
         assert used == {1, 3, 5, 10}
     else:
@@ -205,7 +217,7 @@ def test_an_interrupted_cell_resumes_from_its_run_directory(tmp_path: Path) -> N
     # s0's val evaluation was not run again: one s0_val batch in the whole run
     assert sum(1 for e in events if e["kind"] == "batch_started" and e.get("batch") == "s0_val") == 1
     result = read_results(Path(summary.results_dir))[0]
-    assert result["test_mean"] == 1.0 and result["rollouts_used"] <= result["budget_rollouts"]
+    assert result.test_mean == 1.0 and result.rollouts_used <= result.budget_rollouts
 
 
 def test_a_test_evaluation_hit_by_an_outage_is_not_recorded_and_reruns(tmp_path: Path) -> None:
@@ -232,4 +244,4 @@ def test_a_test_evaluation_hit_by_an_outage_is_not_recorded_and_reruns(tmp_path:
     outage["on"] = False
     again = run_experiment(CONFIGS / "init_table.yaml", values)
     assert (again.ran, again.failed) == (1, [])
-    assert [r["test_mean"] for r in read_results(Path(again.results_dir))] == [0.0]  # scored now: no skill
+    assert [r.test_mean for r in read_results(Path(again.results_dir))] == [0.0]  # scored now: no skill

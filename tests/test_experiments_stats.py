@@ -55,9 +55,9 @@ def test_the_table_shows_the_difference_its_interval_and_n(tmp_path: Path):
     config = load_experiment(CONFIGS / "init_table.yaml", {"harnesses": ["spreadsheet"], "results_dir": str(tmp_path)})
     results = [cell("none", s, [0.0] * 10, label="No skill") for s in range(3)]
     results += [cell("rasi", s, [1.0] * 8 + [0.0] * 2, label="RASI") for s in range(3)]
-    rows = {r["method"]: r for r in aggregate(results)}
-    assert rows["none"]["diff_mean"] is None and rows["rasi"]["reference"] == "none"
-    assert abs(rows["rasi"]["diff_mean"] - 0.8) < 1e-9 and rows["rasi"]["diff_excludes_zero"] is True
+    rows = {r.method: r for r in aggregate(results)}
+    assert rows["none"].diff_mean is None and rows["rasi"].reference == "none"
+    assert abs(rows["rasi"].diff_mean - 0.8) < 1e-9 and rows["rasi"].diff_excludes_zero is True
     text = write_tables(config, results)["markdown"].read_text()
     assert "| RASI | spreadsheet | +80.00 [" in text and "]* | 10 × 3 |" in text
     assert "(n=10×3)" in text

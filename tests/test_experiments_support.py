@@ -19,6 +19,8 @@ from raso.testing import CountingHarness, count_script
 
 MARKER = "COUNT-UP"
 FAILURE = "The agent stops instead of counting up."
+#: A small schedule for the toy harness (flat option names, as the older tests spell them).
+SMALL_OPTIONS = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
 TOY_HARNESS = {"name": "raso.testing.toy:CountingHarness", "options": {"n_tasks": 6}}
 FIXED_SKILL = {"name": "counting", "description": "Count to the target, one number per action.",
                "body": f"# Steps\n{MARKER}: say 1, then 2, and so on, one number per action."}
@@ -103,3 +105,20 @@ class InterruptOnceHarness(CountingHarness):
             InterruptOnceHarness.armed = False
             raise Interrupted("killed during the first train minibatch")
         return super().make_env(task)
+
+
+class SizedHarness(CountingHarness):
+    """The toy game with given train / val / test sizes (e.g. the paper's), on data it calls demo data or a
+    benchmark's paper split: for dry runs and data labels without the benchmarks' data."""
+
+    def __init__(self, train: int = 3, val: int = 2, test: int = 2, demo: bool = True) -> None:
+        super().__init__(n_tasks=train + val + test)
+        self.sizes, self.demo = (train, val, test), demo
+
+    def splits(self) -> dict[str, list[Any]]:
+        train, val, _ = self.sizes
+        return {"train": self._tasks[:train], "val": self._tasks[train:train + val],
+                "test": self._tasks[train + val:]}
+
+    def data_label(self) -> str:
+        return "demo data (toy counting games)" if self.demo else "paper split of /data/toy"

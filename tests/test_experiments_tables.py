@@ -41,7 +41,7 @@ def test_score_table_has_methods_down_harnesses_across(tmp_path: Path) -> None:
     assert lines[2] == "| No skill | 25.00 ± 0.00 (n=1×3) | 50.00 ± 0.00 (n=1×3) | 37.50 |"
     assert lines[3] == "| RASI | 66.67 ± 33.33 (n=1×3) | 50.00 ± 0.00 (n=1×3) | 58.33 |"
     paths = write_tables(config, results)
-    assert paths["csv"].read_text().splitlines()[0].startswith("harness,harness_label,method,label,setting")
+    assert paths["csv"].read_text().splitlines()[0].startswith("harness,harness_label,data,method,label,setting")
     assert "abc123" in paths["markdown"].read_text()  # the commit is on the table
 
 

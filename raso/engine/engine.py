@@ -74,6 +74,7 @@ class OptimizeResult(BaseModel):
                                   "(reported only; never used for selection)")
     test_rollouts: int = 0
     holdout: HoldoutScore | None = None
+    curve: list[CurvePoint] = Field(default_factory=list, description="best val after each evaluation (s0's first)")
 
     @property
     def initial_test(self) -> float | None:
@@ -648,7 +649,7 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
         finished=state.phase == "done", candidates=list(state.candidates), test=list(state.test),
-        test_rollouts=state.test_rollouts, holdout=state.holdout,
+        test_rollouts=state.test_rollouts, holdout=state.holdout, curve=list(state.curve),
     )
 
 

@@ -1,0 +1,211 @@
+"""Typed experiment results: what a cell writes to its `result.json` (CellResult) and what a table is made of
+(TableRow, one per harness x method x setting, seeds pooled).
+
+`to_dict()` gives the JSON-ready form; `from_dict()` reads it back, including result files written before these
+models existed (their missing fields take the defaults below: no data label, no proposal or init notes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: What an old result.json (written before cells recorded their data) says about its data.
+DATA_NOT_RECORDED = "data not recorded (result made before cells named their data)"
+
+R = TypeVar("R", bound="Record")
+
+
+class Record(BaseModel):
+    """A JSON record: `to_dict` / `from_dict`; fields added later have defaults so older files still load."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls: type[R], data: Mapping[str, Any] | R) -> R:
+        return data if isinstance(data, cls) else cls.model_validate(dict(data))
+
+
+class Usage(Record):
+    """Model usage of one stage (a ledger's totals)."""
+
+    model_config = ConfigDict(extra="allow")  # a ledger may count more than these; they are kept
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class StageUsage(Record):
+    """Usage per stage: making s0 (init), the update run, the test evaluation."""
+
+    init: Usage = Field(default_factory=Usage)
+    update: Usage = Field(default_factory=Usage)
+    test: Usage = Field(default_factory=Usage)
+
+    def stage(self, name: str) -> Usage:
+        return {"init": self.init, "update": self.update, "test": self.test}[name]
+
+
+class TaskScore(Record):
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+    task_id: str
+    reward: float
+    error: bool = False
+
+
+class CurvePoint(Record):
+    """The best val score so far after `rollouts` rollouts (and `cost_usd` spent, when known)."""
+
+    rollouts: int
+    cost_usd: float | None = None
+    val: float
+
+
+class GitInfo(Record):
+    commit: str | None = None
+    dirty: bool | None = None
+
+
+class CellNotes(Record):
+    """What a cell says beside its scores (experiments.proposals.cell_notes): how often the update produced no
+    candidate, and the init's share of requirements with a supported lesson and whether its fallback made s0."""
+
+    iterations: int | None = None
+    no_candidate: int | None = None
+    no_candidate_note: str = ""
+    supported_share: float | None = None
+    assembled_fallback: bool | None = None
+
+
+class UpdateSummary(Record):
+    """The update run's own numbers (engine methods; GEPA fills `gepa` and leaves the engine's counts None)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    val_best: float | None = None
+    val_initial: float | None = None
+    rollouts_used: int = 0
+    train_rollouts: int | None = None
+    val_rollouts: int | None = None
+    iterations: int | None = None
+    accepted: int | None = None
+    stop_reason: str | None = None
+    s0_evaluated: bool = False
+    gepa: dict[str, Any] | None = None
+
+
+class CellResult(Record):
+    """One finished cell: its identity, test score (per task), val scores, rollouts, usage per stage, curve,
+    the data it ran on, its notes, and where and from which code it ran."""
+
+    experiment: str = ""
+    table: str = ""
+    cell: str
+    method: str
+    label: str
+    harness: str
+    harness_label: str = ""
+    data: str = DATA_NOT_RECORDED
+    demo_data: bool = False
+    seed: int
+    setting: dict[str, Any] = Field(default_factory=dict)
+    setting_label: str = ""
+    setting_index: int = 0
+    test_mean: float | None = None
+    test_success_rate: float | None = None
+    test_per_task: list[TaskScore] = Field(default_factory=list)
+    val_best: float | None = None
+    val_initial: float | None = None
+    rollouts_used: int = 0
+    rollout_convention: str = "candidates"
+    rollouts: int = 0
+    budget_rollouts: int = 0
+    n_train: int | None = None
+    n_val: int | None = None
+    n_test: int | None = None
+    usage: StageUsage = Field(default_factory=StageUsage)
+    update: UpdateSummary | None = None
+    notes: CellNotes = Field(default_factory=CellNotes)
+    curve: list[CurvePoint] = Field(default_factory=list)
+    wall_time_s: float = 0.0
+    ran_on: dict[str, Any] = Field(default_factory=dict)
+    finished_at: str | None = None
+    git: GitInfo = Field(default_factory=GitInfo)
+    config: dict[str, Any] = Field(default_factory=dict)
+    mlflow_run_id: str | None = None
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.harness_label:
+            self.harness_label = self.harness
+
+    def cost_usd(self, *stages: str) -> float:
+        """USD of the given stages (all three when none is named)."""
+        return sum(self.usage.stage(s).cost_usd for s in (stages or ("init", "update", "test")))
+
+
+class TableRow(Record):
+    """One row of an experiment's table: a (harness, method, setting) with its seeds pooled, its paired difference
+    from the row's reference and its cost per stage."""
+
+    harness: str
+    harness_label: str
+    data: str
+    method: str
+    label: str
+    setting: str
+    setting_index: int
+    seeds: int
+    test_mean: float | None
+    test_se: float | None
+    val_best_mean: float | None
+    val_best_se: float | None
+    rollouts_mean: float
+    rollouts_used_mean: float
+    cost_usd_mean: float
+    wall_time_s_mean: float
+    commit: str | None
+    n_tasks: int
+    n_seeds: int
+    reference: str | None = None
+    diff_mean: float | None = None
+    diff_low: float | None = None
+    diff_high: float | None = None
+    diff_excludes_zero: bool | None = None
+    diff_n: int | None = None
+    no_candidate_note: str = ""
+    supported_share_mean: float | None = None
+    assembled_fallbacks: int = 0
+    init_cost_usd: float = 0.0
+    update_cost_usd: float = 0.0
+    test_cost_usd: float = 0.0
+    init_tokens: float = 0.0
+    update_tokens: float = 0.0
+    test_tokens: float = 0.0
+
+
+class TableResult(Record):
+    """A table as data: its rows, the data each harness ran on, and whether any of it was demo data."""
+
+    name: str
+    table: str
+    model: str
+    rows: list[TableRow]
+    data: dict[str, str] = Field(default_factory=dict, description="harness key -> the data its cells ran on")
+    demo_harnesses: list[str] = Field(default_factory=list)
+    commits: list[str] = Field(default_factory=list)
+
+
+__all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Record", "StageUsage",
+           "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage"]
