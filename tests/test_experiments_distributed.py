@@ -95,5 +95,5 @@ def test_a_local_ray_gives_the_same_two_cells_as_a_local_run(tmp_path: Path, mon
     assert remote.cells == local.cells == 2
     assert _scores(Path(remote.results_dir)) == _scores(Path(local.results_dir))
     # the cells ran in Ray's worker processes, not in this one
-    assert {r["ran_on"]["pid"] for r in read_results(Path(remote.results_dir))}.isdisjoint({os.getpid()})
-    assert all(r["ran_on"]["pid"] == os.getpid() for r in read_results(Path(local.results_dir)))
+    assert {r.ran_on["pid"] for r in read_results(Path(remote.results_dir))}.isdisjoint({os.getpid()})
+    assert all(r.ran_on["pid"] == os.getpid() for r in read_results(Path(local.results_dir)))
