@@ -9,15 +9,16 @@ from raso.skill import Skill, SkillParseError
 
 def skill_from_text(text: str, *, fallback: Skill) -> Skill:
     """`text` read as a SKILL.md; text without usable front matter becomes the body of `fallback`'s name and
-    description (optimizers often return only the body). Empty text keeps `fallback` unchanged."""
+    description (optimizers often return only the body). Empty text keeps `fallback` unchanged. The optimizer
+    edits the document only: `fallback`'s files (those beside its SKILL.md) are carried into the result."""
     text = (text or "").strip()
     if not text:
         return fallback
     try:
-        return Skill.parse(text, source="optimizer output")
+        return Skill.parse(text, source="optimizer output", files=fallback.files)
     except SkillParseError:
         return Skill(name=fallback.name, description=fallback.description, body=text + "\n",
-                     metadata=dict(fallback.metadata))
+                     metadata=dict(fallback.metadata), files=dict(fallback.files))
 
 
 def rollout_feedback(rollout: Rollout, limits: PromptLimits | None = None) -> str:

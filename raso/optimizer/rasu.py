@@ -99,7 +99,7 @@ def diagnose(ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout], chunk
 
 
 def rewrite_skill(ctx: "RunContext", skill: Skill, gradients: Sequence[Gradient], found: Found) -> Skill:
-    """skill-update: (s_t, gradients, lessons) -> candidate s_{t+1}, keeping the skill's name and metadata.
+    """skill-update: (s_t, gradients, lessons) -> candidate s_{t+1}, keeping the skill's name, metadata and files.
     Junk from the model raises StructuredOutputError; the optimizer model profile's repairs are noted in
     `found.errors`."""
     draft = roles.skill_update(ctx.gateway, roles.SkillUpdateInput(
@@ -109,7 +109,7 @@ def rewrite_skill(ctx: "RunContext", skill: Skill, gradients: Sequence[Gradient]
     draft, repairs = sanitize_draft(draft, sanitizers_for(ctx.gateway))
     found.errors.extend(repairs)
     return draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
-                          keep_name=True, metadata=skill.metadata)
+                          keep_name=True, metadata=skill.metadata, files=skill.files)
 
 
 def shown_rollouts(rollouts: Sequence[Rollout], failures_only: bool) -> list[Rollout]:

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from raso.llm import StructuredOutputError
-from raso.skill import Skill, SkillParseError, slugify
+from raso.skill import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, Skill, SkillParseError, slugify
 
 from .roles import SkillDraft
 from .types import Lesson, Requirement
 
-MAX_NAME = 64
-MAX_DESCRIPTION = 1024  # the Agent Skills limit on `description`
+MAX_NAME = MAX_NAME_CHARS  # the Agent Skills limits (raso.skill)
+MAX_DESCRIPTION = MAX_DESCRIPTION_CHARS
 _HEADING_MARKS = re.compile(r"^[#>*\-\s]+")
 
 
@@ -57,12 +57,14 @@ def draft_to_skill(
     default_description: str,
     keep_name: bool = False,
     metadata: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
 ) -> Skill:
     """A valid Skill from a draft. A body that is itself a whole SKILL.md is unpacked; a missing name or
     description gets the default; names are slugified and descriptions flattened and capped. The model
     profile's repairs (raso.optimizer.sanitizers.sanitize_draft) run before, at the call site.
 
-    `keep_name` pins the name to `default_name` (an update keeps the skill's identity).
+    `keep_name` pins the name to `default_name` (an update keeps the skill's identity); `metadata` and `files`
+    (the files beside SKILL.md) are carried over unchanged: the model edits the document, never the files.
     Raises StructuredOutputError when the draft has no body text at all.
     """
     draft = unpack_draft(draft)
@@ -79,6 +81,7 @@ def draft_to_skill(
         description=final_description or " ".join(default_description.split())[:MAX_DESCRIPTION],
         body=body + "\n",
         metadata=dict(metadata or {}),
+        files=dict(files or {}),
     )
 
 
