@@ -375,7 +375,7 @@ def optimize(
                        "run directory")
     if cfg.init_kind == "file":
         try:
-            Skill.load(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
         except Exception as exc:
             raise ConfigError(f"init skill {cfg.init.method}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})

@@ -602,10 +602,10 @@ def build_config(
     config = validate(values, source)
     if config.init_kind == "file":
         init_path = Path(config.init.method).expanduser()
-        if not init_path.is_file():
+        if not (init_path.is_file() or (init_path / "SKILL.md").is_file()):
             raise ConfigError(
                 f"invalid configuration in {source}:\n  - init.method: is neither 'rasi' nor 'rfsi' and no file "
-                f"exists at {config.init.method!r}"
+                f"exists at {config.init.method!r} (nor a skill folder holding a SKILL.md)"
             )
         config.init.method = str(init_path.resolve())
     return config

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import statistics
 import threading
 import time
@@ -204,7 +205,27 @@ class Engine:
         return name if failures == 0 else f"{name}#retry{failures}"
 
     def _skill(self, version: int) -> Skill:
+        """The version as written: its folder (SKILL.md and files; written before the flat SKILL.md copy), or
+        the flat file alone in a run made before skills carried files."""
+        folder = self.run_dir.skill_folder(version)
+        if (folder / "SKILL.md").is_file():
+            return Skill.load_folder(folder)
         return Skill.load(self.run_dir.skill_path(version))
+
+    def _save_version(self, version: int, skill: Skill) -> None:
+        """Folder first: once the flat file exists, its folder is complete."""
+        skill.save_folder(self.run_dir.skill_folder(version))
+        skill.save(self.run_dir.skill_path(version))
+
+    def _save_best(self, skill: Skill) -> None:
+        """SKILL.md at the top (as always) and `skill/<name>/` with the files beside it. A view only: a resume
+        reads the versions."""
+        skill.save(self.run_dir.best_skill)
+        folders = self.run_dir.best_skill_folders
+        skill.save_folder(folders / skill.name)
+        for stale in folders.iterdir():  # another name (never within one run's engine; a hand-edited run dir)
+            if stale.name != skill.name and not stale.name.startswith(".") and (stale / "SKILL.md").is_file():
+                shutil.rmtree(stale, ignore_errors=True)
 
     def checkpoint(self) -> None:
         """Views first, then the checkpoint itself: a kill in between leaves the previous checkpoint valid."""
@@ -404,7 +425,7 @@ class Engine:
     def _initialize(self) -> None:
         cfg = self.config
         if cfg.init_kind == "file":
-            skill = Skill.load(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            skill = Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init.method})
         else:
             if self.parts.initializer is None:
@@ -413,8 +434,8 @@ class Engine:
             skill = result.skill
             atomic_write_json(self.run_dir.proposals / "init.json", result.to_dict())
             self._record_lessons(result.lessons, stage="init", iteration=0, version=0)
-        skill.save(self.run_dir.skill_path(0))
-        skill.save(self.run_dir.best_skill)
+        self._save_version(0, skill)
+        self._save_best(skill)
         self.state.current_version = 0
         self.state.next_version = 1
         self.state.phase = "s0_val"
@@ -580,7 +601,7 @@ class Engine:
             return
         version = s.next_version
         s.next_version += 1
-        proposal.candidate.save(self.run_dir.skill_path(version))
+        self._save_version(version, proposal.candidate)
         atomic_write_json(self.run_dir.proposals / f"{tag}.json", proposal.to_dict())
         self._record_lessons(proposal.lessons, stage="update", iteration=p.iteration, version=version)
         p.candidate_version = version
@@ -627,7 +648,7 @@ class Engine:
         if accepted and p.candidate_version is not None:
             s.current_version = p.candidate_version
             s.current_val = candidate_val
-            self._skill(p.candidate_version).save(self.run_dir.best_skill)
+            self._save_best(self._skill(p.candidate_version))
         if candidate_val is not None:
             self._add_curve(f"v{p.candidate_version}")
         s.iterations_done += 1

@@ -5,7 +5,10 @@ Layout::
     config.resolved.json / config.resolved.yaml   the configuration actually used
     task_description.md, harness_description.md   T and H as given to every agent role
     SKILL.md                                      the best skill so far (s_t; s* at the end)
+    skill/<name>/                                 the same as a skill folder (SKILL.md + its files), ready to copy
+                                                  into an agent's skills directory
     skills/skill_v000.md ...                      s0 and every candidate, by version
+    skills/skill_v000/ ...                        each as a folder: SKILL.md and the files carried beside it
     candidates.jsonl                              every candidate: val score, current score, accept/reject, why
     lessons.jsonl                                 every lesson with the corpus sections it came from
     proposals/                                    the full init result and every update proposal (JSON)
@@ -133,8 +136,17 @@ class RunDir:
     def plots(self) -> Path:
         return self.root / "plots"
 
+    @property
+    def best_skill_folders(self) -> Path:
+        """Holds one folder, named after the best skill, in the Agent Skills layout."""
+        return self.root / "skill"
+
     def skill_path(self, version: int) -> Path:
         return self.skills / f"skill_v{version:03d}.md"
+
+    def skill_folder(self, version: int) -> Path:
+        """The version's skill folder: its SKILL.md and the files beside it (the source a resume reads)."""
+        return self.skills / f"skill_v{version:03d}"
 
     def rollouts_path(self, batch: str) -> Path:
         return self.trajectories / f"{batch}.rollouts.jsonl"

@@ -21,7 +21,8 @@ class InitOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     method: str = Field(default="rasi", description="'rasi' (retrieval-augmented), 'rfsi' (retrieval-free) or "
-                        "the path of a SKILL.md to start from")
+                        "the path of a SKILL.md or a skill folder to start from (a folder's files, and those of a SKILL.md in "
+                        "a folder named after its skill, travel with every candidate)")
     num_requirements: int = Field(default=5, ge=1, description="M: requirement-query pairs the plan asks for")
     adapt: bool = Field(default=True, description="RASI: adapt the retrieved sections into lessons; off pastes "
                         "the raw sections (ablation)")
@@ -33,7 +34,7 @@ class InitOptions(BaseModel):
     def _kind_or_file(cls, value: str) -> str:
         value = value.strip()
         if not value:
-            raise ValueError("must be 'rasi', 'rfsi' or the path of a SKILL.md")
+            raise ValueError("must be 'rasi', 'rfsi' or the path of a SKILL.md or skill folder")
         return value.lower() if value.lower() in choices_of(InitKind) else value
 
     @property
