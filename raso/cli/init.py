@@ -10,6 +10,7 @@ from pathlib import Path
 
 from raso.cli.options import MODEL_FIELDS, add_config_options, config_overrides
 from raso.engine.config import ConfigError
+from raso.skill import Skill, SkillParseError, conform_to_agent_skills, validate_agent_skill
 
 _INIT_FIELDS = (*MODEL_FIELDS, "retrieval", "init.num_requirements", "init.adapt", "limits")
 
@@ -20,14 +21,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write an initial SKILL.md for a harness with zero rollouts (RASI; RFSI with --no-retrieval)",
         description="Decompose the harness's task into requirements, retrieve corpus sections for each, adapt them "
         "into lessons for this harness and write a SKILL.md. No rollouts are run. The lessons and the corpus "
-        "sections they came from are written next to the skill (<out>.lessons.json). With the embedded model, "
-        "the quick defaults (fewer requirements and sections) apply unless given.",
+        "sections they came from are written next to the skill (<out>.lessons.json; <out>/<name>.lessons.json for a "
+        "skills directory). With the embedded model, the quick defaults (fewer requirements and sections) apply "
+        "unless given.",
     )
     parser.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags and --set "
                         "override it)")
     parser.set_defaults(func=run_init, config_fields=add_config_options(parser, _INIT_FIELDS))
     parser.add_argument("--no-retrieval", action="store_true", help="RFSI: the same prompts without corpus lessons")
-    parser.add_argument("--out", type=Path, default=Path("SKILL.md"), help="where to write the skill (default ./SKILL.md)")
+    parser.add_argument("--out", type=Path, default=Path("SKILL.md"),
+                        help="where to write the skill: a path ending in .md is that file (default ./SKILL.md); any "
+                        "other path is a skills directory, which gets <out>/<name>/SKILL.md in the Agent Skills "
+                        "layout (name and description brought within the standard's limits)")
+
+
+def write_skill(skill: Skill, out: Path) -> tuple[Path, Path, list[str]]:
+    """Write `skill` to `out`: a `.md` path is that file, as always; any other path is a skills directory that gets
+    `<out>/<name>/` in the Agent Skills layout (SKILL.md with conforming front matter, plus the skill's files).
+    Returns where the skill went, where its lessons file goes, and what was changed or is still amiss, in words."""
+    if out.suffix.lower() == ".md":
+        return skill.save(out), out.with_name(out.stem + ".lessons.json"), []
+    if out.exists() and not out.is_dir():
+        raise SkillParseError(f"--out {out}: a file that is not a .md; give a folder for the Agent Skills layout "
+                              "or a path ending in .md for a single SKILL.md")
+    skill, notes = conform_to_agent_skills(skill)
+    folder = out / skill.name
+    notes += [f"the skill does not meet the Agent Skills standard: {problem}"
+              for problem in validate_agent_skill(skill, folder_name=folder.name)]
+    # the lessons file sits beside the skill folder, not in it: it is a record of how the skill was made
+    return skill.save_folder(folder) / "SKILL.md", out / f"{skill.name}.lessons.json", notes
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -46,9 +68,13 @@ def run_init(args: argparse.Namespace) -> int:
     except LLMError as exc:
         print(f"raso: error: {exc}", file=sys.stderr)
         return 1
-    out: Path = args.out
-    result.skill.save(out)
-    lessons_path = out.with_name(out.stem + ".lessons.json")
+    try:
+        out, lessons_path, notes = write_skill(result.skill, args.out)
+    except SkillParseError as exc:
+        print(f"raso: error: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     totals = gateway.ledger.totals()
     lessons_path.write_text(json.dumps({
         "mode": result.mode,
