@@ -126,8 +126,19 @@ def render_description(text: str, limits: PromptLimits) -> str:
     return neutralise(clip(text, limits.description_chars))
 
 
+_LISTED_FILES = 30
+
+
 def render_skill(skill: Skill, limits: PromptLimits) -> str:
-    return neutralise(clip(skill.to_markdown(), limits.skill_chars))
+    """The SKILL.md, and the names of the files beside it (their text is not shown; they travel unchanged), so
+    an update keeps the body's references to them."""
+    text = clip(skill.to_markdown(), limits.skill_chars)
+    if skill.files:
+        names = sorted(skill.files)
+        listed = ", ".join(names[:_LISTED_FILES]) + (f" and {len(names) - _LISTED_FILES} more"
+                                                      if len(names) > _LISTED_FILES else "")
+        text += f"\n(Files beside this SKILL.md, kept unchanged, which its body may refer to: {listed})\n"
+    return neutralise(text)
 
 
 def numbered(lines: Iterable[str]) -> str:
