@@ -83,7 +83,8 @@ def _comparable(run_dir: Path) -> dict[str, Any]:
     state = json.loads((run_dir / "checkpoint.json").read_text())
     for key in ("wall_time_s", "started_at", "finished_at"):
         state.pop(key)
-    skills = {p.name: p.read_text() for p in sorted((run_dir / "skills").iterdir())}
+    skills = {str(p.relative_to(run_dir)): p.read_text() for p in sorted((run_dir / "skills").rglob("*"))
+              if p.is_file()}  # each version's .md and its folder
     candidates = [{k: v for k, v in row.items()} for row in read_jsonl(run_dir / "candidates.jsonl")]
     ledger = json.loads((run_dir / "ledger.json").read_text())["totals"]
     ledger.pop("latency_s", None)

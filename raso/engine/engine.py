@@ -217,6 +217,18 @@ class Engine:
         skill.save_folder(self.run_dir.skill_folder(version))
         skill.save(self.run_dir.skill_path(version))
 
+    def _add_missing_skill_folders(self) -> None:
+        """A run made before skills were kept as folders (its skills carried no files) gets the folder form of
+        each version on resume, so every version of the finished run has one. A folder missing because a kill
+        fell inside its rewrite is added too and then rewritten by the unit that replays."""
+        for flat in sorted(self.run_dir.skills.glob("skill_v*.md")):
+            folder = flat.with_suffix("")
+            if not (folder / "SKILL.md").is_file():
+                Skill.load(flat).save_folder(folder)
+        if self.run_dir.best_skill.is_file() and not self.run_dir.best_skill_folders.exists():
+            best = Skill.load(self.run_dir.best_skill)
+            best.save_folder(self.run_dir.best_skill_folders / best.name)
+
     def _save_best(self, skill: Skill) -> None:
         """SKILL.md at the top (as always) and `skill/<name>/` with the files beside it. A view only: a resume
         reads the versions."""
@@ -733,6 +745,7 @@ def continue_run(config: OptimizeConfig, run_dir: RunDir, state: RunState, compo
         state.resumes += 1
     engine = Engine(config, run_dir, state, components)
     if state.phase != "done":
+        engine._add_missing_skill_folders()
         engine._event("resumed", resumes=state.resumes)
     return engine.run()
 
