@@ -289,6 +289,13 @@ def test_raso_init_normalises_a_name_and_description_outside_the_limits_and_says
     assert validate_agent_skill_folder(path.parent) == []
     assert any("became 'toy-skill-for-everything'" in n for n in notes)
     assert any("description cut from 2000" in n for n in notes)
+    # writing again replaces the skill; a folder whose files the new skill would drop is left alone
+    assert write_skill(raw, tmp_path / "skills")[0] == path
+    (path.parent / "scripts").mkdir()
+    (path.parent / "scripts" / "mine.py").write_text("print('mine')\n")
+    with pytest.raises(SkillParseError, match=r"already holds a skill with files .*\(scripts/mine.py\)"):
+        write_skill(raw, tmp_path / "skills")
+    assert (path.parent / "scripts" / "mine.py").read_text() == "print('mine')\n"
     # a .md path keeps the old behaviour: that one file, as it is
     path, lessons, notes = write_skill(raw, tmp_path / "SKILL.md")
     assert (path, lessons, notes) == (tmp_path / "SKILL.md", tmp_path / "SKILL.lessons.json", [])

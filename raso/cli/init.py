@@ -46,6 +46,12 @@ def write_skill(skill: Skill, out: Path) -> tuple[Path, Path, list[str]]:
                               "or a path ending in .md for a single SKILL.md")
     skill, notes = conform_to_agent_skills(skill)
     folder = out / skill.name
+    if (folder / "SKILL.md").is_file():  # replacing a skill is fine; dropping files someone put beside it is not
+        others = sorted(set(Skill.load_folder(folder).files) - set(skill.files))
+        if others:
+            raise SkillParseError(f"--out {out}: {folder} already holds a skill with files beside its SKILL.md "
+                                  f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}) that the new "
+                                  "skill would drop; move them away or choose another --out")
     notes += [f"the skill does not meet the Agent Skills standard: {problem}"
               for problem in validate_agent_skill(skill, folder_name=folder.name)]
     # the lessons file sits beside the skill folder, not in it: it is a record of how the skill was made
