@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from agent_backend_support import SKILL, AnswerFileTestHarness
