@@ -482,8 +482,8 @@ def _minimal_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str,
 
 def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro_binds: Sequence[str],
                 hide: Sequence[str], env: Mapping[str, str], limits: SandboxLimits,
-                rw_binds: Sequence[str] = (), chdir: str | None = None) -> list[str]:
-    """The full command line: launcher, bwrap and its options, then `argv` run in `chdir` (default `work`)."""
+                rw_binds: Sequence[str] = ()) -> list[str]:
+    """The full command line: launcher, bwrap and its options, then `argv` run in `work`."""
     assert support.bwrap is not None
     cmd = [*support.launcher, support.bwrap, "--unshare-all", "--unshare-user", *support.bwrap_options,
            "--die-with-parent", "--new-session", "--clearenv"]
@@ -527,7 +527,7 @@ def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro
         cmd += option
     for path in covered:
         cmd += ["--remount-ro", path]
-    cmd += ["--chdir", chdir or work, "--", *argv]
+    cmd += ["--chdir", work, "--", *argv]
     return cmd
 
 
@@ -687,15 +687,14 @@ class Sandbox:
             shutil.rmtree(root, ignore_errors=True)
 
     def run_command(self, argv: Sequence[str], work_dir: Path, *, ro_binds: Sequence[Path] = (),
-                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = (),
-                    cwd: Path | None = None) -> SandboxResult:
+                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = ()) -> SandboxResult:
         """Run any command line `argv` in `work_dir` (the one writable folder), with `ro_binds` also visible
         read-only, this sandbox's limits, `deny_read` hidden and a minimal environment plus `env`.
 
         No network, except that each of `loopback_ports` (1024 and up) on the host's 127.0.0.1 (a model
         endpoint) is reachable at the same address inside: a relay in the run listens there and passes each
         connection through a Unix socket to a host thread that connects to the real port. Nothing else on the
-        host or beyond is reachable. `cwd` (a folder inside `work_dir`; default `work_dir`) is where it starts.
+        host or beyond is reachable.
 
         The command needs the OS layer (IsolationRequiredError otherwise: nothing but bwrap contains a
         non-Python program). A root caller's run is uid 65534: `work_dir` must be reachable by that uid (not
@@ -711,9 +710,6 @@ class Sandbox:
             if closed:
                 raise ValueError(f"work dir {work} is not reachable by the sandbox's uid {SANDBOX_UID}: "
                                  f"{closed[0]} is not searchable by others")
-        start_dir = Path(cwd).resolve() if cwd is not None else work
-        if not start_dir.is_dir() or not _is_under(str(start_dir), str(work)):
-            raise ValueError(f"cwd {start_dir} is not a folder inside the work dir {work}")
         ports = [int(p) for p in loopback_ports]
         if any(not 1024 <= p <= 65535 for p in ports):
             raise ValueError(f"loopback ports must be between 1024 and 65535, got {ports}")
@@ -739,7 +735,7 @@ class Sandbox:
                 relay = {"ports": ports, "dir": str(sockets)}
                 command = [*caps, "--", self.python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
             return self._execute(command, root, work, ro_binds=binds, env=_minimal_env(str(work), env),
-                                 rw_binds=rw_binds, network="loopback" if ports else "none", cwd=start_dir)
+                                 rw_binds=rw_binds, network="loopback" if ports else "none")
         finally:
             if forwarder is not None:
                 forwarder.close()
@@ -748,8 +744,7 @@ class Sandbox:
                 _chown_tree(work, owner.st_uid, owner.st_gid)
 
     def _execute(self, argv: Sequence[str], root: Path, work: Path, *, ro_binds: Sequence[str],
-                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none",
-                 cwd: Path | None = None) -> SandboxResult:
+                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none") -> SandboxResult:
         """Run `argv` contained (OS layer where available), wait within the wall clock, and read what it left."""
         limits, support = self.limits, self.support
         if support.level == "os":
@@ -757,7 +752,7 @@ class Sandbox:
                 os.chmod(root, 0o711)
                 _chown_tree(work, SANDBOX_UID, SANDBOX_UID)
             cmd = _bwrap_argv(support, work=str(work), argv=argv, ro_binds=ro_binds, hide=self.deny_read, env=env,
-                              limits=limits, rw_binds=rw_binds, chdir=str(cwd or work))
+                              limits=limits, rw_binds=rw_binds)
             isolation = ["bwrap", "user-namespace", "pid-namespace",
                          "no-network" if network == "none" else "loopback-ports-only", "read-only-system",
                          "private-tmp", "rlimits"]
@@ -767,7 +762,7 @@ class Sandbox:
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         start = time.perf_counter()
         with out_path.open("wb") as out_fh, err_path.open("wb") as err_fh:
-            proc = subprocess.Popen(cmd, cwd=cwd or work, env=dict(env), stdin=subprocess.DEVNULL, stdout=out_fh,
+            proc = subprocess.Popen(cmd, cwd=work, env=dict(env), stdin=subprocess.DEVNULL, stdout=out_fh,
                                     stderr=err_fh, start_new_session=True, close_fds=True)
             exit_code, timed_out = self._wait(proc, limits.wall_seconds)
         wall = time.perf_counter() - start

@@ -187,8 +187,11 @@ class ExternalAgentRunner:
                 skill_files = {name: _write_skill(skill, skills_dir / name) for name, skill in zip(run.skill_names, skills)}
                 self.backend.prepare_home(run)
                 env = {"HOME": str(home), "TMPDIR": str(root / "tmp"), **self.backend.environment(run)}
-                result = sandbox.run_command(self.backend.command(run), root, ro_binds=self.backend.read_only_paths(),
-                                             env=env, loopback_ports=[endpoint.port], cwd=workspace)
+                # the sandbox's writable folder is the rollout root (home/ and workspace/); the program starts in
+                # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
+                argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.backend.command(run)]
+                result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
+                                             loopback_ports=[endpoint.port])
             score = tasks.score_workspace(task, workspace)
             transcript = self._transcript(run, result)
             if not transcript.steps and session.exchanges:
