@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from raso.choices import FailureKind
 from raso.llm.errors import BudgetExceededError, LLMContextWindowError, failure_kind
 
 from .wire import FORMATS, ChatReply, ChatRequest, ToolCall
@@ -57,14 +58,12 @@ class EndpointSession:
             raise ValueError(f"unknown wire format {format_name!r} (known: {', '.join(sorted(FORMATS))})")
         return self.url + str(getattr(fmt, "base_path", ""))
 
-    def failure(self) -> str | None:
+    def failure(self) -> FailureKind | None:
         """The failure kind of the worst gateway error this session answered (budget over unusable over
         infrastructure over agent_error), None when every call was answered."""
         kinds = {e["kind"] for e in self.errors}
-        for kind in ("budget", "unusable", "infrastructure", "agent_error"):
-            if kind in kinds:
-                return kind
-        return None
+        order: tuple[FailureKind, ...] = ("budget", "unusable", "infrastructure", "agent_error")
+        return next((kind for kind in order if kind in kinds), None)
 
     def _book(self, request: ChatRequest, reply: ChatReply, cost: float) -> None:
         with self._lock:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raso.choices import Outcome
 from raso.harness.base import Harness, Rollout, Step, Task, failure_fields
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
 from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
@@ -216,7 +217,7 @@ class ExternalAgentRunner:
         steps.append(Step(observation="", action="score workspace", kind="score", reward=score.reward,
                           result=cut_middle(str(score.info), limit), info={"soft_score": score.soft_score}))
         failure = session.failure()
-        outcome: str = "ok"
+        outcome: Outcome = "ok"
         error = None
         if failure in ("budget", "unusable", "infrastructure"):
             outcome = failure
@@ -241,7 +242,7 @@ class ExternalAgentRunner:
         }
         return Rollout(
             task_id=task.id, harness=harness.name, reward=score.reward, soft_score=score.soft_score, trajectory=steps,
-            final_output=transcript.final_message, error=error, outcome=outcome,  # type: ignore[arg-type]
+            final_output=transcript.final_message, error=error, outcome=outcome,
             prompt_tokens=session.prompt_tokens, completion_tokens=session.completion_tokens, cost_usd=session.cost_usd,
             wall_time_s=time.perf_counter() - start, skill_names=[s.name for s in skills], metadata=metadata,
             terminated=result.exit_code == 0, truncated=result.limit_hit is not None,

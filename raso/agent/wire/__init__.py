@@ -13,13 +13,13 @@ import importlib
 
 from .base import ChatReply, ChatRequest, ToolCall, WireFormat
 
-FORMATS: dict[str, type] = {}
+FORMATS: dict[str, type[WireFormat]] = {}
 
 #: the format modules of this package, in the order they register
 _MODULES = ("openai_chat", "anthropic", "responses")
 
 
-def register(cls: type) -> type:
+def register(cls: type[WireFormat]) -> type[WireFormat]:
     """Add a wire format class to FORMATS under its `name` (a class decorator)."""
     FORMATS[cls.name] = cls
     return cls
