@@ -29,6 +29,7 @@ def test_real_mini_swe_agent_through_the_endpoint(tmp_path, monkeypatch):
     secret = tmp_path / "answers.txt"
     secret.write_text("the answers")
     model = ScriptedModel([
+        "I will start by thinking, without a command.",
         _reply("Try the answers file outside.", f"cat {secret} || echo NO-SECRET"),
         _reply("Copy the word.", "cp input.txt answer.txt && cat answer.txt"),
         _reply("Done.", FINISH_COMMAND),
@@ -44,25 +45,27 @@ def test_real_mini_swe_agent_through_the_endpoint(tmp_path, monkeypatch):
     assert any("ALWAYS-UPPERCASE-MARKER" in str(m["content"]) for m in first_request)  # the skill reached the model
     assert any("input.txt" in str(m["content"]) for m in first_request)
     steps = [s for s in rollout.trajectory if s.kind != "score"]
-    assert [s.action for s in steps] == [f"cat {secret} || echo NO-SECRET", "cp input.txt answer.txt && cat answer.txt",
+    assert [s.action for s in steps] == ["(no command: format error)", f"cat {secret} || echo NO-SECRET", "cp input.txt answer.txt && cat answer.txt",
                                          FINISH_COMMAND]
-    assert "NO-SECRET" in steps[0].result and "the answers" not in steps[0].result  # isolated
-    assert "blue" in steps[1].result
-    assert rollout.metadata["tool_calls"] == 3 and rollout.model_calls == 3 and len(model.calls) == 3
-    assert gateway.ledger.totals()["calls"] == 3
+    assert steps[0].reply == "I will start by thinking, without a command." and "format" in steps[0].result.lower()
+    assert "NO-SECRET" in steps[1].result and "the answers" not in steps[1].result  # isolated
+    assert "blue" in steps[2].result
+    assert rollout.metadata["tool_calls"] == 3 and rollout.model_calls == 4 and len(model.calls) == 4
+    assert gateway.ledger.totals()["calls"] == 4
     assert any("exit status: Submitted" in n for n in rollout.metadata["transcript_notes"])
 
 
 def test_transcript_of_a_trajectory_with_a_format_error():
     messages = [
         {"role": "system", "content": "sys"}, {"role": "user", "content": "the task"},
-        {"role": "assistant", "content": "no block", "extra": {"actions": []}},
-        {"role": "user", "content": "Format error: found 0 actions", "extra": {"interrupt_type": "FormatError"}},
+        {"role": "user", "content": "Format error: found 0 actions",
+         "extra": {"interrupt_type": "FormatError", "model_response": "no block"}},
         {"role": "assistant", "content": _reply("list", "ls"), "extra": {"actions": [{"command": "ls"}]}},
         {"role": "user", "content": "<returncode>0</returncode>", "extra": {"raw_output": "a.txt\n", "returncode": 0}},
     ]
     transcript = transcript_of(messages, {"model_stats": {"api_calls": 2}})
     assert [s.action for s in transcript.steps] == ["(no command: format error)", "ls"]
     assert transcript.steps[0].observation == "the task" and "Format error" in transcript.steps[0].result
+    assert transcript.steps[0].reply == "no block" and transcript.steps[1].observation.startswith("Format error")
     assert transcript.steps[1].result == "returncode 0\na.txt\n" and transcript.tool_calls == 1
     assert any("no exit message" in n for n in transcript.notes) and transcript.final_message is None

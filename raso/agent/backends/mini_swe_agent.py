@@ -186,6 +186,12 @@ def transcript_of(messages: list[Any], info: dict[str, Any]) -> Transcript:
             steps.append(Step(observation=observation, reply=_text(message),
                               action="\n".join(commands) or "(no command: format error)", result=result,
                               info={"source": "mini-swe-agent", "commands": len(commands)}))
+        elif role == "user" and extra.get("interrupt_type") == "FormatError":
+            # mini-swe-agent keeps a rejected reply only inside the format error it answered with
+            steps.append(Step(observation=observation, reply=str(extra.get("model_response") or ""),
+                              action="(no command: format error)", result=_text(message),
+                              info={"source": "mini-swe-agent", "commands": 0}))
+            observation = _text(message)
         elif role == "user":
             observation = _text(message)
         elif role == "exit":
