@@ -194,3 +194,10 @@ def test_skill_files_travel_with_the_skill(tmp_path):
     assert (tmp_path / "answer-files" / "references" / "notes.md").read_text() == "more"
     assert not (tmp_path / "escape.md").exists()
     assert (tmp_path / "answer-files" / "SKILL.md").read_text().startswith("---\nname: Answer Files")
+
+
+def test_skills_with_the_same_name_get_their_own_folders():
+    from raso.agent.backends.runner import _folder_names
+
+    other = SKILL.model_copy(update={"body": "other"})
+    assert _folder_names([SKILL, other, SKILL]) == ["answer-files", "answer-files-2", "answer-files-3"]

@@ -117,6 +117,19 @@ def steps_from_exchanges(exchanges: Sequence[tuple[Any, Any]]) -> list[Step]:
     return steps
 
 
+def _folder_names(skills: Sequence[Skill]) -> list[str]:
+    """Each skill's folder name: its name as a slug, made unique (-2, -3, ...) where two skills share one."""
+    names: list[str] = []
+    for skill in skills:
+        base = slugify(skill.name)
+        name, count = base, 1
+        while name in names:
+            count += 1
+            name = f"{base}-{count}"
+        names.append(name)
+    return names
+
+
 class ExternalAgentRunner:
     """Runs rollouts inside `backend`'s program with `gateway`'s `config.role` model behind the loopback endpoint."""
 
@@ -180,7 +193,7 @@ class ExternalAgentRunner:
                     endpoint_url=session.base_url(self.backend.wire_format), api_key=session.api_key,
                     model_name=str(getattr(self.backend, "model_name", MODEL_NAME)),
                     max_steps=int(self.config.max_steps or harness.max_steps), wall_seconds=self.wall_seconds(),
-                    skill_names=[slugify(s.name) for s in skills])
+                    skill_names=_folder_names(skills))
                 skills_dir = Path(self.backend.skills_dir(run))
                 if not str(skills_dir.resolve()).startswith(str(root.resolve()) + os.sep):
                     raise AgentSetupError(f"agent backend {self.backend.name!r} reads skills from {skills_dir}, "
@@ -191,8 +204,12 @@ class ExternalAgentRunner:
                 # the sandbox's writable folder is the rollout root (home/ and workspace/); the program starts in
                 # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
                 argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.backend.command(run)]
-                result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
-                                             loopback_ports=[endpoint.port])
+                try:
+                    result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
+                                                 loopback_ports=[endpoint.port])
+                except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
+                    raise AgentSetupError(f"agent backend {self.backend.name!r}: {exc} (set {ROOT_ENV} to a folder "
+                                          "every user can enter)") from None
             score = tasks.score_workspace(task, workspace)
             transcript = self._transcript(run, result)
             if not transcript.steps and session.exchanges:
