@@ -148,9 +148,10 @@ class MiniSweAgentBackend(AgentBackend):
             f"{COMMAND_TIMEOUT_S} s, and its return code and output come back as the next message (an output over "
             "10,000 characters is cut to its first and last 5,000). A reply without exactly one such block is "
             f"rejected with a format error (three in a row end the run). The agent finishes with `{FINISH_COMMAND}`. "
-            "It has the workspace, standard shell tools and Python, no network, and a step limit (agent.max_steps "
-            "model calls). mini-swe-agent has no skills folder: raso appends each installed SKILL.md, whole, to the "
-            "task message after the instruction, and also places it at $HOME/skills/<name>/SKILL.md.")
+            "It has the workspace, the system's shell tools (and python3 where the system has it), no network, and a "
+            "step limit (agent.max_steps model calls). mini-swe-agent has no skills folder: raso appends each "
+            "installed SKILL.md, whole, to the task message after the instruction, and also places it at "
+            "$HOME/skills/<name>/SKILL.md.")
 
 
 def _text(message: dict[str, Any]) -> str:
