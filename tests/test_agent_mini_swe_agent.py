@@ -45,8 +45,8 @@ def test_real_mini_swe_agent_through_the_endpoint(tmp_path, monkeypatch):
     assert any("ALWAYS-UPPERCASE-MARKER" in str(m["content"]) for m in first_request)  # the skill reached the model
     assert any("input.txt" in str(m["content"]) for m in first_request)
     steps = [s for s in rollout.trajectory if s.kind != "score"]
-    assert [s.action for s in steps] == ["(no command: format error)", f"cat {secret} || echo NO-SECRET", "cp input.txt answer.txt && cat answer.txt",
-                                         FINISH_COMMAND]
+    assert [s.action for s in steps] == ["(no command: format error)", f"cat {secret} || echo NO-SECRET",
+                                         "cp input.txt answer.txt && cat answer.txt", FINISH_COMMAND]
     assert steps[0].reply == "I will start by thinking, without a command." and "format" in steps[0].result.lower()
     assert "NO-SECRET" in steps[1].result and "the answers" not in steps[1].result  # isolated
     assert "blue" in steps[2].result
