@@ -185,15 +185,14 @@ def test_bad_placeholder_is_a_clear_error():
 def test_skill_files_travel_with_the_skill(tmp_path):
     from raso.agent.backends.runner import _write_skill
 
-    class FolderSkill(type(SKILL)):
-        files: dict = {}
-
-    skill = FolderSkill(**SKILL.model_dump(), files={"references/notes.md": "more", "../escape.md": "no"})
+    skill = SKILL.model_copy(update={"files": {"references/notes.md": "more", "scripts/run.sh": "echo hi\n"}})
     written = _write_skill(skill, tmp_path / "answer-files")
-    assert written == ["references/notes.md"]
+    assert sorted(written) == ["references/notes.md", "scripts/run.sh"]
     assert (tmp_path / "answer-files" / "references" / "notes.md").read_text() == "more"
-    assert not (tmp_path / "escape.md").exists()
     assert (tmp_path / "answer-files" / "SKILL.md").read_text().startswith("---\nname: Answer Files")
+    # a path leaving the folder is never written, even from a skill built without validation
+    unchecked = SKILL.model_copy(update={"files": {"../escape.md": "no"}})
+    assert _write_skill(unchecked, tmp_path / "other") == [] and not (tmp_path / "escape.md").exists()
 
 
 def test_skills_with_the_same_name_get_their_own_folders():

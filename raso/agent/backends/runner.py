@@ -77,8 +77,8 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 def _write_skill(skill: Skill, folder: Path) -> list[str]:
-    """Write `skill` as `folder/SKILL.md`, plus the files it carries (`Skill.files`, when skills have them: a
-    mapping of relative path -> text or bytes); returns the relative paths written besides SKILL.md."""
+    """Write `skill` as `folder/SKILL.md`, plus the files it carries beside SKILL.md (`Skill.files`: relative path
+    -> text); returns the relative paths written besides SKILL.md."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(skill.to_markdown(), encoding="utf-8")
     written = []
