@@ -43,7 +43,6 @@ from raso.skill import Skill
 
 if TYPE_CHECKING:
     from corpus_tools.index import SectionIndex
-    from raso.agent import ExecutionAgent
     from raso.agent.evaluate import EvalResult
     from raso.engine.context import RunContext
     from raso.engine.engine import OptimizeResult
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     from raso.engine.plan import CostPlan
     from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
     from raso.engine.run_dir import RunDir
+    from raso.harness.base import RolloutRunner
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
     from raso.optimizer.types import InitResult, Requirement
     from raso.retrieval.retrievers import RetrievalOptions, SectionSearcher
@@ -203,11 +203,61 @@ def prompt_library(harness: Harness) -> Any:
     return PromptLibrary.for_harness(harness)
 
 
-def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) -> "ExecutionAgent":
-    """The execution agent of the config's `agent` section."""
+def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) -> "RolloutRunner":
+    """The execution agent of the config's `agent` section: raso's own loop (`agent.backend` builtin), else the
+    external agent program it names run by raso.agent.backends.runner.ExternalAgentRunner."""
     from raso.agent import ExecutionAgent
+    from raso.agent.backends.registry import BUILTIN
 
+    if config.agent.backend != BUILTIN:
+        from raso.agent.backends.registry import make_backend
+        from raso.agent.backends.runner import ExternalAgentRunner
+
+        return ExternalAgentRunner(make_backend(config.agent.backend, config.agent), gateway, config.agent.model_copy())
     return ExecutionAgent(gateway, config.agent.model_copy(), prompts=prompt_library(harness))
+
+
+def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
+    """Before any work: an external agent backend (`agent.backend` other than builtin) needs its program installed,
+    the OS sandbox, a harness with a workspace form and rollouts run in threads. ConfigError saying which."""
+    from raso.agent.backends.registry import BUILTIN, make_backend
+
+    name = config.agent.backend
+    if name == BUILTIN:
+        return
+    from raso.agent.backends.runner import AgentSetupError, check_workspace_harness
+    from raso.harness.sandbox import Sandbox
+
+    try:
+        backend = make_backend(name, config.agent)
+    except ValueError as exc:
+        raise ConfigError(f"agent.backend: {exc}") from None
+    try:
+        check_workspace_harness(harness, name)
+    except AgentSetupError as exc:
+        raise ConfigError(str(exc)) from None
+    if config.execution.backend != "threads":
+        raise ConfigError(f"agent backend {name!r} runs its rollouts in this process's threads; execution.backend "
+                          f"{config.execution.backend!r} is for the builtin agent")
+    reason = backend.unavailable_reason()
+    if reason:
+        raise ConfigError(f"agent backend {name!r} cannot run here: {reason}")
+    if Sandbox().isolation_level != "os":
+        raise ConfigError(f"agent backend {name!r} needs the OS sandbox (bubblewrap with user namespaces): a coding "
+                          "agent runs any command it likes")
+
+
+def harness_description_for(config: OptimizeConfig, harness: Harness) -> str:
+    """H as every optimizer role reads it: the harness's own for the builtin agent; for an external agent, the
+    harness's workspace description and the agent program's tools (both true of the rollouts it runs)."""
+    from raso.agent.backends.registry import BUILTIN, make_backend
+    from raso.harness.workspace import WorkspaceTasks
+
+    if config.agent.backend == BUILTIN or not isinstance(harness, WorkspaceTasks):
+        return harness.harness_description
+    backend = make_backend(config.agent.backend, config.agent)
+    return (f"{harness.workspace_description.strip()}\n\n## The agent ({backend.name})\n\n"
+            f"{backend.tools_description.strip()}")
 
 
 def step_options(config: OptimizeConfig) -> tuple[InitOptions, UpdateOptions]:
@@ -256,7 +306,7 @@ def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway",
 
     return RunContext(
         gateway=gateway, task_description=harness.task_description,
-        harness_description=harness.harness_description,
+        harness_description=harness_description_for(config, harness),
         retriever_factory=build_retriever if use_retrieval else None, prompts=prompt_library(harness),
         retrieval=retrieval_options(config), workers=config.schedule.workers, limits=config.limits,
     )
@@ -368,6 +418,7 @@ def optimize(
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     check_splits(harness_obj, cfg)
+    check_agent_backend(cfg, harness_obj)
     root = Path(cfg.run_dir) if cfg.run_dir is not None else default_run_dir(harness_obj.name)
     run_dir = RunDir(root)
     if run_dir.exists() or (root.exists() and any(root.iterdir())):
@@ -473,6 +524,7 @@ def evaluate(
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
     check_index_blocklist(cfg, harness_obj)
+    check_agent_backend(cfg, harness_obj)
     gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
     _preflight(gw)
     agent = make_agent(cfg, gw, harness_obj)
@@ -540,8 +592,9 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 
 
 __all__ = [
-    "build_components", "check_budget_prices", "check_index_blocklist", "check_splits", "default_initializer",
-    "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_target", "init_skill", "load_harness",
-    "load_skills", "make_agent", "make_gateway", "load_index", "make_retriever", "optimize", "plan", "prompt_library",
+    "build_components", "check_agent_backend", "check_budget_prices", "check_index_blocklist", "check_splits",
+    "default_initializer", "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_description_for",
+    "harness_target", "init_skill", "load_harness", "load_skills", "make_agent", "make_gateway", "load_index",
+    "make_retriever", "optimize", "plan", "prompt_library",
     "resolve_config", "resume", "retrieval_options", "run_context", "step_options",
 ]

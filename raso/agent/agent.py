@@ -111,6 +111,22 @@ class AgentConfig(BaseModel):
     )
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
 
+    # -- which agent program runs the rollouts (raso.agent.backends). max_steps, max_tokens (a cap on what an
+    # -- external agent may ask for per call), max_wall_s and max_observation_chars (tool outputs kept in the
+    # -- trajectory) apply to external backends too.
+    backend: str = Field(default="builtin", description="the agent program: builtin (raso's own loop), command (a "
+                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (raso agents list)")
+    command: str | None = Field(default=None, description="the command backend's command line template, with "
+                                "placeholders {instruction_file} {instruction} {workspace} {home} {skills_dir} "
+                                "{endpoint_url} {api_key} {model} {max_steps}")
+    skills_dir: str | None = Field(default=None, description="the command backend's skills folder, relative to the "
+                                   "rollout's home folder (default: skills)")
+    cpu_seconds: int = Field(default=600, ge=1, description="an external agent's CPU-time limit per rollout")
+    memory_mb: int = Field(default=16_384, ge=256, description="an external agent's address-space limit per rollout "
+                           "in MiB (node and Python reserve far more address space than they use)")
+    external_wall_s: float = Field(default=900.0, gt=0, description="an external agent's wall-clock limit per "
+                                   "rollout when max_wall_s is not set")
+
 
 class SkillChoice(BaseModel):
     """The answer of the selection call in `select` mode."""

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.corpus",
     "raso.cli.retrieval",
     "raso.cli.models",
+    "raso.cli.agents",
 )
 #: Entry point group of commands registered by other packages: `name = "package.module:register"`.
 COMMAND_GROUP = "raso.commands"

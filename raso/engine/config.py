@@ -180,7 +180,8 @@ class OptimizeConfig(BaseModel):
         default_factory=AgentConfig, description="the execution agent (raso.agent.AgentConfig)",
         json_schema_extra=cli(flags={"mode": ["--agent-mode", "--mode"], "max_steps": ["--max-steps"],
                                      "max_tokens": ["--max-reply-tokens", "--max-tokens"],
-                                     "temperature": ["--temperature"], "context_chars": ["--context-chars"]}))
+                                     "temperature": ["--temperature"], "context_chars": ["--context-chars"],
+                                     "backend": ["--agent"], "command": ["--agent-command"]}))
     retrieval: RetrievalSection = Field(
         default_factory=RetrievalSection, description="how corpus sections are retrieved: the kind and its options "
         "(raso.retrieval.retrievers.RetrievalOptions), k, the index",

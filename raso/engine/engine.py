@@ -29,6 +29,7 @@ from raso.skill import Skill
 
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
+from .context import RunContext
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .gate import decide, overall_mean, split_holdout
@@ -686,9 +687,10 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
     )
 
 
-def _write_descriptions(run_dir: RunDir, harness: Harness) -> None:
-    atomic_write_text(run_dir.root / "task_description.md", harness.task_description.strip() + "\n")
-    atomic_write_text(run_dir.root / "harness_description.md", harness.harness_description.strip() + "\n")
+def _write_descriptions(run_dir: RunDir, context: RunContext) -> None:
+    """T and H as the run's roles read them (H depends on the agent backend: raso.api.harness_description_for)."""
+    atomic_write_text(run_dir.root / "task_description.md", context.task_description.strip() + "\n")
+    atomic_write_text(run_dir.root / "harness_description.md", context.harness_description.strip() + "\n")
 
 
 def _write_plan(config: OptimizeConfig, run_dir: RunDir, harness: Harness) -> None:
@@ -708,7 +710,7 @@ def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents
     run_dir.write_config(config.to_json_dict())
     state = RunState(started_at=_now())
     engine = Engine(config, run_dir, state, components)
-    _write_descriptions(run_dir, engine.harness)
+    _write_descriptions(run_dir, components.context)
     _write_plan(config, run_dir, engine.harness)
     engine._event("run_started", run_dir=str(run_dir.root))
     engine.checkpoint()

@@ -3,6 +3,8 @@ receives replies from the driver's gateway (raso.agent.executors) does not pay f
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -22,6 +24,8 @@ class Completion(BaseModel):
     retries: int = 0
     finish_reason: str | None = None
     latency_s: float = 0.0
+    #: the model's tool calls, each {"id", "name", "arguments" (JSON text)}; None when the reply has none
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 __all__ = ["Completion"]

@@ -8,6 +8,7 @@ a concurrency limit, structured output (pydantic in, validated instance out) and
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -36,6 +37,7 @@ from .errors import (
 from .ledger import CallRecord, UsageLedger
 from .profiles import ModelProfile, profile_for, provider_of
 from .structured import bound_strings, parse_structured, repair_prompt, schema_of, with_instructions
+from .tool_text import messages_with_tools, parse_tool_calls
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -239,7 +241,19 @@ class LLMGateway:
         call_params = self._call_params(role_cfg, params)
         if response_format is not None:
             call_params["response_format"] = response_format
-        return self._complete(role_name, role_cfg, stage, messages, call_params, cache_key_extra)
+        tools_as_text = False
+        if self.profile(role_name).tool_calls == "text" and (call_params.get("tools") or _has_tool_turns(messages)):
+            # the model takes no tools parameter: the tools go into the prompt, the calls come back as text
+            messages = messages_with_tools(messages, call_params.pop("tools", None))
+            call_params.pop("tool_choice", None)
+            tools_as_text = True
+        completion = self._complete(role_name, role_cfg, stage, messages, call_params, cache_key_extra)
+        if tools_as_text:
+            text, calls = parse_tool_calls(completion.text)
+            if calls:
+                completion = completion.model_copy(update={"text": text, "tool_calls": calls,
+                                                           "finish_reason": "tool_calls"})
+        return completion
 
     def structured(
         self,
@@ -329,7 +343,7 @@ class LLMGateway:
                                                     unit=cache_key_extra))
                 return Completion(
                     text=hit["text"], model=model, role=role, stage=stage, cached=True,
-                    finish_reason=hit.get("finish_reason"),
+                    finish_reason=hit.get("finish_reason"), tool_calls=hit.get("tool_calls") or None,
                 )
 
         if not profile.in_process:
@@ -364,6 +378,7 @@ class LLMGateway:
         latency = time.perf_counter() - started
         choice = response.choices[0]
         text = getattr(choice.message, "content", None) or ""
+        tool_calls = _tool_calls_of(choice.message)
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -373,7 +388,7 @@ class LLMGateway:
         completion = Completion(
             text=text, model=model, role=role, stage=stage, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1,
-            finish_reason=finish_reason, latency_s=latency,
+            finish_reason=finish_reason, latency_s=latency, tool_calls=tool_calls,
         )
         record = CallRecord(role=role, stage=stage, model=model, prompt_tokens=prompt_tokens,
                             completion_tokens=completion_tokens, cost_usd=cost, retries=attempts - 1,
@@ -384,7 +399,8 @@ class LLMGateway:
             # the two leaves a reply that the resumed run replays and bills then (_record_replay), never a billed
             # call that must be paid for again.
             if self.cache is not None and key is not None:
-                self.cache.put(key, {"text": text, "finish_reason": finish_reason, "prompt_tokens": prompt_tokens,
+                self.cache.put(key, {"text": text, "finish_reason": finish_reason, "tool_calls": tool_calls,
+                                     "prompt_tokens": prompt_tokens,
                                      "completion_tokens": completion_tokens, "cost_usd": cost,
                                      "bill": record.model_dump(mode="json")})
             self.ledger.record(record)
@@ -564,6 +580,33 @@ class LLMGateway:
                 model=model, role=role,
             )
         return LLMError(f"call to {model!r} (role {role!r}) failed: {type(exc).__name__}: {detail}", model=model, role=role)
+
+
+def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _tool_calls_of(message: Any) -> list[dict[str, Any]] | None:
+    """A reply message's native tool calls as {"id", "name", "arguments" (JSON text)}; None when it has none."""
+    calls = getattr(message, "tool_calls", None) or []
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        function = getattr(call, "function", None)
+        if function is None and isinstance(call, dict):
+            function = call.get("function")
+        name = _field(function, "name") if function is not None else None
+        if not name:
+            continue
+        arguments = _field(function, "arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {})
+        call_id = _field(call, "id") or f"call_{uuid.uuid4().hex[:12]}"
+        out.append({"id": str(call_id), "name": str(name), "arguments": arguments})
+    return out or None
 
 
 def _first_line(text: str, limit: int = 500) -> str:

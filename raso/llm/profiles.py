@@ -29,6 +29,11 @@ Backend = Literal["litellm", "embedded", "scripted"]
 #: constrain decoding to it), or only as instructions in the prompt (the model takes no schema).
 SchemaMode = Literal["json_schema", "json_object", "instructions"]
 
+#: How a model takes tools and returns tool calls: "native" (the provider's `tools` parameter and structured
+#: `tool_calls` in the reply) or "text" (the tools rendered into the prompt, the calls parsed from
+#: `<tool_call>{...}</tool_call>` blocks in the reply: raso.llm.tool_text).
+ToolCallMode = Literal["native", "text"]
+
 #: The small-model repairs a profile can switch on (implemented in raso.optimizer.sanitizers).
 SanitizerName = Literal["repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson"]
 ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson")
@@ -53,6 +58,9 @@ class ModelProfile(BaseModel):
     grammar: bool = Field(default=False, description="takes a GBNF `grammar` parameter that constrains the reply")
     structured_output: SchemaMode = Field(default="instructions", description="how a JSON schema is sent when a "
                                           "role's structured_output is auto (instructions: it takes none)")
+    tool_calls: ToolCallMode = Field(default="native", description="how the model takes tools: native (the "
+                                     "provider's tools parameter) or text (rendered into the prompt, calls parsed "
+                                     "from <tool_call> blocks in the reply)")
     quick_schedule: dict[str, Any] = Field(default_factory=dict, description="dotted config keys -> values applied "
                                            "where the user set none (a small schedule that finishes on a CPU)")
     prompt_limits: dict[str, Any] = Field(default_factory=dict, description="PromptLimits fields that replace the "
@@ -154,8 +162,8 @@ EMBEDDED_QUICK_SCHEDULE: dict[str, Any] = {
 def _embedded(model: str) -> ModelProfile:
     return ModelProfile(
         model=model, name="embedded", backend="embedded", context_tokens=embedded_context_tokens(), grammar=True,
-        structured_output="json_object", quick_schedule=EMBEDDED_QUICK_SCHEDULE, prompt_limits=EMBEDDED_PROMPT_LIMITS,
-        describe_limits=EMBEDDED_DESCRIBE_LIMITS, sanitizers=ALL_SANITIZERS,
+        structured_output="json_object", tool_calls="text", quick_schedule=EMBEDDED_QUICK_SCHEDULE,
+        prompt_limits=EMBEDDED_PROMPT_LIMITS, describe_limits=EMBEDDED_DESCRIBE_LIMITS, sanitizers=ALL_SANITIZERS,
         caveat="a small model's drafts are rough; a stronger --optimizer-model writes better ones",
     )
 
@@ -225,4 +233,5 @@ def profile_for(model: str, overrides: Mapping[str, Any] | None = None) -> Model
 
 
 __all__ = ["ALL_SANITIZERS", "EMBEDDED_FIELD_CHARS", "EMBEDDED_PROMPT_LIMITS", "EMBEDDED_QUICK_SCHEDULE",
-           "ModelProfile", "ProfileError", "SanitizerName", "SchemaMode", "check_overrides", "profile_for"]
+           "ModelProfile", "ProfileError", "SanitizerName", "SchemaMode", "ToolCallMode", "check_overrides",
+           "profile_for"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -14,8 +15,10 @@ from ._litellm import CustomLLM, litellm, register_custom_provider
 
 PROVIDER = "scripted"
 
-Reply = str | BaseException
-Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], str]
+#: A reply: its text, an exception to raise, or {"content": str, "tool_calls": [{"name": ..., "arguments": {...}}]}
+#: (a reply that calls tools; arguments may also be JSON text).
+Reply = str | BaseException | dict[str, Any]
+Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
 
 _registry: dict[str, "ScriptedModel"] = {}
 _registry_lock = threading.Lock()
@@ -45,7 +48,7 @@ class ScriptedModel:
     def remaining(self) -> int:
         return len(self._replies)
 
-    def _answer(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    def _answer(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str | dict[str, Any]:
         with self._lock:
             self.calls.append(copy.deepcopy(messages))
             self.params.append(dict(params))
@@ -63,11 +66,18 @@ class ScriptedModel:
             item = fn(messages)  # outside the lock: concurrent calls stay concurrent
         if isinstance(item, BaseException):
             raise item
-        return str(item)
+        return item if isinstance(item, dict) else str(item)
 
 
 def _count_tokens(text: str) -> int:
     return len(text.split())
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments", {})
+    return {"id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+            "function": {"name": call["name"],
+                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
 
 
 class _ScriptedProvider(CustomLLM):
@@ -77,16 +87,23 @@ class _ScriptedProvider(CustomLLM):
         if scripted is None:
             raise litellm.NotFoundError(message=f"no ScriptedModel named {model!r}", model=model, llm_provider=PROVIDER)
         optional_params = kwargs.get("optional_params") or {}
-        reply = scripted._answer(messages, optional_params)
+        answer = scripted._answer(messages, optional_params)
+        tool_calls = None
+        if isinstance(answer, dict):
+            reply = str(answer.get("content") or "")
+            tool_calls = [_tool_call(call) for call in answer.get("tool_calls") or []] or None
+        else:
+            reply = answer
         prompt_tokens = sum(_count_tokens(str(m.get("content") or "")) for m in messages)
-        finish_reason = "stop"
+        finish_reason = "tool_calls" if tool_calls else "stop"
         limit = optional_params.get("max_tokens")
         if limit is not None and _count_tokens(reply) > int(limit):  # like a real model: cut at the token limit
             reply, finish_reason = " ".join(reply.split()[: int(limit)]), "length"
         completion_tokens = _count_tokens(reply)
         return litellm.ModelResponse(
             model=f"{PROVIDER}/{model}",
-            choices=[{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish_reason}],
+            choices=[{"index": 0, "finish_reason": finish_reason,
+                      "message": {"role": "assistant", "content": reply, "tool_calls": tool_calls}}],
             usage={
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

@@ -1,0 +1,270 @@
+"""Runs one task inside an external agent program (a `RolloutRunner`): a fresh folder per rollout holding the
+task's workspace and the program's home, the candidate skills installed where the program reads them, the program
+run headless in the OS sandbox with only the loopback model endpoint reachable, then the harness's own scorer on
+what the workspace holds and the program's transcript as the rollout's steps. Nothing of the rollout's folder is
+kept afterwards.
+
+Outcomes (raso.choices.Outcome): "ok" when the program ran, every model call it made was answered and it exited
+cleanly; "agent_error" when it then crashed or hit a sandbox limit (its own doing: the harness still scores what it
+left, and the rollout counts); the gateway's failure kind when a model call was refused ("budget", "unusable",
+"infrastructure": such a rollout says nothing about the skill); "unusable" when the program could not be run at all
+(not installed, no sandbox, a harness without workspace tasks, or it exited before its first model call).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raso.choices import Outcome
+from raso.harness.base import Harness, Rollout, Step, Task, failure_fields
+from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
+from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+from raso.skill import slugify
+
+from ..endpoint import EndpointSession, ModelEndpoint
+from .base import AgentBackend, AgentRun, Transcript
+
+if TYPE_CHECKING:
+    from raso.agent.agent import AgentConfig
+    from raso.skill import Skill
+
+#: where rollout folders are made: $RASO_AGENT_ROOT, else the system temp folder (searchable by every uid, which
+#: the sandbox needs when it runs programs as another user)
+ROOT_ENV = "RASO_AGENT_ROOT"
+MODEL_NAME = "raso-agent"  # the model name an agent is told when its backend names none
+
+
+class AgentSetupError(RuntimeError):
+    """The program could not be run at all (not installed, no sandbox, a harness without workspace tasks)."""
+
+
+def workspace_harnesses() -> list[str]:
+    """The registered harnesses whose tasks can be done in a workspace (for error messages)."""
+    from raso.harness.registry import available_harnesses, harness_class
+
+    names = []
+    for name in available_harnesses():
+        try:
+            cls = harness_class(name)
+        except Exception:  # a harness that cannot be loaded here is not one to suggest
+            continue
+        if isinstance(cls, type) and issubclass(cls, WorkspaceTasks):
+            names.append(name)
+    return names
+
+
+def check_workspace_harness(harness: Any, backend: str) -> WorkspaceTasks:
+    """`harness` as WorkspaceTasks, or AgentSetupError naming the harnesses that are."""
+    if isinstance(harness, WorkspaceTasks):
+        return harness
+    which = ", ".join(workspace_harnesses()) or "none is registered here"
+    raise AgentSetupError(f"agent backend {backend!r} runs tasks in a workspace, and harness "
+                          f"{getattr(harness, 'name', harness)!r} has no workspace form (WorkspaceTasks); "
+                          f"harnesses that do: {which}")
+
+
+def cut_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    return f"{text[:head]}\n... [{len(text) - limit} chars cut] ...\n{text[-(limit - head):]}"
+
+
+def _write_skill(skill: Skill, folder: Path) -> list[str]:
+    """Write `skill` as `folder/SKILL.md`, plus the files it carries beside SKILL.md (`Skill.files`: relative path
+    -> text); returns the relative paths written besides SKILL.md."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(skill.to_markdown(), encoding="utf-8")
+    written = []
+    files = getattr(skill, "files", None)
+    if isinstance(files, Mapping):
+        for rel, content in files.items():
+            target = (folder / str(rel)).resolve()
+            if not str(target).startswith(str(folder.resolve()) + os.sep) or str(rel).endswith("SKILL.md"):
+                continue  # a path leaving the skill's folder, or a second SKILL.md: not written
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(str(content), encoding="utf-8")
+            written.append(str(rel))
+    return written
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def steps_from_exchanges(exchanges: Sequence[tuple[Any, Any]]) -> list[Step]:
+    """The model calls the endpoint answered, as steps: what the agent last sent (the observation), the model's
+    reply, and its tool calls as the action (else the reply's text). For programs whose own transcript is
+    unavailable; what each action led to is the next step's observation."""
+    steps = []
+    for request, reply in exchanges:
+        last = request.messages[-1] if request.messages else {}
+        calls = "; ".join(f"{c.name}({c.arguments})" for c in reply.tool_calls)
+        steps.append(Step(observation=_message_text(last), reply=reply.text, action=calls or reply.text,
+                          info={"source": "endpoint", "tool_calls": len(reply.tool_calls)}))
+    return steps
+
+
+def _folder_names(skills: Sequence[Skill]) -> list[str]:
+    """Each skill's folder name: its name as a slug, made unique (-2, -3, ...) where two skills share one."""
+    names: list[str] = []
+    for skill in skills:
+        base = slugify(skill.name)
+        name, count = base, 1
+        while name in names:
+            count += 1
+            name = f"{base}-{count}"
+        names.append(name)
+    return names
+
+
+class ExternalAgentRunner:
+    """Runs rollouts inside `backend`'s program with `gateway`'s `config.role` model behind the loopback endpoint."""
+
+    def __init__(self, backend: AgentBackend, gateway: Any, config: AgentConfig) -> None:
+        self.backend = backend
+        self.gateway = gateway
+        self.config = config
+
+    # ------------------------------------------------------------------ the RolloutRunner
+    def run(self, harness: Harness, task: Task, skills: Sequence[Skill]) -> Rollout:
+        """One rollout; never raises (a failure is a Rollout with its outcome and error)."""
+        start = time.perf_counter()
+        names = [getattr(s, "name", str(s)) for s in skills]
+        try:
+            return self._run(harness, task, skills, start)
+        except AgentSetupError as exc:
+            return Rollout(task_id=task.id, harness=harness.name, reward=0.0, error=str(exc), outcome="unusable",
+                           wall_time_s=time.perf_counter() - start, skill_names=names,
+                           metadata={"backend": self.backend.name})
+        except Exception as exc:
+            return Rollout(task_id=task.id, harness=harness.name, reward=0.0, **failure_fields(exc, trace_limit=5),
+                           wall_time_s=time.perf_counter() - start, skill_names=names,
+                           metadata={"backend": self.backend.name})
+
+    def wall_seconds(self) -> float:
+        return float(self.config.max_wall_s or self.config.external_wall_s)
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(cpu_seconds=self.config.cpu_seconds, wall_seconds=self.wall_seconds(),
+                             memory_bytes=self.config.memory_mb * MiB, max_processes=512, max_open_files=4096,
+                             file_size_bytes=512 * MiB, tmpfs_bytes=512 * MiB, output_chars=400_000)
+
+    def _run(self, harness: Harness, task: Task, skills: Sequence[Skill], start: float) -> Rollout:
+        tasks = check_workspace_harness(harness, self.backend.name)
+        reason = self.backend.unavailable_reason()
+        if reason:
+            raise AgentSetupError(f"agent backend {self.backend.name!r} cannot run: {reason}")
+        try:
+            sandbox = Sandbox(self.limits())
+        except Exception as exc:
+            raise AgentSetupError(f"agent backend {self.backend.name!r} needs the OS sandbox: {exc}") from None
+        if sandbox.isolation_level != "os":
+            raise AgentSetupError(f"agent backend {self.backend.name!r} needs OS-level isolation (bubblewrap): "
+                                  "a coding agent runs any command it likes")
+        base = Path(os.environ.get(ROOT_ENV) or tempfile.gettempdir())
+        base.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="raso-agent-", dir=base))
+        try:
+            os.chmod(root, 0o755)
+            workspace, home = root / "workspace", root / "home"
+            workspace.mkdir()
+            home.mkdir()
+            (root / "tmp").mkdir()
+            instruction = tasks.prepare_workspace(task, workspace)
+            (root / "instruction.md").write_text(instruction, encoding="utf-8")
+            cap = self.config.max_tokens
+            with ModelEndpoint(self.gateway, self.config.role, self.config.stage, max_tokens_cap=cap) as endpoint, \
+                    endpoint.session(f"{harness.name}/{task.id}") as session:
+                run = AgentRun(
+                    instruction=instruction, workspace=workspace, home=home,
+                    endpoint_url=session.base_url(self.backend.wire_format), api_key=session.api_key,
+                    model_name=str(getattr(self.backend, "model_name", MODEL_NAME)),
+                    max_steps=int(self.config.max_steps or harness.max_steps), wall_seconds=self.wall_seconds(),
+                    skill_names=_folder_names(skills))
+                skills_dir = Path(self.backend.skills_dir(run))
+                if not str(skills_dir.resolve()).startswith(str(root.resolve()) + os.sep):
+                    raise AgentSetupError(f"agent backend {self.backend.name!r} reads skills from {skills_dir}, "
+                                          "outside the rollout's folder")
+                skill_files = {name: _write_skill(skill, skills_dir / name) for name, skill in zip(run.skill_names, skills)}
+                self.backend.prepare_home(run)
+                env = {"HOME": str(home), "TMPDIR": str(root / "tmp"), **self.backend.environment(run)}
+                # the sandbox's writable folder is the rollout root (home/ and workspace/); the program starts in
+                # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
+                argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.backend.command(run)]
+                try:
+                    result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
+                                                 loopback_ports=[endpoint.port])
+                except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
+                    raise AgentSetupError(f"agent backend {self.backend.name!r}: {exc} (set {ROOT_ENV} to a folder "
+                                          "every user can enter)") from None
+            score = tasks.score_workspace(task, workspace)
+            transcript = self._transcript(run, result)
+            if not transcript.steps and session.exchanges:
+                transcript.steps = steps_from_exchanges(session.exchanges)
+                transcript.notes.append("steps read from the model calls the endpoint answered")
+            return self._rollout(harness, task, skills, session, result, score, transcript, skill_files, start)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _transcript(self, run: AgentRun, result: SandboxResult) -> Transcript:
+        try:
+            return self.backend.read_transcript(run, result.stdout, result.stderr)
+        except Exception as exc:  # the contract says never; a reader bug must not lose the rollout
+            return Transcript(notes=[f"the transcript could not be read: {type(exc).__name__}: {exc}"])
+
+    def _rollout(self, harness: Harness, task: Task, skills: Sequence[Skill], session: EndpointSession,
+                 result: SandboxResult, score: WorkspaceScore, transcript: Transcript,
+                 skill_files: dict[str, list[str]], start: float) -> Rollout:
+        limit = self.config.max_observation_chars
+        steps = [step.model_copy(update={"observation": cut_middle(step.observation, limit),
+                                         "result": cut_middle(step.result, limit)}) for step in transcript.steps]
+        steps.append(Step(observation="", action="score workspace", kind="score", reward=score.reward,
+                          result=cut_middle(str(score.info), limit), info={"soft_score": score.soft_score}))
+        failure = session.failure()
+        outcome: Outcome = "ok"
+        error = None
+        if failure in ("budget", "unusable", "infrastructure"):
+            outcome = failure
+            error = session.errors[-1]["message"]
+        elif session.calls == 0 and result.exit_code not in (0, None):
+            # the program ended before it ever asked the model: it could not run here, which says nothing of the skill
+            outcome = "unusable"
+            error = f"{self.backend.name} exited {result.exit_code} before any model call: {result.error_summary() or ''}"
+        elif result.limit_hit:
+            outcome, error = "agent_error", f"{self.backend.name} stopped by the sandbox's {result.limit_hit} limit"
+        elif result.exit_code not in (0, None):
+            outcome, error = "agent_error", f"{self.backend.name} exited {result.exit_code}"
+        if error and result.stderr.strip():
+            error += "\nstderr (tail):\n" + result.stderr.strip()[-1500:]
+        metadata: dict[str, Any] = {
+            "backend": self.backend.name, "package": self.backend.package, "wire_format": self.backend.wire_format,
+            "tool_calls": transcript.tool_calls, "exit_code": result.exit_code, "limit_hit": result.limit_hit,
+            "isolation": result.isolation, "isolation_level": result.isolation_level,
+            "sandbox_wall_s": result.wall_time_s, "transcript_notes": transcript.notes,
+            "endpoint_errors": session.errors, "score_info": score.info, "skill_files": skill_files,
+            "agent_reported_tokens": [transcript.prompt_tokens, transcript.completion_tokens],
+        }
+        return Rollout(
+            task_id=task.id, harness=harness.name, reward=score.reward, soft_score=score.soft_score, trajectory=steps,
+            final_output=transcript.final_message, error=error, outcome=outcome,
+            prompt_tokens=session.prompt_tokens, completion_tokens=session.completion_tokens, cost_usd=session.cost_usd,
+            wall_time_s=time.perf_counter() - start, skill_names=[s.name for s in skills], metadata=metadata,
+            terminated=result.exit_code == 0, truncated=result.limit_hit is not None,
+            env_steps=transcript.tool_calls, model_calls=session.calls,
+        )
+
+
+__all__ = ["AgentSetupError", "ExternalAgentRunner", "check_workspace_harness", "workspace_harnesses"]

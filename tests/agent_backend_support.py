@@ -1,0 +1,50 @@
+"""Test support for the external agent backends: a small WorkspaceTasks test harness (each task: read the word in
+input.txt, write its answer into answer.txt; scored by comparing answer.txt with the task's expected word)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raso.harness.base import Harness, Task, TextEnv
+from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+from raso.skill import Skill
+
+SKILL = Skill(name="Answer Files", description="How to answer in a file",
+              body="# Answer files\n\nALWAYS-UPPERCASE-MARKER: write the answer in answer.txt, one word.\n")
+
+
+class AnswerFileTestHarness(WorkspaceTasks, Harness):
+    """A workspace-only test harness (no text environment): the agent must write `expected` into answer.txt."""
+
+    name = "answer-file-test"
+    resource_dir = Path(__file__).parent
+    max_steps = 4
+
+    def __init__(self, words: tuple[str, ...] = ("blue", "green")) -> None:
+        self.words = words
+
+    def splits(self) -> dict[str, list[Task]]:
+        tasks = [Task(id=f"t{i}", instruction=f"copy {w}", metadata={"word": w}) for i, w in enumerate(self.words)]
+        return {"train": tasks, "val": tasks, "test": tasks}
+
+    def make_env(self, task: Task) -> TextEnv:
+        raise NotImplementedError("the answer-file test harness has only a workspace form")
+
+    def prepare_workspace(self, task: Task, workspace: Path) -> str:
+        (workspace / "input.txt").write_text(task.metadata["word"] + "\n", encoding="utf-8")
+        return "Read the word in input.txt and write it, alone, into answer.txt."
+
+    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+        answer = workspace / "answer.txt"
+        if not answer.is_file():
+            return WorkspaceScore(reward=0.0, info={"reason": "no answer.txt"})
+        got = answer.read_text(encoding="utf-8").strip()
+        return WorkspaceScore(reward=float(got == task.metadata["word"]), info={"answer": got})
+
+    @property
+    def workspace_description(self) -> str:
+        return "The workspace holds input.txt; the answer goes into answer.txt; scored by exact match."
+
+    @property
+    def task_description(self) -> str:
+        return "Copy a word from input.txt into answer.txt."
