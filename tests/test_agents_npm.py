@@ -1,0 +1,82 @@
+"""The real npm agent programs (Claude Code, Codex CLI, Qwen Code) as rollout backends: each runs headless in the OS
+sandbox against the loopback endpoint, behind which a scripted model replies with one shell tool call (copy the word
+into answer.txt, and try to read a file outside the workspace) and then a final message. Checks that the skill was
+listed to the agent, that the workspace was its boundary, that its transcript became steps and that the harness's
+scorer scored it.
+
+The programs are installed with `raso agents install NAME` (CI: .ci/run); these tests fail, never skip, without
+them, and run only when selected (`-m agents`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_backend_support import SKILL, AnswerFileTestHarness
+
+from raso.agent.agent import AgentConfig
+from raso.agent.backends.claude_code import ClaudeCodeBackend
+from raso.agent.backends.codex import CodexBackend
+from raso.agent.backends.qwen_code import QwenCodeBackend
+from raso.agent.backends.runner import ExternalAgentRunner
+from raso.llm.config import GatewayConfig, RoleConfig
+from raso.llm.gateway import LLMGateway
+from raso.llm.scripted import ScriptedModel
+
+pytestmark = [pytest.mark.agents, pytest.mark.sandbox_os]
+
+#: each program's own shell tool: (its name, the argument holding the command)
+SHELL_TOOLS = {"claude-code": ("Bash", "command"), "codex": ("exec_command", "cmd"), "qwen-code": ("run_shell_command", "command")}
+SECRET = "SECRET-ANSWERS-7731"
+
+
+@pytest.fixture
+def agent_root(tmp_path, monkeypatch):
+    root = tmp_path / "rollouts"
+    root.mkdir()
+    monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
+    return root
+
+
+@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
+def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, tmp_path):
+    backend = backend_class()
+    assert backend.unavailable_reason() is None, backend.unavailable_reason()
+    secret = tmp_path / "secret" / "answers.txt"
+    secret.parent.mkdir()
+    secret.write_text(SECRET)
+    tool, argument = SHELL_TOOLS[backend.name]
+    command = f"cat input.txt > answer.txt; cat {secret}; echo tool-ran"
+    model = ScriptedModel([{"content": "Copying the word.", "tool_calls": [{"name": tool, "arguments": {argument: command}}]},
+                           "Done: answer.txt holds the word."])
+    gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
+    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=240, cpu_seconds=240,
+                         memory_mb=max(AgentConfig().memory_mb, backend.min_memory_mb))
+    harness = AnswerFileTestHarness()
+    task = harness.tasks("train")[0]
+
+    rollout = harness.rollout(task, [SKILL], ExternalAgentRunner(backend, gateway, config))
+
+    assert rollout.outcome == "ok", rollout.error
+    # the score is the harness's scorer's verdict on the file the agent's own shell tool wrote
+    assert rollout.reward == 1.0 and rollout.metadata["score_info"] == {"answer": "blue"}
+    # both model calls went through the endpoint and the gateway's ledger
+    assert len(model.calls) == 2 and rollout.model_calls == 2
+    assert gateway.ledger.totals()["calls"] == 2
+    first, second = (json.dumps(messages) for messages in model.calls)
+    # the skill was listed to the agent: its description is in what the program sent, as is the instruction
+    assert SKILL.description in first and "input.txt" in first
+    # the program offered its shell tool, and the tool's output came back in the second request
+    assert "tool-ran" in second
+    # isolation: the file beside the rollout folder is not there for the agent's shell
+    assert SECRET not in second and "No such file or directory" in second
+    # the transcript as steps: the tool call with its output, the final message, then the scorer's verdict
+    tools = [step for step in rollout.trajectory if step.kind == "tool"]
+    assert len(tools) == 1 and "cat input.txt > answer.txt" in tools[0].action
+    # (Qwen Code's own transcript may show only part of a command's output; the model got all of it, above)
+    assert "No such file or directory" in tools[0].result and SECRET not in tools[0].result
+    assert rollout.trajectory[-2].kind == "message" and rollout.trajectory[-2].reply == "Done: answer.txt holds the word."
+    assert rollout.final_output == "Done: answer.txt holds the word."
+    assert rollout.trajectory[-1].kind == "score" and rollout.metadata["tool_calls"] == 1
+    assert "loopback-ports-only" in rollout.metadata["isolation"]
+    assert list(agent_root.iterdir()) == []  # nothing left behind
