@@ -179,4 +179,5 @@ def test_qwen_code_settings_and_command(run):
     assert argv[argv.index("--max-wall-time") + 1] == "90s"
     env = backend.environment(run)
     assert (env["OPENAI_BASE_URL"], env["OPENAI_API_KEY"], env["OPENAI_MODEL"]) == (run.endpoint_url, "raso-key", "raso-agent")
+    assert env["NODE_OPTIONS"] == "--disable-wasm-trap-handler"  # else Node's requests fail under the address-space limit
     assert backend.skills_dir(run) == run.home / ".qwen" / "skills"

@@ -50,8 +50,9 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     model = ScriptedModel([{"content": "Copying the word.", "tool_calls": [{"name": tool, "arguments": {argument: command}}]},
                            "Done: answer.txt holds the word."])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
+    # the address-space limit each program is documented to need (README), not the default
     config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=240, cpu_seconds=240,
-                         memory_mb=max(AgentConfig().memory_mb, backend.min_memory_mb))
+                         memory_mb=max(backend.min_memory_mb, 1536))
     harness = AnswerFileTestHarness()
     task = harness.tasks("train")[0]
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
-from .npm import NpmAgentBackend, json_lines, tool_action
+from .npm import NODE_ENV, NpmAgentBackend, json_lines, tool_action
 from .registry import register
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
@@ -125,7 +125,7 @@ class CodexBackend(NpmAgentBackend):
                 "--dangerously-bypass-approvals-and-sandbox", "--cd", str(run.workspace), "--", run.instruction]
 
     def environment(self, run: AgentRun) -> dict[str, str]:
-        return {"CODEX_HOME": str(self.codex_home(run)), KEY_VARIABLE: run.api_key}
+        return {"CODEX_HOME": str(self.codex_home(run)), KEY_VARIABLE: run.api_key, **NODE_ENV}
 
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:
         return read_codex_json(stdout)

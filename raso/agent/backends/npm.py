@@ -15,6 +15,11 @@ from raso.harness.base import Step
 from .base import AgentBackend, AgentRun, Transcript
 from .install import install_dir
 
+#: Node's WebAssembly bounds checks by trap handler reserve a 10 GB address range per memory; under the sandbox's
+#: address-space limit that reservation fails and so does every HTTP request (undici's parser is WebAssembly).
+#: Inline bounds checks need no reservation.
+NODE_ENV = {"NODE_OPTIONS": "--disable-wasm-trap-handler"}
+
 #: what one tool call's input is cut to in a step's action (the output is cut by the runner)
 ACTION_CHARS = 4000
 
@@ -206,4 +211,5 @@ class NpmAgentBackend(AgentBackend):
         conform_skill_names(self.skills_dir(run))
 
 
-__all__ = ["NpmAgentBackend", "conform_skill_names", "content_text", "json_lines", "node_paths", "read_stream_json", "tool_action"]
+__all__ = ["NODE_ENV", "NpmAgentBackend", "conform_skill_names", "content_text", "json_lines", "node_paths", "read_stream_json",
+           "tool_action"]
