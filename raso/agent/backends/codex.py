@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, json_lines, tool_action
+from .npm import NODE_ENV, NpmAgentBackend, json_lines, mapping, tool_action
 from .registry import register
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
@@ -71,7 +71,7 @@ def read_codex_json(stdout: str) -> Transcript:
             prompt_tokens = (prompt_tokens or 0) + int(usage.get("input_tokens") or 0)
             completion_tokens = (completion_tokens or 0) + int(usage.get("output_tokens") or 0)
         elif kind in ("turn.failed", "error"):
-            error = event.get("error") if isinstance(event.get("error"), dict) else event
+            error = mapping(event.get("error")) or event
             notes.append(f"codex {kind}: {error.get('message', '')}")
     if not events:
         notes.append("the program printed no JSON events")

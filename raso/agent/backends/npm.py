@@ -60,6 +60,11 @@ def content_text(content: Any) -> str:
     return "" if content is None else json.dumps(content, ensure_ascii=False)
 
 
+def mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (transcripts are the program's output: trust no shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 def json_lines(stdout: str, notes: list[str]) -> list[dict[str, Any]]:
     """The JSON objects among `stdout`'s lines; other lines are counted in `notes`."""
     events, junk = [], 0
@@ -89,12 +94,13 @@ def read_stream_json(stdout: str) -> Transcript:
     events = json_lines(stdout, notes)
     steps: list[Step] = []
     open_calls: dict[str, Step] = {}
+    done: Step | None
     last_text = ""
     final: str | None = None
     prompt_tokens = completion_tokens = None
     for event in events:
         kind = event.get("type")
-        message = event.get("message") if isinstance(event.get("message"), dict) else {}
+        message = mapping(event.get("message"))
         if event.get("parent_tool_use_id"):  # a sub-agent's own turns: its result comes back as the parent's tool result
             continue
         if kind == "assistant":
@@ -116,16 +122,16 @@ def read_stream_json(stdout: str) -> Transcript:
         elif kind == "user":
             for block in message.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
-                    step = open_calls.pop(str(block.get("tool_use_id")), None)
-                    if step is not None:
-                        step.result = content_text(block.get("content"))
-                        step.info["is_error"] = bool(block.get("is_error"))
+                    done = open_calls.pop(str(block.get("tool_use_id")), None)
+                    if done is not None:
+                        done.result = content_text(block.get("content"))
+                        done.info["is_error"] = bool(block.get("is_error"))
         elif kind == "result":
             if isinstance(event.get("result"), str):
                 final = event["result"]
             elif isinstance(event.get("error"), dict):
-                notes.append(f"the agent ended with an error: {event['error'].get('message', '')}")
-            usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+                notes.append(f"the agent ended with an error: {mapping(event['error']).get('message', '')}")
+            usage = mapping(event.get("usage"))
             if isinstance(usage.get("input_tokens"), int):
                 prompt_tokens = usage["input_tokens"] + int(usage.get("cache_read_input_tokens") or 0) \
                     + int(usage.get("cache_creation_input_tokens") or 0)
@@ -211,5 +217,5 @@ class NpmAgentBackend(AgentBackend):
         conform_skill_names(self.skills_dir(run))
 
 
-__all__ = ["NODE_ENV", "NpmAgentBackend", "conform_skill_names", "content_text", "json_lines", "node_paths", "read_stream_json",
-           "tool_action"]
+__all__ = ["NODE_ENV", "NpmAgentBackend", "conform_skill_names", "content_text", "json_lines", "mapping", "node_paths",
+           "read_stream_json", "tool_action"]

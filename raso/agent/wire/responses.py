@@ -54,7 +54,7 @@ def _messages(items: Any) -> list[dict[str, Any]]:
             raise ValueError(f"input[{index}] must be an object")
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
-            role = {"developer": "system"}.get(item.get("role"), item.get("role"))
+            role = "system" if item.get("role") == "developer" else item.get("role")
             if role not in ("user", "assistant", "system"):
                 raise ValueError(f"input[{index}] has role {item.get('role')!r}")
             messages.append({"role": role, "content": text_of(item.get("content"))})
