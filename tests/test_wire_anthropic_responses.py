@@ -1,18 +1,26 @@
 """The Anthropic Messages and OpenAI Responses wire formats: requests in the shapes Claude Code and Codex send become
-chat requests, and chat replies become bodies and event streams those programs read back."""
+chat requests, and chat replies become bodies and event streams those programs read back; then both through the real
+loopback endpoint (raw HTTP as Claude Code calls it, the OpenAI SDK for Responses) over a scripted model."""
 
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
+import openai
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from raso.agent.endpoint import ModelEndpoint
 from raso.agent.wire import FORMATS
 from raso.agent.wire.anthropic import AnthropicMessages
 from raso.agent.wire.base import ChatReply, ChatRequest, ToolCall
 from raso.agent.wire.responses import OpenAIResponses
+from raso.llm.config import GatewayConfig, RoleConfig
+from raso.llm.gateway import LLMGateway
+from raso.llm.scripted import ScriptedModel
 
 
 def _events(stream) -> list[tuple[str, dict]]:
@@ -205,3 +213,58 @@ def test_responses_stream_events_are_valid_and_end_in_the_response():
 def test_responses_error_shape():
     assert OpenAIResponses().error(429, "slow down")["error"] == {"message": "slow down", "type": "rate_limit_exceeded",
                                                                   "param": None, "code": "rate_limit_exceeded"}
+
+
+# ---------------------------------------------------------------------------- through the real loopback endpoint
+
+def _endpoint_gateway(model):
+    return LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
+
+
+def _http(url: str, body: dict, headers: dict) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_anthropic_messages_through_the_endpoint_as_claude_code_calls_it():
+    model = ScriptedModel([{"content": "", "tool_calls": [{"name": "Bash", "arguments": {"command": "ls"}}]}])
+    body = {"model": "claude-x", "max_tokens": 100, "stream": True, "system": [{"type": "text", "text": "SKILL: answers"}],
+            "tools": [{"name": "Bash", "description": "Run", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]}]}
+    with ModelEndpoint(_endpoint_gateway(model)) as endpoint, endpoint.session("r") as session:
+        url = session.base_url("anthropic-messages") + "/v1/messages?beta=true"  # the path and query Claude Code sends
+        status, text = _http(url, body, {"x-api-key": session.api_key, "anthropic-version": "2023-06-01"})
+        refused, error = _http(url, body, {"x-api-key": "wrong"})
+    assert status == 200, text
+    events = [(chunk.split("\n")[0][len("event: "):], json.loads(chunk.split("\n")[1][len("data: "):]))
+              for chunk in text.strip().split("\n\n")]
+    assert events[0][0] == "message_start" and events[-1][0] == "message_stop"
+    start = next(data for name, data in events if name == "content_block_start")
+    assert start["content_block"]["type"] == "tool_use" and start["content_block"]["name"] == "Bash"
+    assert model.calls[0][0] == {"role": "system", "content": "SKILL: answers"}
+    assert refused == 401 and json.loads(error)["type"] == "error"
+    assert json.loads(error)["error"]["type"] == "authentication_error"
+
+
+def test_openai_responses_through_the_endpoint_with_the_openai_sdk():
+    model = ScriptedModel([{"content": "Listing.", "tool_calls": [{"name": "exec_command", "arguments": {"cmd": "ls"}}]},
+                           "All done."])
+    tools = [{"type": "function", "name": "exec_command", "description": "Run", "parameters": {"type": "object"}}]
+    with ModelEndpoint(_endpoint_gateway(model)) as endpoint, endpoint.session("r") as session:
+        client = openai.OpenAI(base_url=session.base_url("openai-responses"), api_key=session.api_key, max_retries=0)
+        with client.responses.stream(model="gpt-x", instructions="SKILL: answers", input="go", tools=tools) as stream:
+            first = stream.get_final_response()
+        call = first.output[1]
+        second = client.responses.create(model="gpt-x", input=[
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "a.txt"}], tools=tools)
+    assert first.output_text == "Listing." and call.name == "exec_command" and json.loads(call.arguments) == {"cmd": "ls"}
+    assert second.output_text == "All done." and second.status == "completed"
+    assert model.calls[0][0] == {"role": "system", "content": "SKILL: answers"}
+    assert model.calls[1][-1] == {"role": "tool", "tool_call_id": call.call_id, "content": "a.txt"}
+    assert session.calls == 2
