@@ -151,6 +151,7 @@ def test_claude_code_command_and_environment(run):
     env = backend.environment(run)
     assert env["ANTHROPIC_BASE_URL"] == run.endpoint_url and env["ANTHROPIC_API_KEY"] == "raso-key"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
+    assert env["CLAUDE_CODE_DISABLE_BUNDLED_SKILLS"] == "1"
     assert backend.skills_dir(run) == run.home / ".claude" / "skills"
 
 
@@ -174,6 +175,7 @@ def test_qwen_code_settings_and_command(run):
     backend.prepare_home(run)
     settings = json.loads((run.home / ".qwen" / "settings.json").read_text())
     assert settings["telemetry"]["enabled"] is False and settings["privacy"]["usageStatisticsEnabled"] is False
+    assert settings["skills"]["disabledLevels"] == ["bundled"]
     argv = backend.command(run)
     assert argv[-1] == "--prompt=-read input.txt" and argv[argv.index("--max-session-turns") + 1] == "7"
     assert argv[argv.index("--max-wall-time") + 1] == "90s"

@@ -44,6 +44,8 @@ class ClaudeCodeBackend(NpmAgentBackend):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
+            # only the candidate skills: its bundled ones (deep-research, dataviz, ...) would be listed beside them
+            "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS": "1",
             "IS_SANDBOX": "1",  # it is one; Claude Code refuses to skip permissions as root without it
         }
 

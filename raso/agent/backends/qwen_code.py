@@ -11,8 +11,10 @@ from .base import AgentRun, Transcript
 from .npm import NODE_ENV, NpmAgentBackend, read_stream_json
 from .registry import register
 
-#: ~/.qwen/settings.json: nothing leaves the machine, no update checks
+#: ~/.qwen/settings.json: nothing leaves the machine, no update checks, and only the candidate skills listed (not
+#: the ones bundled with the program)
 SETTINGS = {
+    "skills": {"disabledLevels": ["bundled"]},
     "telemetry": {"enabled": False},
     "privacy": {"usageStatisticsEnabled": False},
     "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
