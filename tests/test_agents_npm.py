@@ -2,7 +2,7 @@
 sandbox against the loopback endpoint, behind which a scripted model replies with one shell tool call (copy the word
 into answer.txt, and try to read a file outside the workspace) and then a final message. Checks that the skill was
 listed to the agent, that the workspace was its boundary, that its transcript became steps and that the harness's
-scorer scored it.
+scorer scored it. And that a call the budget refuses ends each program (it does not retry until the wall clock).
 
 The programs are installed with `raso agents install NAME` (CI: .ci/run); these tests fail, never skip, without
 them, and run only when selected (`-m agents`)."""
@@ -19,8 +19,9 @@ from raso.agent.backends.claude_code import ClaudeCodeBackend
 from raso.agent.backends.codex import CodexBackend
 from raso.agent.backends.qwen_code import QwenCodeBackend
 from raso.agent.backends.runner import ExternalAgentRunner
-from raso.llm.config import GatewayConfig, RoleConfig
+from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
+from raso.llm.ledger import CallRecord
 from raso.llm.scripted import ScriptedModel
 
 pytestmark = [pytest.mark.agents, pytest.mark.sandbox_os]
@@ -85,3 +86,23 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     assert rollout.trajectory[-1].kind == "score" and rollout.metadata["tool_calls"] == 1
     assert "loopback-ports-only" in rollout.metadata["isolation"]
     assert list(agent_root.iterdir()) == []  # nothing left behind
+
+
+@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
+def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_root):
+    backend = backend_class()
+    assert backend.unavailable_reason() is None, backend.unavailable_reason()
+    model = ScriptedModel(["never sent"])
+    gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1},
+                                       budget_usd=1e-9, prices={model.model: ModelPrice(input=1.0, output=1.0)}))
+    gateway.ledger.record(CallRecord(role="agent", stage="earlier", model=model.model, cost_usd=1.0))  # spent already
+    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
+                         memory_mb=max(backend.min_memory_mb, 1536))
+    harness = AnswerFileTestHarness()
+
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+
+    # the refusal (HTTP 402 in the program's own API) ends the program: no retrying until the wall clock
+    assert rollout.outcome == "budget" and "USD budget reached" in rollout.error
+    assert rollout.metadata["limit_hit"] is None and model.calls == []
+    assert rollout.reward == 0.0 and rollout.metadata["score_info"] == {"reason": "no answer.txt"}
