@@ -183,3 +183,14 @@ def test_qwen_code_settings_and_command(run):
     assert (env["OPENAI_BASE_URL"], env["OPENAI_API_KEY"], env["OPENAI_MODEL"]) == (run.endpoint_url, "raso-key", "raso-agent")
     assert env["NODE_OPTIONS"] == "--disable-wasm-trap-handler"  # else Node's requests fail under the address-space limit
     assert backend.skills_dir(run) == run.home / ".qwen" / "skills"
+
+
+def test_the_runner_never_sets_less_memory_than_the_program_needs():
+    from raso.agent.agent import AgentConfig
+    from raso.agent.backends.runner import ExternalAgentRunner
+
+    low = AgentConfig(backend="qwen-code", memory_mb=2048)
+    qwen = ExternalAgentRunner(QwenCodeBackend(), None, low)
+    assert qwen.limits().memory_bytes == QwenCodeBackend.min_memory_mb * 1024 * 1024 > 2048 * 1024 * 1024
+    high = AgentConfig(backend="codex", memory_mb=20_000)
+    assert ExternalAgentRunner(CodexBackend(), None, high).limits().memory_bytes == 20_000 * 1024 * 1024

@@ -46,6 +46,8 @@ class AgentBackend(ABC):
     name: ClassVar[str]  # the `agent.backend` value, e.g. "claude-code"
     wire_format: ClassVar[str]  # "openai-chat" | "anthropic-messages" | "openai-responses"
     package: ClassVar[str]  # what is installed, pinned: "npm:@anthropic-ai/claude-code@2.1.332", "pypi:mini-swe-agent==2.4.6"
+    #: the address-space limit (RLIMIT_AS) the program was measured to need at least; the runner never sets less
+    min_memory_mb: ClassVar[int] = 0
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:

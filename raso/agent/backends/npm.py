@@ -181,9 +181,8 @@ class NpmAgentBackend(AgentBackend):
     version: ClassVar[str]  # pinned: the version the tests ran
     binary: ClassVar[str]  # the program's name in node_modules/.bin
     needs_node: ClassVar[bool] = True  # False for a native executable
-    #: the address-space limit (RLIMIT_AS) the program needs at least: V8 and Bun reserve large virtual ranges
-    #: (WebAssembly memories among them) and abort or fail every request below it
-    min_memory_mb: ClassVar[int] = 0
+    # min_memory_mb (AgentBackend): V8 and Bun reserve large virtual ranges (WebAssembly memories among them) and
+    # abort or fail every request below it
 
     def prefix(self) -> Path:
         return install_dir(self.name)

@@ -157,9 +157,13 @@ class ExternalAgentRunner:
     def wall_seconds(self) -> float:
         return float(self.config.max_wall_s or self.config.external_wall_s)
 
+    def memory_mb(self) -> int:
+        """The configured address-space limit, raised to what the program needs to run at all."""
+        return max(self.config.memory_mb, self.backend.min_memory_mb)
+
     def limits(self) -> SandboxLimits:
         return SandboxLimits(cpu_seconds=self.config.cpu_seconds, wall_seconds=self.wall_seconds(),
-                             memory_bytes=self.config.memory_mb * MiB, max_processes=512, max_open_files=4096,
+                             memory_bytes=self.memory_mb() * MiB, max_processes=512, max_open_files=4096,
                              file_size_bytes=512 * MiB, tmpfs_bytes=512 * MiB, output_chars=400_000)
 
     def _run(self, harness: Harness, task: Task, skills: Sequence[Skill], start: float) -> Rollout:
