@@ -1,5 +1,9 @@
 """Finding harnesses by name: the entry-point group ``raso.harnesses`` (a user registers their own in their
-package's metadata) or an explicit ``"package.module:ClassName"``."""
+package's metadata) or an explicit ``"package.module:ClassName"``.
+
+A registered name may carry one argument after a colon, ``"NAME:ARG"`` (``tasks:./my_tasks``): the harness class
+names the constructor option that ARG fills in its ``name_argument`` class attribute (``path`` for ``tasks``).
+"""
 
 from __future__ import annotations
 
@@ -58,10 +62,19 @@ def _load_target(target: str) -> type[Harness]:
     return obj
 
 
+def split_name_argument(name: str) -> tuple[str, str | None]:
+    """("NAME", "ARG") for a registered name with an argument ("tasks:./my_tasks"), else (name, None)."""
+    head, sep, tail = name.partition(":")
+    if sep and head in available_harnesses():
+        return head, tail
+    return name, None
+
+
 def harness_class(name: str) -> type[Harness]:
-    """The class of a registered harness name or an explicit 'package.module:ClassName', not instantiated.
-    Raises like get_harness."""
+    """The class of a registered harness name (with or without ':ARG') or an explicit 'package.module:ClassName',
+    not instantiated. Raises like get_harness."""
     registered = available_harnesses()
+    name = split_name_argument(name)[0]
     if name in registered:
         return _load_target(registered[name])
     if ":" in name:
@@ -74,9 +87,19 @@ def get_harness(name: str, **kwargs: Any) -> Harness:
     """Instantiate a harness by registered name, or by an explicit 'package.module:ClassName'.
 
     Raises HarnessNotFoundError (a ValueError) for an unknown name, HarnessLoadError when the harness's
-    module cannot be imported (e.g. its optional dependencies are not installed).
+    module cannot be imported (e.g. its optional dependencies are not installed). `NAME:ARG` passes ARG as the
+    option the class's `name_argument` names (an explicit keyword of the same name is a conflict).
     """
-    return harness_class(name)(**kwargs)
+    cls = harness_class(name)
+    base, argument = split_name_argument(name)
+    if argument is not None:
+        option = getattr(cls, "name_argument", None)
+        if option is None:
+            raise HarnessNotFoundError(f"harness {base!r} takes no ':ARG' in its name (got {name!r})")
+        if option in kwargs and str(kwargs[option]) != argument:
+            raise ValueError(f"harness {name!r}: {option}={kwargs[option]!r} conflicts with {argument!r} in the name")
+        kwargs = {**kwargs, option: argument}
+    return cls(**kwargs)
 
 
 def describe_harnesses(names: Sequence[str] | None = None) -> list[HarnessInfo]:

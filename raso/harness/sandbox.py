@@ -482,8 +482,9 @@ def _minimal_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str,
 
 def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro_binds: Sequence[str],
                 hide: Sequence[str], env: Mapping[str, str], limits: SandboxLimits,
-                rw_binds: Sequence[str] = ()) -> list[str]:
-    """The full command line: launcher, bwrap and its options, then `argv` run in `work`."""
+                rw_binds: Sequence[str] = (), moved_binds: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The full command line: launcher, bwrap and its options, then `argv` run in `work`. `moved_binds` are
+    (host folder, path inside) pairs bound writable after everything else."""
     assert support.bwrap is not None
     cmd = [*support.launcher, support.bwrap, "--unshare-all", "--unshare-user", *support.bwrap_options,
            "--die-with-parent", "--new-session", "--clearenv"]
@@ -527,6 +528,8 @@ def _bwrap_argv(support: IsolationSupport, *, work: str, argv: Sequence[str], ro
         cmd += option
     for path in covered:
         cmd += ["--remount-ro", path]
+    for source, dest in moved_binds:
+        cmd += ["--bind", source, dest]
     cmd += ["--chdir", work, "--", *argv]
     return cmd
 
@@ -687,7 +690,8 @@ class Sandbox:
             shutil.rmtree(root, ignore_errors=True)
 
     def run_command(self, argv: Sequence[str], work_dir: Path, *, ro_binds: Sequence[Path] = (),
-                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = ()) -> SandboxResult:
+                    env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = (),
+                    mounts: Mapping[str, Path] | None = None) -> SandboxResult:
         """Run any command line `argv` in `work_dir` (the one writable folder), with `ro_binds` also visible
         read-only, this sandbox's limits, `deny_read` hidden and a minimal environment plus `env`.
 
@@ -699,6 +703,9 @@ class Sandbox:
         The command needs the OS layer (IsolationRequiredError otherwise: nothing but bwrap contains a
         non-Python program). A root caller's run is uid 65534: `work_dir` must be reachable by that uid (not
         under a private home such as /root); it is handed to that uid for the run and given back afterwards.
+
+        `mounts` maps absolute paths inside the run to folders under `work_dir`, bound there writable too (a
+        Harbor task's verifier expects its files at /app, /tests and /logs/verifier).
         """
         if self.support.level != "os":
             raise IsolationRequiredError(f"running a command needs OS-level isolation: {INSTALL_HINT}")
@@ -710,6 +717,13 @@ class Sandbox:
             if closed:
                 raise ValueError(f"work dir {work} is not reachable by the sandbox's uid {SANDBOX_UID}: "
                                  f"{closed[0]} is not searchable by others")
+        extra_mounts: list[tuple[str, str]] = []
+        for dest, source in (mounts or {}).items():
+            folder = Path(source).resolve()
+            if not os.path.isabs(dest) or not folder.is_dir() or not folder.is_relative_to(work):
+                raise ValueError(f"mount {dest!r}: the destination must be absolute and the source a folder under "
+                                 f"the work dir {work}, got {source}")
+            extra_mounts.append((str(folder), os.path.normpath(dest)))
         ports = [int(p) for p in loopback_ports]
         if any(not 1024 <= p <= 65535 for p in ports):
             raise ValueError(f"loopback ports must be between 1024 and 65535, got {ports}")
@@ -735,7 +749,7 @@ class Sandbox:
                 relay = {"ports": ports, "dir": str(sockets)}
                 command = [*caps, "--", self.python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
             return self._execute(command, root, work, ro_binds=binds, env=_minimal_env(str(work), env),
-                                 rw_binds=rw_binds, network="loopback" if ports else "none")
+                                 rw_binds=rw_binds, network="loopback" if ports else "none", mounts=extra_mounts)
         finally:
             if forwarder is not None:
                 forwarder.close()
@@ -744,7 +758,8 @@ class Sandbox:
                 _chown_tree(work, owner.st_uid, owner.st_gid)
 
     def _execute(self, argv: Sequence[str], root: Path, work: Path, *, ro_binds: Sequence[str],
-                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none") -> SandboxResult:
+                 env: Mapping[str, str], rw_binds: Sequence[str] = (), network: str = "none",
+                 mounts: Sequence[tuple[str, str]] = ()) -> SandboxResult:
         """Run `argv` contained (OS layer where available), wait within the wall clock, and read what it left."""
         limits, support = self.limits, self.support
         if support.level == "os":
@@ -752,7 +767,7 @@ class Sandbox:
                 os.chmod(root, 0o711)
                 _chown_tree(work, SANDBOX_UID, SANDBOX_UID)
             cmd = _bwrap_argv(support, work=str(work), argv=argv, ro_binds=ro_binds, hide=self.deny_read, env=env,
-                              limits=limits, rw_binds=rw_binds)
+                              limits=limits, rw_binds=rw_binds, moved_binds=mounts)
             isolation = ["bwrap", "user-namespace", "pid-namespace",
                          "no-network" if network == "none" else "loopback-ports-only", "read-only-system",
                          "private-tmp", "rlimits"]

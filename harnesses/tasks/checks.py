@@ -1,0 +1,188 @@
+"""Running a task's check on what an agent left in its workspace, inside the OS sandbox.
+
+The check is the task author's code, but it reads files an agent wrote, so it runs behind bubblewrap
+(`Sandbox.run_command`) on a copy: the run's one writable folder holds a copy of the workspace and a copy of the
+task's own folder, nothing of the other tasks. raso's checks run with the workspace copy as the current folder
+and `$WORKSPACE`, `$TASK_DIR` (the task folder copy) and `$PYTHON` (raso's interpreter, also first on PATH as
+`python`) set. A Harbor verifier finds the workspace at its WORKDIR (default /app), its tests at /tests and
+writes /logs/verifier/reward.txt or reward.json, as in Harbor's container.
+
+A check's own failure (check.py printing no score, a Harbor verifier writing no reward) is reward 0 with the
+reason in `info["check_error"]`: the scorer never raises for what an agent left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from raso.harness.sandbox import Sandbox, SandboxLimits, SandboxResult
+from raso.harness.workspace import WorkspaceScore
+
+from .folder import FolderTask
+
+log = logging.getLogger(__name__)
+
+MAX_WORKSPACE_BYTES = 256 * 1024 * 1024  # what the scorer copies of a workspace at most
+
+
+def copy_tree(source: Path, dest: Path, max_bytes: int = MAX_WORKSPACE_BYTES) -> list[str]:
+    """Copy the regular files and folders of `source` into `dest` (created); symbolic links and special files
+    are left out (a link could point at anything on this machine). Returns what was left out."""
+    left_out: list[str] = []
+    total = 0
+    dest.mkdir(parents=True, exist_ok=True)
+    for folder, dirs, files in os.walk(source, followlinks=False):
+        here = Path(folder)
+        target = dest / here.relative_to(source)
+        for name in list(dirs):
+            path = here / name
+            if path.is_symlink():
+                left_out.append(str(path.relative_to(source)))
+                dirs.remove(name)
+            else:
+                (target / name).mkdir(exist_ok=True)
+        for name in files:
+            path = here / name
+            if path.is_symlink() or not path.is_file():
+                left_out.append(str(path.relative_to(source)))
+                continue
+            total += path.stat().st_size
+            if total > max_bytes:
+                raise ValueError(f"the workspace holds more than {max_bytes // (1024 * 1024)} MB")
+            shutil.copyfile(path, target / name)
+    return left_out
+
+
+def _parse_score(text: str) -> float | None:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
+
+
+def _score(value: float, info: dict) -> WorkspaceScore:
+    """Reward 1 only for a full score; the score itself is the soft score."""
+    return WorkspaceScore(reward=1.0 if value >= 1.0 else 0.0, soft_score=value, info=info)
+
+
+def _failed(reason: str, info: dict) -> WorkspaceScore:
+    return WorkspaceScore(reward=0.0, soft_score=0.0, info={**info, "check_error": reason})
+
+
+def _result_info(result: SandboxResult) -> dict:
+    return {"exit_code": result.exit_code, "limit_hit": result.limit_hit, "stdout": result.stdout[-2000:],
+            "stderr": result.stderr[-2000:], "wall_time_s": result.wall_time_s, "isolation": result.isolation}
+
+
+def harbor_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
+    """The reward a Harbor verifier wrote (reward.json first, then reward.txt, as Harbor reads them) and why
+    there is none. reward.json must hold one number or an object whose "reward" (or only) entry is one."""
+    json_path, text_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
+    if json_path.is_file() and not json_path.is_symlink():
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8", errors="replace"))
+        except ValueError:
+            return None, "reward.json is not valid JSON"
+        if isinstance(data, dict):
+            data = data.get("reward", next(iter(data.values())) if len(data) == 1 else None)
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            return None, "reward.json holds no single numeric reward (a number, or an object with \"reward\")"
+        value = _parse_score(str(data))
+        return (value, None) if value is not None else (None, f"reward {data!r} is not in [0, 1]")
+    if text_path.is_file() and not text_path.is_symlink():
+        text = text_path.read_text(encoding="utf-8", errors="replace")[:200]
+        value = _parse_score(text)
+        return (value, None) if value is not None else (None, f"reward.txt holds {text.strip()[:60]!r}, not a "
+                                                              "number in [0, 1]")
+    return None, "the verifier wrote no /logs/verifier/reward.txt or reward.json"
+
+
+class CheckRunner:
+    """Runs checks in the sandbox with fixed limits (a Harbor task's verifier timeout replaces the wall clock)."""
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limits = limits
+        self.sandbox = Sandbox(limits)  # the OS layer is required by run_command; the probe runs once per process
+
+    def environment(self, extra: dict[str, str]) -> dict[str, str]:
+        bin_dir = str(Path(self.sandbox.python).parent)
+        return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "PYTHON": self.sandbox.python, **extra}
+
+    def score(self, task: FolderTask, workspace: Path) -> WorkspaceScore:
+        """Score `workspace` with the task's check. Never raises for what the workspace holds."""
+        root = Path(tempfile.mkdtemp(prefix="raso-check-"))
+        os.chmod(root, 0o755)  # the sandbox's uid must reach the run folder inside it
+        try:
+            run = root / "run"
+            run.mkdir()
+            if task.kind == "harbor":
+                return self._harbor(task, workspace, run)
+            return self._raso(task, workspace, run)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _copy_workspace(self, workspace: Path, dest: Path) -> tuple[list[str], str | None]:
+        try:
+            return copy_tree(workspace, dest), None
+        except (OSError, ValueError) as exc:
+            return [], f"the workspace could not be copied for the check: {exc}"
+
+    def _raso(self, task: FolderTask, workspace: Path, run: Path) -> WorkspaceScore:
+        left_out, problem = self._copy_workspace(workspace, run / "workspace")
+        info: dict = {"check": task.check.name, "left_out": left_out}
+        if problem:
+            return _failed(problem, info)
+        copy_tree(task.folder, run / "task")
+        env = self.environment({"WORKSPACE": str(run / "workspace"), "TASK_DIR": str(run / "task")})
+        runner = 'exec bash "$TASK_DIR/check.sh"' if task.check.name == "check.sh" else \
+            'exec "$PYTHON" "$TASK_DIR/check.py"'
+        result = self.sandbox.run_command(["bash", "-c", f'cd "$WORKSPACE" && {runner}'], run,
+                                          ro_binds=self.sandbox.python_roots, env=env)
+        info.update(_result_info(result))
+        if task.check.name == "check.sh":
+            passed = result.ok and result.limit_hit is None
+            return WorkspaceScore(reward=1.0 if passed else 0.0, soft_score=1.0 if passed else 0.0,
+                                  info={**info, **({} if passed else {"error": result.error_summary()})})
+        if not result.ok or result.limit_hit is not None:
+            return _failed(f"check.py failed: {result.error_summary()}", info)
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        value = _parse_score(lines[-1]) if lines else None
+        if value is None:
+            shown = repr(lines[-1][:80]) if lines else "nothing"
+            log.warning("tasks: %s printed %s as its last line, not a score in [0, 1]", task.check, shown)
+            return _failed(f"check.py printed {shown} as its last line, not a score in [0, 1]", info)
+        return _score(value, info)
+
+    def _harbor(self, task: FolderTask, workspace: Path, run: Path) -> WorkspaceScore:
+        left_out, problem = self._copy_workspace(workspace, run / "app")
+        info: dict = {"check": "tests/test.sh", "left_out": left_out}
+        if problem:
+            return _failed(problem, info)
+        copy_tree(task.folder / "tests", run / "tests")
+        (run / "logs" / "verifier").mkdir(parents=True)
+        runner = self
+        if task.check_timeout_s is not None:  # the task's own verifier timeout
+            limits = self.limits.model_copy(update={"wall_seconds": task.check_timeout_s,
+                                                    "cpu_seconds": max(1, math.ceil(task.check_timeout_s))})
+            runner = CheckRunner(limits)
+        result = runner.sandbox.run_command(
+            ["bash", "-c", f'cd "{task.workdir}" && exec bash /tests/test.sh'], run,
+            ro_binds=self.sandbox.python_roots, env=self.environment({}),
+            mounts={task.workdir: run / "app", "/tests": run / "tests", "/logs": run / "logs"})
+        info.update(_result_info(result))
+        if result.limit_hit is not None:
+            return _failed(f"the verifier did not finish: {result.error_summary()}", info)
+        value, problem = harbor_reward(run / "logs" / "verifier")
+        if value is None:
+            return _failed(problem or "no reward", info)
+        return _score(value, info)
+
+
+__all__ = ["CheckRunner", "MAX_WORKSPACE_BYTES", "copy_tree", "harbor_reward"]

@@ -1,0 +1,92 @@
+"""The builtin agent's text environment for a folder task: shell commands in the task's workspace.
+
+`reset()` makes a fresh workspace holding the task's files and shows the instruction and the files. Each
+`step(action)` runs the action as a `bash -c` command line inside the OS sandbox (bubblewrap via
+`Sandbox.run_command`: the workspace is the one writable folder, no network, the command's limits) and shows its
+exit code and output. `submit` ends the task: the task's check scores the workspace (the same scorer the workspace
+form uses for external agents).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raso.harness import Task, TextEnv
+from raso.harness.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from .harness import TasksHarness
+
+SUBMIT = "submit"
+MAX_LISTED_FILES = 30
+
+
+def workspace_listing(workspace: Path) -> str:
+    files = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+    if not files:
+        return "(empty)"
+    shown = files[:MAX_LISTED_FILES]
+    more = f"\n... and {len(files) - len(shown)} more" if len(files) > len(shown) else ""
+    return "\n".join(f"- {name}" for name in shown) + more
+
+
+class ShellTaskEnv(TextEnv):
+    def __init__(self, harness: "TasksHarness", task: Task, sandbox: Sandbox) -> None:
+        super().__init__()
+        self.harness = harness
+        self.task = task
+        self.sandbox = sandbox
+        self.workspace: Path | None = None
+        self.done = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._cleanup()
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40]}-"))
+        instruction = self.harness.prepare_workspace(self.task, self.workspace)
+        self.done = False
+        observation = (f"{instruction}\n\nFiles in your working folder:\n{workspace_listing(self.workspace)}\n\n"
+                       f"Run one shell command per action; `{SUBMIT}` when the files are ready to be checked.")
+        return observation, {"task_id": self.task.id}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.workspace is None:
+            raise RuntimeError("call reset() before step()")
+        if self.done:
+            return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
+        command = action.strip()
+        if not command:
+            return (f"Empty action: write one shell command, or `{SUBMIT}`."), 0.0, False, False, \
+                {"error": "empty action"}
+        if command.lower() == SUBMIT:
+            self.done = True
+            score = self.harness.score_workspace(self.task, self.workspace)
+            verdict = "passed" if score.reward >= 1.0 else "did not pass"
+            soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
+            info = {"soft_score": score.soft_score, "check": score.info, "final_output": workspace_listing(self.workspace)}
+            if score.reward < 1.0:
+                info["error"] = score.info.get("check_error") or "the check did not pass"
+            return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
+        result = self.sandbox.run_command(["bash", "-c", command], self.workspace,
+                                          ro_binds=self.sandbox.python_roots,
+                                          env=self.harness.checks.environment({}))
+        head = f"exit code {result.exit_code if not result.timed_out else 'killed (time limit)'}"
+        lines = result.report_lines()
+        observation = "\n".join([head, *lines]) if lines else f"{head} (no output)"
+        info = {"exit_code": result.exit_code, "limit_hit": result.limit_hit, "isolation": result.isolation}
+        return observation, 0.0, False, False, info
+
+    def _cleanup(self) -> None:
+        if self.workspace is not None:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+            self.workspace = None
+
+    def close(self) -> None:
+        self._cleanup()
+        super().close()
+
+
+__all__ = ["SUBMIT", "ShellTaskEnv", "workspace_listing"]

@@ -1,0 +1,284 @@
+"""Reading a folder of tasks: one sub-folder per task, in raso's own layout or as a Harbor task.
+
+raso's layout (a folder `NAME/`):
+
+    instruction.md      what the agent is asked to do (it names the file(s) the answer goes to)
+    workspace/          optional: files copied into the agent's workspace
+    check.sh | check.py the check: check.sh's exit code (0 = reward 1, else 0), or the last stdout line of
+                        check.py, a score in [0, 1] (reward 1 only at 1.0; the score is the soft score)
+
+Harbor / Terminal-Bench layout (a folder with `task.toml`): `instruction.md`, `tests/test.sh` (the verifier: it
+writes /logs/verifier/reward.txt or reward.json), `environment/` (a Dockerfile and the files it copies),
+`solution/` (never read). Only tasks that need no container are accepted (`harbor_problems` lists why not).
+
+Splits come from `splits.json` ({"train": [...], "val": [...], "test": [...]}, every task in exactly one) or,
+without it, from a seeded rule (`seeded_splits`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SPLIT_NAMES = ("train", "val", "test")
+SPLITS_FILE = "splits.json"
+DEFAULT_SALT = "raso-tasks"
+DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
+HARBOR_WORKDIR = "/app"
+# Dockerfile instructions that build nothing: the files a COPY/ADD takes from environment/ are copied into the
+# workspace; FROM, WORKDIR, ENV, LABEL... only describe the image. Any other (RUN, COPY --from, ...) needs a build.
+_NO_BUILD = {"FROM", "WORKDIR", "ENV", "LABEL", "ARG", "CMD", "ENTRYPOINT", "USER", "EXPOSE", "SHELL", "MAINTAINER",
+             "STOPSIGNAL", "COPY", "ADD"}
+# A verifier that installs or downloads at run time needs the network, which the sandbox does not give.
+_NEEDS_NETWORK = re.compile(r"\b(apt-get|apt|apk|yum|dnf|curl|wget|pip3?\s+install|uv\s+(?:pip|add|sync|tool)|uvx|"
+                            r"npm\s+(?:install|i|ci)|npx|git\s+clone)\b")
+
+
+class TasksFolderError(ValueError):
+    """A tasks folder or task that cannot be used; the message names the path and what to do."""
+
+
+class FolderTask(BaseModel):
+    """One task as read from its folder."""
+
+    id: str
+    folder: Path
+    kind: Literal["raso", "harbor"]
+    instruction: str
+    check: Path  # check.sh, check.py, or a Harbor task's tests/test.sh
+    workspace_files: list[tuple[Path, str]] = Field(default_factory=list)  # (source, path in the workspace)
+    workdir: str = HARBOR_WORKDIR  # Harbor: where the workspace sits inside the verifier's sandbox
+    check_timeout_s: float | None = None  # Harbor: [verifier] timeout_sec
+    agent_timeout_s: float | None = None  # Harbor: [agent] timeout_sec (recorded, see the README)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TasksFolderError(f"{path}: {what} is not UTF-8 text") from None
+    except OSError as exc:
+        raise TasksFolderError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def _files_under(folder: Path, prefix: str = "") -> list[tuple[Path, str]]:
+    """(source, relative path) of every file under `folder`; a symbolic link is refused (it could point at
+    anything on this machine, answers included)."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            raise TasksFolderError(f"{path}: symbolic links are not copied into a workspace; copy the file itself")
+        if path.is_file():
+            found.append((path, str(PurePosixPath(prefix) / path.relative_to(folder).as_posix()) if prefix
+                          else path.relative_to(folder).as_posix()))
+    return found
+
+
+def read_raso_task(folder: Path) -> FolderTask:
+    instruction_path = folder / "instruction.md"
+    if not instruction_path.is_file():
+        raise TasksFolderError(f"task {folder.name}: no instruction.md in {folder} (write what the agent must do, and "
+                               "which file the answer goes to)")
+    instruction = _read_text(instruction_path, "instruction.md").strip()
+    if not instruction:
+        raise TasksFolderError(f"task {folder.name}: {instruction_path} is empty")
+    checks = [folder / name for name in ("check.sh", "check.py") if (folder / name).is_file()]
+    if not checks:
+        raise TasksFolderError(f"task {folder.name}: no check in {folder}: add check.sh (exit 0 = solved) or check.py "
+                               "(prints a score in [0, 1] on its last line)")
+    if len(checks) > 1:
+        raise TasksFolderError(f"task {folder.name}: both check.sh and check.py in {folder}; keep one")
+    workspace = folder / "workspace"
+    files = _files_under(workspace) if workspace.is_dir() else []
+    return FolderTask(id=folder.name, folder=folder, kind="raso", instruction=instruction, check=checks[0],
+                      workspace_files=files)
+
+
+def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tuple[list[tuple[Path, str]], str,
+                                                                                   list[str]]:
+    """The files a build-free Dockerfile copies from environment/ (source, path relative to WORKDIR), the final
+    WORKDIR, and why the Dockerfile needs a container (empty when it does not)."""
+    text = _read_text(dockerfile, "the Dockerfile")
+    text = re.sub(r"\\\n", " ", text)  # continued lines
+    files: list[tuple[Path, str]] = []
+    problems: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword not in _NO_BUILD:
+            problems.append(f"its Dockerfile builds the image (line {number}: {line[:80]})")
+            continue
+        if keyword == "WORKDIR":
+            target = rest.strip()
+            workdir = target if target.startswith("/") else str(PurePosixPath(workdir) / target)
+        elif keyword in ("COPY", "ADD"):
+            try:
+                parts = shlex.split(rest)
+            except ValueError:
+                parts = []
+            flags = [p for p in parts if p.startswith("--")]
+            paths = [p for p in parts if not p.startswith("--")]
+            if any(f.startswith("--from") for f in flags) or len(paths) < 2 or parts[:1] == ["["]:
+                problems.append(f"its Dockerfile copies from another image or in a form not read here "
+                                f"(line {number}: {line[:80]})")
+                continue
+            *sources, dest = paths
+            dest_abs = PurePosixPath(dest if dest.startswith("/") else str(PurePosixPath(workdir) / dest))
+            if not (dest_abs == PurePosixPath(workdir) or PurePosixPath(workdir) in dest_abs.parents):
+                problems.append(f"its Dockerfile copies outside the working directory {workdir} "
+                                f"(line {number}: {line[:80]})")
+                continue
+            inside = dest_abs.relative_to(workdir)
+            for source in sources:
+                if any(ch in source for ch in "*?[") or source.startswith(("http://", "https://")):
+                    problems.append(f"its Dockerfile copies a pattern or URL (line {number}: {line[:80]})")
+                    continue
+                src = (environment / source).resolve()
+                if not src.is_relative_to(environment.resolve()) or not src.exists():
+                    problems.append(f"its Dockerfile copies {source!r}, which is not in environment/ "
+                                    f"(line {number})")
+                    continue
+                if src.is_dir():
+                    files += [(path, str(inside / rel)) for path, rel in _files_under(src)]
+                else:
+                    target = inside / src.name if dest.endswith("/") or len(sources) > 1 else inside
+                    files.append((src, str(target)))
+    return files, workdir, problems
+
+
+def harbor_problems(folder: Path, config: dict) -> list[str]:
+    """Why a Harbor task needs what this harness does not give (a container, services, the network)."""
+    problems: list[str] = []
+    environment_config = config.get("environment") or {}
+    if environment_config.get("docker_image"):
+        problems.append(f"it runs in the prebuilt image {environment_config['docker_image']!r}")
+    for key in ("mcp_servers", "healthcheck", "gpus", "tpu"):
+        if environment_config.get(key):
+            problems.append(f"it needs [environment] {key}")
+    if str(environment_config.get("os", "linux")).lower() != "linux":
+        problems.append(f"it targets {environment_config['os']}")
+    environment = folder / "environment"
+    for name in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
+        if (environment / name).is_file():
+            problems.append(f"it starts services ({name})")
+    if (folder / "tests" / "Dockerfile").is_file():
+        problems.append("its verifier runs in its own image (tests/Dockerfile)")
+    if (folder / "steps").is_dir() or config.get("steps"):
+        problems.append("it has several steps")
+    test = folder / "tests" / "test.sh"
+    if test.is_file():
+        for number, line in enumerate(_read_text(test, "tests/test.sh").splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            match = _NEEDS_NETWORK.search(code)
+            if match:
+                problems.append(f"its verifier installs or downloads at run time (tests/test.sh line {number}: "
+                                f"{match.group(0)}), which needs the network")
+                break
+    return problems
+
+
+def read_harbor_task(folder: Path) -> FolderTask:
+    try:
+        config = tomllib.loads(_read_text(folder / "task.toml", "task.toml"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TasksFolderError(f"task {folder.name}: {folder / 'task.toml'} is not valid TOML: {exc}") from None
+    instruction_path = folder / "instruction.md"
+    if not instruction_path.is_file():
+        raise TasksFolderError(f"Harbor task {folder.name}: no instruction.md in {folder}")
+    test = folder / "tests" / "test.sh"
+    if not test.is_file():
+        raise TasksFolderError(f"Harbor task {folder.name}: no tests/test.sh in {folder} (only the shell verifier "
+                               "of Linux tasks is supported)")
+    problems = harbor_problems(folder, config)
+    environment = folder / "environment"
+    workdir = str((config.get("environment") or {}).get("workdir") or HARBOR_WORKDIR)
+    files: list[tuple[Path, str]] = []
+    dockerfile = environment / "Dockerfile"
+    if dockerfile.is_file():
+        files, workdir, build_problems = _dockerfile_copies(dockerfile, environment, workdir)
+        problems += build_problems
+    elif environment.is_dir():
+        files = _files_under(environment)
+    if not workdir.startswith("/") or workdir in ("/", "/tests", "/logs") or workdir.startswith(("/logs/", "/tests/")):
+        problems.append(f"its working directory {workdir} cannot be given here")
+    if problems:
+        raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
+                               "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)")
+    verifier, agent = config.get("verifier") or {}, config.get("agent") or {}
+    return FolderTask(id=folder.name, folder=folder, kind="harbor",
+                      instruction=_read_text(instruction_path, "instruction.md").strip(), check=test,
+                      workspace_files=files, workdir=workdir,
+                      check_timeout_s=float(verifier["timeout_sec"]) if "timeout_sec" in verifier else None,
+                      agent_timeout_s=float(agent["timeout_sec"]) if "timeout_sec" in agent else None)
+
+
+def read_task(folder: Path) -> FolderTask:
+    if (folder / "task.toml").is_file():
+        return read_harbor_task(folder)
+    return read_raso_task(folder)
+
+
+def task_folders(root: Path) -> list[Path]:
+    """The task sub-folders of `root` (hidden folders and `__pycache__` are not tasks), sorted by name."""
+    if not root.is_dir():
+        raise TasksFolderError(f"tasks folder {root} does not exist or is not a folder")
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    if not folders:
+        raise TasksFolderError(f"tasks folder {root} has no task sub-folders (one folder per task, each with "
+                               "instruction.md and check.sh or check.py)")
+    return folders
+
+
+def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
+    """The splits `path` names; every task in exactly one split, train and val not empty."""
+    try:
+        data = json.loads(_read_text(path, SPLITS_FILE))
+    except json.JSONDecodeError as exc:
+        raise TasksFolderError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or set(data) - set(SPLIT_NAMES) or not all(
+            isinstance(v, list) and all(isinstance(i, str) for i in v) for v in data.values()):
+        raise TasksFolderError(f"{path} must be an object {{\"train\": [...], \"val\": [...], \"test\": [...]}} "
+                               "of task folder names")
+    splits = {name: list(data.get(name, [])) for name in SPLIT_NAMES}
+    known, seen = set(ids), {}
+    for name, members in splits.items():
+        for task_id in members:
+            if task_id not in known:
+                raise TasksFolderError(f"{path}: {name} lists {task_id!r}, which is not a task folder here")
+            if task_id in seen:
+                raise TasksFolderError(f"{path}: {task_id!r} is in both {seen[task_id]} and {name}")
+            seen[task_id] = name
+    missing = [i for i in ids if i not in seen]
+    if missing:
+        raise TasksFolderError(f"{path}: task(s) {', '.join(missing)} are in no split; add them or remove the folders")
+    for name in ("train", "val"):
+        if not splits[name]:
+            raise TasksFolderError(f"{path}: the {name} split is empty")
+    return splits
+
+
+def seeded_splits(ids: list[str], salt: str = DEFAULT_SALT,
+                  fractions: tuple[float, float, float] = DEFAULT_FRACTIONS) -> dict[str, list[str]]:
+    """Without splits.json: the tasks ordered by sha256(salt + name), then cut by `fractions` (rounded; train and
+    val get at least one task each when there are two or more, test what is left)."""
+    if len(ids) < 2:
+        raise TasksFolderError(f"{len(ids)} task(s): a tasks folder needs at least two (train and val)")
+    ranked = sorted(ids, key=lambda i: hashlib.sha256(f"{salt}:{i}".encode()).hexdigest())
+    n_train = max(1, round(len(ids) * fractions[0]))
+    n_val = max(1, round(len(ids) * fractions[1]))
+    n_train = min(n_train, len(ids) - n_val)
+    return {"train": ranked[:n_train], "val": ranked[n_train:n_train + n_val], "test": ranked[n_train + n_val:]}
+
+
+__all__ = ["DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TasksFolderError", "harbor_problems",
+           "read_splits_file", "read_task", "seeded_splits", "task_folders"]

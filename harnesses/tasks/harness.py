@@ -1,0 +1,184 @@
+"""TasksHarness: a user's folder of tasks (raso's layout or Harbor task folders) as a harness.
+
+`raso optimize --harness tasks:PATH` (or `--harness tasks --harness-arg path=PATH`); `tasks:example` is the small
+folder shipped beside this module. The builtin agent works through shell commands in the sandbox (env.py);
+external agents get the same workspace (`prepare_workspace`) and the same check scores both (checks.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from raso.harness import Harness, Task
+from raso.harness.sandbox import SandboxLimits
+from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+
+from .checks import CheckRunner
+from .env import ShellTaskEnv
+from .folder import (
+    DEFAULT_FRACTIONS,
+    DEFAULT_SALT,
+    SPLITS_FILE,
+    FolderTask,
+    TasksFolderError,
+    read_splits_file,
+    read_task,
+    seeded_splits,
+    task_folders,
+)
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+EXAMPLE_DIR = PACKAGE_DIR / "example"
+EXAMPLE_NAME = "example"
+TASK_DESCRIPTION = "task_description.md"
+HARNESS_DESCRIPTION = "harness_description.md"
+WORKSPACE_DESCRIPTION = "workspace_description.md"
+_CODE_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def resolve_folder(path: str | Path) -> Path:
+    """The tasks folder `path` names; `example` is the shipped example unless a folder of that name exists here."""
+    folder = Path(path).expanduser()
+    if str(path) == EXAMPLE_NAME and not folder.is_dir():
+        return EXAMPLE_DIR
+    return folder.resolve()
+
+
+class TasksHarness(Harness, WorkspaceTasks):
+    """Tasks from a folder: one sub-folder per task (folder.py has the layout), T and H from the folder's
+    task_description.md and harness_description.md.
+
+    Arguments (also `--harness-arg KEY=VALUE`):
+      path          the tasks folder (also as `tasks:PATH`; `example` = the shipped example)
+      max_steps     shell commands per task for the builtin agent, `submit` included (default 10)
+      split_salt    the seeded split rule's salt when the folder has no splits.json
+      cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check
+    """
+
+    name: ClassVar[str] = "tasks"
+    name_argument: ClassVar[str] = "path"  # `tasks:PATH`
+    resource_dir: ClassVar[Path] = PACKAGE_DIR  # the instance's is the tasks folder (T, H and drafts live there)
+    max_steps: int = 10
+    max_reply_tokens: int = 512
+
+    def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
+                 cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048) -> None:
+        self.folder = resolve_folder(path)
+        self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
+        self.tasks_by_id: dict[str, FolderTask] = {t.id: t for t in map(read_task, task_folders(self.folder))}
+        self.split_salt = split_salt
+        if max_steps is not None:
+            self.max_steps = int(max_steps)
+        limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
+                               memory_bytes=memory_mb * 1024 * 1024)
+        self.checks = CheckRunner(limits)  # needs the OS layer: IsolationRequiredError (one line) without bwrap
+        self._splits  # noqa: B018 - a bad splits.json is an error when the harness loads, not mid-run
+
+    @functools.cached_property
+    def _splits(self) -> dict[str, list[str]]:
+        ids = sorted(self.tasks_by_id)
+        splits_path = self.folder / SPLITS_FILE
+        if splits_path.is_file():
+            return read_splits_file(splits_path, ids)
+        return seeded_splits(ids, self.split_salt, DEFAULT_FRACTIONS)
+
+    def _task(self, folder_task: FolderTask) -> Task:
+        return Task(id=folder_task.id, instruction=folder_task.instruction,
+                    metadata={"kind": folder_task.kind, "agent_timeout_s": folder_task.agent_timeout_s})
+
+    def splits(self) -> dict[str, list[Task]]:
+        return {name: [self._task(self.tasks_by_id[i]) for i in ids] for name, ids in self._splits.items()}
+
+    def data_label(self) -> str:
+        rule = SPLITS_FILE if (self.folder / SPLITS_FILE).is_file() else f"seeded split (salt {self.split_salt!r})"
+        return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks, {rule})"
+
+    def folder_task(self, task_id: str) -> FolderTask:
+        try:
+            return self.tasks_by_id[task_id]
+        except KeyError:
+            raise ValueError(f"task {task_id!r} is not in {self.folder}") from None
+
+    # ------------------------------------------------------------------ descriptions
+    def _folder_text(self, filename: str, what: str) -> str:
+        path = self.folder / filename
+        if not path.is_file():
+            raise TasksFolderError(
+                f"tasks folder {self.folder} has no {filename} ({what}): write it, or draft it with "
+                f"`raso harness describe tasks:{self.folder}` and review the draft")
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            raise TasksFolderError(f"{path} is empty; write {what}")
+        return text
+
+    @property
+    def task_description(self) -> str:
+        return self._folder_text(TASK_DESCRIPTION, "T: what the tasks ask and how answers are checked")
+
+    @property
+    def harness_description(self) -> str:
+        return self._folder_text(HARNESS_DESCRIPTION, "H: the shell commands, the files, the budget and the scoring")
+
+    @property
+    def workspace_description(self) -> str:
+        """The folder's workspace_description.md, else its harness_description.md (H for external agents)."""
+        if (self.folder / WORKSPACE_DESCRIPTION).is_file():
+            return self._folder_text(WORKSPACE_DESCRIPTION, "H for external agents")
+        return self.harness_description
+
+    @property
+    def action_instructions(self) -> str:
+        return (PACKAGE_DIR / "action_format.md").read_text(encoding="utf-8").strip()
+
+    @property
+    def turn_reminder(self) -> str | None:
+        return None
+
+    def parse_action(self, reply: str) -> str:
+        """The last `Action:` line's command; `Action: run` takes the reply's last ```bash block instead."""
+        action = super().parse_action(reply)
+        if action.strip().lower() == "run":
+            blocks = [b for b in _code_blocks(reply) if b.strip()]
+            return blocks[-1].strip() if blocks else action
+        return action
+
+    # ------------------------------------------------------------------ builtin agent
+    def make_env(self, task: Task) -> ShellTaskEnv:
+        self.folder_task(task.id)
+        return ShellTaskEnv(self, task, self.checks.sandbox)
+
+    # ------------------------------------------------------------------ external agents
+    def prepare_workspace(self, task: Task, workspace: Path) -> str:
+        """Copy the task's input files (its workspace/ folder, or a Harbor task's environment files) into
+        `workspace`; the instruction is the task's own (it names where the answer goes)."""
+        folder_task = self.folder_task(task.id)
+        workspace = Path(workspace)
+        for source, relative in folder_task.workspace_files:
+            dest = workspace / relative
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(source.read_bytes())
+        where = ("Work in the current folder: the check reads the files you leave there."
+                 if folder_task.kind == "raso" else
+                 f"Work in the current folder (the task's {folder_task.workdir}): its tests read the files you "
+                 "leave there.")
+        return f"{folder_task.instruction}\n\n{where}"
+
+    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+        """The task's check on a copy of `workspace`, in the sandbox (checks.py). Never raises for its content."""
+        return self.checks.score(self.folder_task(task.id), Path(workspace))
+
+    def describe(self) -> dict[str, Any]:
+        kinds = [t.kind for t in self.tasks_by_id.values()]
+        return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
+                "splits": {k: len(v) for k, v in self._splits.items()},
+                "isolation": self.checks.sandbox.support.model_dump()}
+
+
+def _code_blocks(text: str) -> list[str]:
+    return _CODE_BLOCK.findall(text)
+
+
+__all__ = ["EXAMPLE_DIR", "TasksHarness", "resolve_folder"]
