@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,16 +11,21 @@ from harnesses.officeqa.actions import parse_reply
 from harnesses.officeqa.corpus import DEFAULT_PAGE_CHARS, Corpus
 from harnesses.officeqa.env import OfficeQAEnv
 from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQADataError, OfficeQAQuestion, load_questions
+from harnesses.officeqa.reward import judge
 from harnesses.officeqa.splits import DEFAULT_SALT, load_or_make_splits
 from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
 from raso.harness import Harness, Task
 from raso.harness.sandbox import Sandbox, SandboxLimits
+from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 PACKAGED_SPLITS_FILE = RESOURCE_DIR / "splits.json"
+DOCUMENTS_DIR = "documents"  # the workspace form's copy of the corpus
+ANSWER_FILE = "answer.txt"
+MAX_ANSWER_FILE_BYTES = 64 * 1024
 
 
-class OfficeQAHarness(Harness):
+class OfficeQAHarness(Harness, WorkspaceTasks):
     """Tasks: the shipped synthetic demo set (NOT OfficeQA; see data/README.md), or a user's official download.
 
     Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):
@@ -111,6 +117,43 @@ class OfficeQAHarness(Harness):
     def parse_action(self, reply: str) -> str:
         """The reply's action as `verb[argument]` (rules in actions.py and action_format.md)."""
         return parse_reply(reply)
+
+    # ------------------------------------------------------------------ workspace form (external agents)
+    def prepare_workspace(self, task: Task, workspace: Path) -> str:
+        """The corpus's documents (text files) under documents/; never the question file or its answers. The
+        agent writes its answer to answer.txt."""
+        question = self.question(task.id)
+        folder = Path(workspace) / DOCUMENTS_DIR
+        folder.mkdir()
+        for document in self.corpus.documents.values():
+            shutil.copyfile(document.path, folder / document.path.name)
+        years = sorted(d.year for d in self.corpus.documents.values() if d.year is not None)
+        span = f", issues from {years[0]} to {years[-1]}" if years else ""
+        return (f"Question: {question.question}\n\n"
+                f"The folder {DOCUMENTS_DIR}/ holds {len(self.corpus.documents)} U.S. Treasury Bulletin documents as "
+                f"text files named treasury_bulletin_YYYY_MM.txt{span}. Find the figures there, compute the answer, "
+                f"and write the final answer alone to {ANSWER_FILE} in the current folder (one "
+                "short line: the number with its unit word or % sign as the question asks, or the name; no "
+                "explanation).")
+
+    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+        """answer.txt's text (surrounding white space dropped) judged by reward.py's rules, as `answer[...]` is."""
+        question = self.question(task.id)
+        path = Path(workspace) / ANSWER_FILE
+        if path.is_symlink() or not path.is_file():
+            return WorkspaceScore(reward=0.0, soft_score=0.0, info={"error": f"no {ANSWER_FILE} in the workspace"})
+        with path.open("rb") as handle:
+            text = handle.read(MAX_ANSWER_FILE_BYTES).decode("utf-8", errors="replace")
+        answer = text.strip()
+        verdict = judge(question.answer, answer, self.tolerance)
+        info = {"final_output": answer[:300], "verdict": verdict.reason, "tolerance": self.tolerance}
+        if verdict.score < 1.0:
+            info["error"] = f"answer not correct ({verdict.reason})"
+        return WorkspaceScore(reward=verdict.score, soft_score=verdict.score, info=info)
+
+    @property
+    def workspace_description(self) -> str:
+        return (RESOURCE_DIR / "workspace_description.md").read_text(encoding="utf-8").strip()
 
     def describe(self) -> dict[str, Any]:
         return {"data_dir": str(self.data_dir), "subset": self.subset, "questions": len(self.questions),

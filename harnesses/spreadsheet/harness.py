@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
+from harnesses.spreadsheet import workspace as workspace_form
 from harnesses.spreadsheet.action_space import SPREADSHEET_ACTION_SPACE, spreadsheet_action_is_valid
 from harnesses.spreadsheet.actions import parse_reply
 from harnesses.spreadsheet.answers import RecalculatedAnswers, default_answer_cache_dir
@@ -19,12 +20,13 @@ from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS,
 from raso.harness import Harness, Task
 from raso.harness.actions import ActionSpace
 from raso.harness.sandbox import Sandbox, SandboxLimits
+from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 
 DEFAULT_RECALC = "auto"
 PromptMode = Literal["raso", "upstream"]
 
 
-class SpreadsheetHarness(Harness):
+class SpreadsheetHarness(Harness, WorkspaceTasks):
     """Tasks: the 50 shipped SpreadsheetBench tasks (or any folder in its layout, e.g. Verified-400).
 
     Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):
@@ -138,6 +140,21 @@ class SpreadsheetHarness(Harness):
         if self.prompt_mode == "upstream":
             return extract_code(reply)
         return parse_reply(reply).to_action()
+
+    # ------------------------------------------------------------------ workspace form (external agents)
+    def prepare_workspace(self, task: Task, workspace: Path) -> str:
+        """Each test case's input workbook as input_N.xlsx; the agent writes output_N.xlsx (workspace.py)."""
+        return workspace_form.prepare(self.spreadsheet_task(task.id), Path(workspace))
+
+    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+        """The outputs scored as a submitted program's are: recalculated, compared at the answer position."""
+        env = SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows,
+                             answers=self.answers)
+        return workspace_form.score(env.task, env, Path(workspace))
+
+    @property
+    def workspace_description(self) -> str:
+        return (Path(__file__).resolve().parent / "workspace_description.md").read_text(encoding="utf-8").strip()
 
     def describe(self) -> dict[str, Any]:
         return {"data_dir": str(self.data_dir), "tasks": len(self._tasks), "prompt_mode": self.prompt_mode,
