@@ -109,7 +109,9 @@ class CheckRunner:
 
     def __init__(self, limits: SandboxLimits) -> None:
         self.limits = limits
-        self.sandbox = Sandbox(limits)  # the OS layer is required by run_command; the probe runs once per process
+        # Checks and shell commands are programs, not Python code the audit hook could guard: without the OS layer
+        # (bubblewrap) the harness does not load (IsolationRequiredError names the install command).
+        self.sandbox = Sandbox(limits, require_isolation=True)
 
     def environment(self, extra: dict[str, str]) -> dict[str, str]:
         bin_dir = str(Path(self.sandbox.python).parent)

@@ -74,7 +74,7 @@ class TasksHarness(Harness, WorkspaceTasks):
             self.max_steps = int(max_steps)
         limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
                                memory_bytes=memory_mb * 1024 * 1024)
-        self.checks = CheckRunner(limits)  # needs the OS layer: IsolationRequiredError (one line) without bwrap
+        self.checks = CheckRunner(limits)  # IsolationRequiredError (one line) where bubblewrap is missing
         self._splits  # noqa: B018 - a bad splits.json is an error when the harness loads, not mid-run
 
     @functools.cached_property

@@ -1,0 +1,365 @@
+"""The `tasks` harness over a folder: the shipped example, bad folders, Harbor task folders, checks in the sandbox,
+the builtin agent through shell commands (a scripted model), and `NAME:ARG` harness names.
+
+Tests that run a check or a command need bubblewrap (marker `sandbox_os`: they fail, never skip, without it);
+reading and refusing folders does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harnesses.tasks import TasksHarness
+from harnesses.tasks.folder import TasksFolderError, seeded_splits
+from harnesses.tasks.harness import EXAMPLE_DIR
+from raso.harness import registry
+from raso.harness.sandbox import Sandbox
+
+# Shell commands that solve some example tasks (what a capable agent would run).
+SOLUTIONS = {
+    "error-count": "awk '$3==\"ERROR\"' server.log | wc -l > answer.txt",
+    "sort-numbers": "sort -n numbers.txt > sorted.txt",
+    "north-rows": "awk -F, 'NR==1 || $1==\"North\"' sales.csv > north.csv",
+    "harbor-word-count": "wc -w < notes.txt > count.txt",
+}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def make_task(root: Path, name: str, check_name: str = "check.sh", check: str = "exit 0\n",
+              files: dict[str, str] | None = None) -> Path:
+    folder = root / name
+    write(folder / "instruction.md", f"Do task {name}; write answer.txt.\n")
+    write(folder / check_name, check)
+    for rel, text in (files or {}).items():
+        write(folder / "workspace" / rel, text)
+    return folder
+
+
+@pytest.fixture
+def tasks_root(tmp_path) -> Path:
+    root = tmp_path / "my-tasks"
+    make_task(root, "a", check='[ "$(cat answer.txt)" = "42" ]\n', files={"in.txt": "x\n"})
+    make_task(root, "b", "check.py", "print(0.5)\n")
+    make_task(root, "c")
+    return root
+
+
+def run_in_workspace(harness: TasksHarness, task_id: str, command: str | None):
+    """Prepare a fresh workspace (reachable by the sandbox's uid), optionally run `command` in it with bash on the
+    host (the test's own trusted code), and score it."""
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
+    workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+    try:
+        instruction = harness.prepare_workspace(task, workspace)
+        if command is not None:
+            import subprocess
+            subprocess.run(["bash", "-c", command], cwd=workspace, check=True)
+        return instruction, harness.score_workspace(task, workspace)
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- bad folders
+def test_a_task_without_instruction_is_refused_with_its_name(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "good")
+    (root / "broken").mkdir(parents=True)
+    write(root / "broken" / "check.sh", "exit 0\n")
+    with pytest.raises(TasksFolderError, match=r"task broken: no instruction.md in .*broken"):
+        TasksHarness(root)
+
+
+def test_a_task_without_a_check_is_refused_saying_what_to_add(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "good")
+    write(root / "nocheck" / "instruction.md", "Do it.\n")
+    with pytest.raises(TasksFolderError, match=r"task nocheck: no check .*check.sh \(exit 0 = solved\) or check.py"):
+        TasksHarness(root)
+
+
+def test_two_checks_and_an_empty_folder_are_refused(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "good")
+    make_task(root, "twice")
+    write(root / "twice" / "check.py", "print(1)\n")
+    with pytest.raises(TasksFolderError, match="both check.sh and check.py"):
+        TasksHarness(root)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TasksFolderError, match="has no task sub-folders"):
+        TasksHarness(tmp_path / "empty")
+    with pytest.raises(TasksFolderError, match="does not exist"):
+        TasksHarness(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("splits, message", [
+    ("{not json", "is not valid JSON"),
+    (json.dumps(["a", "b"]), "must be an object"),
+    (json.dumps({"train": ["a"], "val": ["b"], "tests": ["c"]}), "must be an object"),
+    (json.dumps({"train": ["a", "zzz"], "val": ["b"], "test": ["c"]}), "lists 'zzz', which is not a task folder"),
+    (json.dumps({"train": ["a", "b"], "val": ["b"], "test": ["c"]}), "'b' is in both train and val"),
+    (json.dumps({"train": ["a"], "val": ["b"]}), r"task\(s\) c are in no split"),
+    (json.dumps({"train": ["a", "b", "c"], "val": []}), "the val split is empty"),
+])
+def test_a_bad_splits_file_is_refused_with_the_reason(tasks_root, splits, message):
+    write(tasks_root / "splits.json", splits)
+    with pytest.raises(TasksFolderError, match=message):
+        TasksHarness(tasks_root)
+
+
+def test_without_splits_json_the_seeded_rule_is_stable_and_covers_every_task():
+    ids = [f"task{i}" for i in range(8)]
+    first, again = seeded_splits(ids), seeded_splits(list(reversed(ids)))
+    assert first == again
+    assert {k: len(v) for k, v in first.items()} == {"train": 4, "val": 2, "test": 2}
+    assert sorted(sum(first.values(), [])) == sorted(ids)
+    assert seeded_splits(ids, salt="other") != first
+    with pytest.raises(TasksFolderError, match="at least two"):
+        seeded_splits(["only"])
+
+
+def test_missing_descriptions_say_to_write_them_or_run_describe(tasks_root):
+    harness = TasksHarness(tasks_root)
+    with pytest.raises(TasksFolderError, match=r"no task_description.md .*raso harness describe tasks:"):
+        _ = harness.task_description
+    with pytest.raises(TasksFolderError, match=r"no harness_description.md"):
+        _ = harness.harness_description
+    write(tasks_root / "task_description.md", "T text\n")
+    write(tasks_root / "harness_description.md", "H text\n")
+    assert (harness.task_description, harness.harness_description, harness.workspace_description) == \
+        ("T text", "H text", "H text")  # the workspace form falls back to H without workspace_description.md
+    assert harness.resource_dir == tasks_root.resolve()  # where `raso harness describe` writes its drafts
+
+
+def harbor_task(root: Path, name: str, dockerfile: str | None = "FROM python:3.12-slim\nWORKDIR /app\n",
+                test: str = "echo 1 > /logs/verifier/reward.txt\n", toml: str = "[verifier]\ntimeout_sec = 30.0\n",
+                files: dict[str, str] | None = None) -> Path:
+    folder = root / name
+    write(folder / "instruction.md", "Write /app/out.txt.\n")
+    write(folder / "task.toml", toml)
+    write(folder / "tests" / "test.sh", test)
+    if dockerfile is not None:
+        write(folder / "environment" / "Dockerfile", dockerfile)
+    for rel, text in (files or {}).items():
+        write(folder / "environment" / rel, text)
+    return folder
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dockerfile": "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n"},
+     r"its Dockerfile builds the image \(line 2: RUN apt-get"),
+    ({"dockerfile": "FROM ubuntu\nCOPY --from=builder /x /app/x\n"}, "copies from another image"),
+    ({"toml": '[environment]\ndocker_image = "ghcr.io/x/y:1"\n'}, "runs in the prebuilt image"),
+    ({"test": "curl -LsSf https://astral.sh/uv/install.sh | sh\necho 1 > /logs/verifier/reward.txt\n"},
+     r"installs or downloads at run time \(tests/test.sh line 1: curl\)"),
+    ({"files": {"docker-compose.yaml": "services: {}\n"}}, r"starts services \(docker-compose.yaml\)"),
+])
+def test_a_harbor_task_needing_a_container_is_refused_not_misscored(tmp_path, kwargs, message):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "harbor", **kwargs)
+    with pytest.raises(TasksFolderError, match=r"Harbor task harbor is not supported here: .*" + message):
+        TasksHarness(root)
+
+
+def test_a_harbor_task_without_tests_is_refused(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    folder = harbor_task(root, "harbor")
+    (folder / "tests" / "test.sh").unlink()
+    with pytest.raises(TasksFolderError, match=r"no tests/test.sh"):
+        TasksHarness(root)
+
+
+# ---------------------------------------------------------------------------------------------- the example
+@pytest.mark.sandbox_os
+def test_the_example_loads_by_name_with_its_splits_and_descriptions(monkeypatch):
+    # the entry point is in pyproject.toml; an install made before this harness existed lacks it
+    monkeypatch.setattr(registry, "available_harnesses",
+                        lambda: {"tasks": "harnesses.tasks:TasksHarness", "toy": "raso.testing.toy:CountingHarness"})
+    harness = registry.get_harness("tasks:example")
+    assert isinstance(harness, TasksHarness) and harness.folder == EXAMPLE_DIR
+    sizes = {k: len(v) for k, v in harness.splits().items()}
+    assert sizes == {"train": 4, "val": 2, "test": 2}
+    assert harness.describe()["harbor_tasks"] == 1
+    assert "shell command" in harness.harness_description and "check" in harness.task_description
+    same = registry.get_harness("tasks", path=str(EXAMPLE_DIR))  # --harness tasks --harness-arg path=...
+    assert same.folder == EXAMPLE_DIR
+    with pytest.raises(ValueError, match="conflicts"):
+        registry.get_harness("tasks:example", path="/elsewhere")
+    with pytest.raises(registry.HarnessNotFoundError, match="takes no ':ARG'"):
+        registry.get_harness("toy:3")
+    assert registry.harness_class("tasks:/any/path") is TasksHarness
+
+
+@pytest.mark.sandbox_os
+@pytest.mark.parametrize("task_id", sorted(SOLUTIONS))
+def test_example_tasks_score_one_when_solved_and_zero_untouched(task_id):
+    harness = TasksHarness("example")
+    instruction, solved = run_in_workspace(harness, task_id, SOLUTIONS[task_id])
+    assert solved.reward == 1.0 and solved.soft_score == 1.0, solved.info
+    assert "Work in the current folder" in instruction
+    _, untouched = run_in_workspace(harness, task_id, None)
+    assert untouched.reward == 0.0, untouched.info
+
+
+@pytest.mark.sandbox_os
+def test_the_workspace_holds_only_the_inputs_never_the_check_or_expected_files():
+    harness = TasksHarness("example")
+    for task in (t for tasks in harness.splits().values() for t in tasks):
+        workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+        try:
+            harness.prepare_workspace(task, workspace)
+            names = {p.name for p in workspace.rglob("*")}
+            assert names and not names & {"check.sh", "check.py", "expected.txt", "test.sh", "solve.sh", "task.toml",
+                                          "Dockerfile", "instruction.md"}, (task.id, names)
+        finally:
+            shutil.rmtree(workspace)
+
+
+@pytest.mark.sandbox_os
+def test_a_partial_answer_gets_the_soft_score_of_check_py():
+    harness = TasksHarness("example")
+    header_only = "head -1 sales.csv > north.csv"  # the header right, no rows: half the score
+    _, score = run_in_workspace(harness, "north-rows", header_only)
+    assert score.reward == 0.0 and score.soft_score == 0.5, score.info
+
+
+@pytest.mark.sandbox_os
+@pytest.mark.parametrize("check, reason", [
+    ("print('looks good to me')\n", "check.py printed 'looks good to me' as its last line, not a score in [0, 1]"),
+    ("print(1.7)\n", "not a score in [0, 1]"),
+    ("raise SystemExit('boom: the answer file is missing')\n", "check.py failed: program exited with code 1: boom"),
+    ("import sys\nsys.exit(3)\n", "check.py failed: program exited with code 3"),
+])
+def test_a_broken_check_py_scores_zero_with_a_clear_reason(tmp_path, check, reason):
+    root = tmp_path / "t"
+    make_task(root, "ok")
+    make_task(root, "bad", "check.py", check)
+    harness = TasksHarness(root)
+    _, score = run_in_workspace(harness, "bad", None)
+    assert score.reward == 0.0 and score.soft_score == 0.0
+    assert reason in score.info["check_error"]
+
+
+@pytest.mark.sandbox_os
+def test_a_check_sees_its_own_folder_but_no_other_task_and_cannot_change_the_workspace(tmp_path):
+    root = tmp_path / "t"
+    write(root / "other" / "secret.txt", "other task's expected answer\n")
+    make_task(root, "other")
+    check = ('[ -f "$TASK_DIR/expected.txt" ] || exit 11\n'
+             f'[ ! -e "{root / "other"}" ] || exit 12\n'
+             f'! cat "{root}/other/secret.txt" 2>/dev/null || exit 13\n'
+             'echo tampered > in.txt\n')
+    folder = make_task(root, "probe", check=check, files={"in.txt": "original\n"})
+    write(folder / "expected.txt", "x\n")
+    harness = TasksHarness(root)
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == "probe")
+    workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+    try:
+        harness.prepare_workspace(task, workspace)
+        score = harness.score_workspace(task, workspace)
+        assert score.reward == 1.0, score.info
+        assert (workspace / "in.txt").read_text() == "original\n"  # the check ran on a copy
+    finally:
+        shutil.rmtree(workspace)
+
+
+@pytest.mark.sandbox_os
+def test_a_symlink_left_by_an_agent_is_not_followed_by_the_check(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "other")
+    make_task(root, "a", check='[ "$(cat answer.txt)" = "secret" ]\n')
+    outside = write(Path(tempfile.mkdtemp(prefix="raso-outside-")) / "s.txt", "secret")
+    harness = TasksHarness(root)
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == "a")
+    workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+    try:
+        os.symlink(outside, workspace / "answer.txt")
+        score = harness.score_workspace(task, workspace)
+        assert score.reward == 0.0 and score.info["left_out"] == ["answer.txt"]
+    finally:
+        shutil.rmtree(workspace)
+        shutil.rmtree(outside.parent)
+
+
+@pytest.mark.sandbox_os
+def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_clear_zero(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "json", test='cd /app && [ -f out.txt ] && echo \'{"reward": 0.25}\' > /logs/verifier/reward.json\n')
+    harbor_task(root, "none", test="exit 0\n")
+    harbor_task(root, "copies", dockerfile="FROM python:3.12\nWORKDIR /app\nCOPY data /app/data\n",
+                files={"data/in.txt": "hello\n"},
+                test='[ "$(pwd)" = /app ] && [ -f /app/data/in.txt ] && [ -f /tests/test.sh ] '
+                     '&& echo 1 > /logs/verifier/reward.txt\n')
+    harness = TasksHarness(root)
+    _, score = run_in_workspace(harness, "json", "echo x > out.txt")
+    assert (score.reward, score.soft_score) == (0.0, 0.25)
+    _, score = run_in_workspace(harness, "none", None)
+    assert score.reward == 0.0 and "wrote no /logs/verifier/reward.txt" in score.info["check_error"]
+    _, score = run_in_workspace(harness, "copies", None)
+    assert score.reward == 1.0, score.info
+
+
+@pytest.mark.sandbox_os
+def test_run_command_mounts_folders_of_its_work_dir_at_given_paths(tmp_path):
+    work = Path(tempfile.mkdtemp(prefix="raso-mounts-"))
+    try:
+        (work / "app").mkdir()
+        (work / "logs").mkdir()
+        write(work / "app" / "in.txt", "hi\n")
+        box = Sandbox()
+        result = box.run_command(["bash", "-c", "cd /app && cat in.txt && echo 1 > /logs/reward.txt"], work,
+                                 mounts={"/app": work / "app", "/logs": work / "logs"})
+        assert result.ok and result.stdout == "hi\n", result
+        assert (work / "logs" / "reward.txt").read_text() == "1\n"
+        with pytest.raises(ValueError, match="a folder under the work dir"):
+            box.run_command(["true"], work, mounts={"/app": tmp_path})
+    finally:
+        shutil.rmtree(work)
+
+
+# ---------------------------------------------------------------------------------------------- builtin agent
+@pytest.mark.sandbox_os
+def test_the_builtin_agent_solves_an_example_task_through_shell_commands():
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    harness = TasksHarness("example")
+    task = next(t for t in harness.tasks("test") if t.id == "sort-numbers")
+    gw, model = scripted_gateway([
+        "Thought: look at the input.\nAction: head -3 numbers.txt",
+        "Thought: sort numerically.\n```bash\nsort -n numbers.txt > sorted.txt\n```\nAction: run",
+        "Thought: done.\nAction: submit",
+    ])
+    rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert rollout.error is None and rollout.reward == 1.0 and rollout.terminated, rollout.error
+    assert [s.action for s in rollout.trajectory] == ["head -3 numbers.txt", "sort -n numbers.txt > sorted.txt",
+                                                       "submit"]
+    first_lines = (EXAMPLE_DIR / "sort-numbers" / "workspace" / "numbers.txt").read_text().splitlines()[:3]
+    assert all(line in rollout.trajectory[0].result for line in first_lines)  # the command's output came back
+    assert "numbers.txt" in model.calls[0][-1]["content"]  # the first observation listed the workspace
+
+
+@pytest.mark.sandbox_os
+def test_the_builtin_agent_submitting_a_wrong_file_scores_zero():
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    harness = TasksHarness("example")
+    task = next(t for t in harness.tasks("test") if t.id == "sort-numbers")
+    gw, _ = scripted_gateway(["Action: sort numbers.txt > sorted.txt", "Action: submit"])  # text order, not numeric
+    rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert rollout.reward == 0.0 and rollout.terminated
+    assert "did not pass" in rollout.trajectory[-1].result
