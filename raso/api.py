@@ -37,7 +37,7 @@ from raso.engine.config import (
 )
 from raso.engine.errors import RunError
 from raso.harness import Harness, Rollout, Task
-from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness
+from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness, harness_class
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.skill import Skill
 
@@ -62,6 +62,9 @@ def harness_target(harness: Harness) -> str:
     cls = type(harness)
     target = f"{cls.__module__}:{cls.__qualname__}"
     registered = available_harnesses().get(getattr(harness, "name", ""))
+    option = getattr(cls, "name_argument", None)  # `tasks:PATH`: the argument is part of the name
+    if registered and option and hasattr(harness, option) and harness_class(harness.name) is cls:
+        return f"{harness.name}:{getattr(harness, option)}"
     return harness.name if registered == target else target
 
 

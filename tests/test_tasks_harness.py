@@ -185,10 +185,16 @@ def test_a_harbor_task_without_tests_is_refused(tmp_path):
 @pytest.mark.sandbox_os
 def test_the_example_loads_by_name_with_its_splits_and_descriptions(monkeypatch):
     # the entry point is in pyproject.toml; an install made before this harness existed lacks it
-    monkeypatch.setattr(registry, "available_harnesses",
-                        lambda: {"tasks": "harnesses.tasks:TasksHarness", "toy": "raso.testing.toy:CountingHarness"})
+    from raso import api
+
+    def registered() -> dict[str, str]:
+        return {"tasks": "harnesses.tasks:TasksHarness", "toy": "raso.testing.toy:CountingHarness"}
+
+    monkeypatch.setattr(registry, "available_harnesses", registered)
+    monkeypatch.setattr(api, "available_harnesses", registered)
     harness = registry.get_harness("tasks:example")
     assert isinstance(harness, TasksHarness) and harness.folder == EXAMPLE_DIR
+    assert api.harness_target(harness) == f"tasks:{EXAMPLE_DIR}"  # how a run directory records it, path included
     sizes = {k: len(v) for k, v in harness.splits().items()}
     assert sizes == {"train": 4, "val": 2, "test": 2}
     assert harness.describe()["harbor_tasks"] == 1

@@ -67,6 +67,7 @@ class TasksHarness(Harness, WorkspaceTasks):
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
                  cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048) -> None:
         self.folder = resolve_folder(path)
+        self.path = str(self.folder)  # the `tasks:PATH` argument, as a run directory records the harness
         self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
         self.tasks_by_id: dict[str, FolderTask] = {t.id: t for t in map(read_task, task_folders(self.folder))}
         self.split_salt = split_salt
