@@ -369,3 +369,17 @@ def test_the_builtin_agent_submitting_a_wrong_file_scores_zero():
     rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
     assert rollout.reward == 0.0 and rollout.terminated
     assert "did not pass" in rollout.trajectory[-1].result
+
+
+@pytest.mark.sandbox_os
+def test_describe_reads_the_users_instructions_but_never_their_checks_or_the_example(tasks_root):
+    from raso.optimizer.describe import DescribeLimits, collect_sources, describe_messages
+
+    write(tasks_root / "a" / "check.sh", '[ "$(cat answer.txt)" = "SECRET-42" ]\n')
+    harness = TasksHarness(tasks_root)  # loads without T and H: `raso harness describe` drafts them
+    sources = collect_sources(harness)
+    paths = [f.path for f in sources.files]
+    assert str(tasks_root.resolve() / "a" / "instruction.md") in paths and "harness.py" in paths
+    assert not any("example" in p or p.endswith(("check.sh", "check.py")) for p in paths), paths
+    content = describe_messages(harness, sources, DescribeLimits())[0]["content"]
+    assert "Do task a; write answer.txt." in content and "SECRET-42" not in content

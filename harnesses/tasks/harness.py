@@ -61,6 +61,7 @@ class TasksHarness(Harness, WorkspaceTasks):
     name: ClassVar[str] = "tasks"
     name_argument: ClassVar[str] = "path"  # `tasks:PATH`
     resource_dir: ClassVar[Path] = PACKAGE_DIR  # the instance's is the tasks folder (T, H and drafts live there)
+    describe_skip: ClassVar[tuple[str, ...]] = ("example",)  # `raso harness describe` reads the user's folder instead
     max_steps: int = 10
     max_reply_tokens: int = 512
 

@@ -78,9 +78,17 @@ def _candidate_files(harness: Harness | type[Harness]) -> tuple[Path, list[Path]
         found = [p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES]
     else:  # a lone module beside unrelated files: only it
         found = [module_file]
+    # a folder the class ships but that is not this harness's own (the `tasks` harness's example tasks)
+    skipped = [root / name for name in getattr(cls, "describe_skip", ())]
+    found = [p for p in found if not any(p.is_relative_to(folder) for folder in skipped)]
     resource_dir = Path(getattr(cls, "resource_dir", root)).resolve()
     if resource_dir.is_dir() and resource_dir != root:
         found += [p for p in resource_dir.glob("*.md")]
+    # an instance whose resources are a user's folder (`tasks:PATH`): its notes and the tasks' instructions, never
+    # their checks or solutions (they hold the answers, which a draft could carry into H)
+    own_dir = Path(getattr(harness, "resource_dir", resource_dir)).resolve()
+    if not isinstance(harness, type) and own_dir.is_dir() and own_dir not in (root, resource_dir):
+        found += [*own_dir.glob("*.md"), *own_dir.glob("*/instruction.md")]
     keep = []
     for path in found:
         parts = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
