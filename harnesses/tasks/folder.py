@@ -27,6 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from raso.engine.config import ConfigError
+
 SPLIT_NAMES = ("train", "val", "test")
 SPLITS_FILE = "splits.json"
 DEFAULT_SALT = "raso-tasks"
@@ -41,8 +43,9 @@ _NEEDS_NETWORK = re.compile(r"\b(apt-get|apt|apk|yum|dnf|curl|wget|pip3?\s+insta
                             r"npm\s+(?:install|i|ci)|npx|git\s+clone)\b")
 
 
-class TasksFolderError(ValueError):
-    """A tasks folder or task that cannot be used; the message names the path and what to do."""
+class TasksFolderError(ConfigError):
+    """A tasks folder or task that cannot be used; the message names the path and what to do. A ConfigError, so
+    the CLI reports it in one line wherever it surfaces (loading the harness, or T and H at the run's start)."""
 
 
 class FolderTask(BaseModel):
