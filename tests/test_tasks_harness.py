@@ -383,3 +383,17 @@ def test_describe_reads_the_users_instructions_but_never_their_checks_or_the_exa
     assert not any("example" in p or p.endswith(("check.sh", "check.py")) for p in paths), paths
     content = describe_messages(harness, sources, DescribeLimits())[0]["content"]
     assert "Do task a; write answer.txt." in content and "SECRET-42" not in content
+
+
+@pytest.mark.sandbox_os
+def test_the_builtin_agent_runs_a_harbor_tasks_commands_in_its_working_directory():
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    harness = TasksHarness("example")
+    task = next(t for t in harness.tasks("train") if t.id == "harbor-word-count")
+    assert "/app/notes.txt" in task.instruction  # the task names absolute paths, as Harbor tasks do
+    gw, _ = scripted_gateway(["Action: pwd && wc -w < /app/notes.txt > /app/count.txt", "Action: submit"])
+    rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert rollout.reward == 1.0, rollout.trajectory[-1].info
+    assert "stdout:\n/app" in rollout.trajectory[0].result  # pwd

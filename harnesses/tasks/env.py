@@ -3,8 +3,9 @@
 `reset()` makes a fresh workspace holding the task's files and shows the instruction and the files. Each
 `step(action)` runs the action as a `bash -c` command line inside the OS sandbox (bubblewrap via
 `Sandbox.run_command`: the workspace is the one writable folder, no network, the command's limits) and shows its
-exit code and output. `submit` ends the task: the task's check scores the workspace (the same scorer the workspace
-form uses for external agents).
+exit code and output; a Harbor task's commands run in its working directory (/app), where the workspace is
+bound. `submit` ends the task: the task's check scores the workspace (the same scorer the workspace form uses
+for external agents).
 """
 
 from __future__ import annotations
@@ -70,9 +71,16 @@ class ShellTaskEnv(TextEnv):
             if score.reward < 1.0:
                 info["error"] = score.info.get("check_error") or "the check did not pass"
             return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
-        result = self.sandbox.run_command(["bash", "-c", command], self.workspace,
-                                          ro_binds=self.sandbox.python_roots,
-                                          env=self.harness.checks.environment({}))
+        folder_task = self.harness.folder_task(self.task.id)
+        if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)
+            result = self.sandbox.run_command(
+                ["bash", "-c", 'cd "$RASO_WORKDIR" && eval "$RASO_COMMAND"'], self.workspace,
+                ro_binds=self.sandbox.python_roots, mounts={folder_task.workdir: self.workspace},
+                env=self.harness.checks.environment({"RASO_WORKDIR": folder_task.workdir, "RASO_COMMAND": command}))
+        else:
+            result = self.sandbox.run_command(["bash", "-c", command], self.workspace,
+                                              ro_binds=self.sandbox.python_roots,
+                                              env=self.harness.checks.environment({}))
         head = f"exit code {result.exit_code if not result.timed_out else 'killed (time limit)'}"
         lines = result.report_lines()
         observation = "\n".join([head, *lines]) if lines else f"{head} (no output)"
