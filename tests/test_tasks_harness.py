@@ -397,3 +397,19 @@ def test_the_builtin_agent_runs_a_harbor_tasks_commands_in_its_working_directory
     rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
     assert rollout.reward == 1.0, rollout.trajectory[-1].info
     assert "stdout:\n/app" in rollout.trajectory[0].result  # pwd
+
+
+@pytest.mark.parametrize("reply, action", [
+    ("Thought: count.\nAction: wc -l data.txt", "wc -l data.txt"),
+    ("Action: `wc -l data.txt`", "wc -l data.txt"),
+    ("Thought: a script.\n```bash\nsort -n a > b\nwc -l b\n```\nAction: run", "sort -n a > b\nwc -l b"),
+    ("```sh\nls\n```", "ls"),  # a block without an Action line is run
+    ("Thought: use grep. The `Action: grep -c x f` command counts.", "grep -c x f"),  # inline, quoted
+    ("Thought: grep is not found here.", ""),  # no action: never the reply itself
+    ("Action: submit", "submit"),
+])
+def test_parse_action_never_runs_a_whole_reply(tasks_root, reply, action, monkeypatch):
+    monkeypatch.setattr("harnesses.tasks.checks.Sandbox", lambda *a, **k: None)  # parsing needs no sandbox
+    harness = TasksHarness(tasks_root)
+    assert harness.parse_action(reply) == action
+    assert harness.action_is_valid(action, {}) is bool(action)

@@ -60,8 +60,9 @@ class ShellTaskEnv(TextEnv):
             return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
         command = action.strip()
         if not command:
-            return (f"Empty action: write one shell command, or `{SUBMIT}`."), 0.0, False, False, \
-                {"error": "empty action"}
+            return (f"No action found. End your reply with a line `Action: <one shell command>`, or a ```bash block "
+                    f"and `Action: run`, or `Action: {SUBMIT}` when the files are ready."), 0.0, False, False, \
+                {"error": "no action"}
         if command.lower() == SUBMIT:
             self.done = True
             score = self.harness.score_workspace(self.task, self.workspace)

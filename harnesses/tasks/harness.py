@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +38,8 @@ EXAMPLE_NAME = "example"
 TASK_DESCRIPTION = "task_description.md"
 HARNESS_DESCRIPTION = "harness_description.md"
 WORKSPACE_DESCRIPTION = "workspace_description.md"
+_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_INLINE_ACTION = re.compile(r"Action\s*:\s*`?([^`\n]+?)`", re.IGNORECASE)  # quoted in the text
 _CODE_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -142,12 +145,23 @@ class TasksHarness(Harness, WorkspaceTasks):
         return None
 
     def parse_action(self, reply: str) -> str:
-        """The last `Action:` line's command; `Action: run` takes the reply's last ```bash block instead."""
-        action = super().parse_action(reply)
-        if action.strip().lower() == "run":
-            blocks = [b for b in _code_blocks(reply) if b.strip()]
-            return blocks[-1].strip() if blocks else action
+        """The last `Action:` line's command; `Action: run` (or no Action line) takes the reply's last ```bash
+        block; else an `Action: `command`` inside the text. Empty when the reply has none of these: a reply is
+        never run as a command as a whole (the environment then explains the format)."""
+        lines = [a for a in _ACTION_LINE.findall(reply) if a.strip()]
+        action = lines[-1].strip() if lines else ""
+        blocks = [b.strip() for b in _code_blocks(reply) if b.strip()]
+        if action.lower() == "run" or (not action and blocks):
+            return blocks[-1] if blocks else ""
+        if not action:
+            inline = _INLINE_ACTION.findall(reply)
+            return inline[-1].strip() if inline else ""
+        if len(action) > 1 and action[0] == action[-1] == "`" and action.count("`") == 2:
+            return action[1:-1].strip()  # `Action: `wc -l x``: the quotes are not part of the command
         return action
+
+    def action_is_valid(self, action: str, info: Mapping[str, Any]) -> bool | None:
+        return bool(action.strip())
 
     # ------------------------------------------------------------------ builtin agent
     def make_env(self, task: Task) -> ShellTaskEnv:
