@@ -146,7 +146,7 @@ class CheckRunner:
         runner = 'exec bash "$TASK_DIR/check.sh"' if task.check.name == "check.sh" else \
             'exec "$PYTHON" "$TASK_DIR/check.py"'
         result = self.sandbox.run_command(["bash", "-c", f'cd "$WORKSPACE" && {runner}'], run,
-                                          ro_binds=self.sandbox.python_roots, env=env)
+                                          ro_binds=[Path(r) for r in self.sandbox.python_roots], env=env)
         info.update(_result_info(result))
         if task.check.name == "check.sh":
             passed = result.ok and result.limit_hit is None
@@ -176,7 +176,7 @@ class CheckRunner:
             runner = CheckRunner(limits)
         result = runner.sandbox.run_command(
             ["bash", "-c", f'cd "{task.workdir}" && exec bash /tests/test.sh'], run,
-            ro_binds=self.sandbox.python_roots, env=self.environment({}),
+            ro_binds=[Path(r) for r in self.sandbox.python_roots], env=self.environment({}),
             mounts={task.workdir: run / "app", "/tests": run / "tests", "/logs": run / "logs"})
         info.update(_result_info(result))
         if result.limit_hit is not None:

@@ -68,7 +68,8 @@ class ShellTaskEnv(TextEnv):
             score = self.harness.score_workspace(self.task, self.workspace)
             verdict = "passed" if score.reward >= 1.0 else "did not pass"
             soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
-            info = {"soft_score": score.soft_score, "check": score.info, "final_output": workspace_listing(self.workspace)}
+            info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info,
+                                    "final_output": workspace_listing(self.workspace)}
             if score.reward < 1.0:
                 info["error"] = score.info.get("check_error") or "the check did not pass"
             return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
@@ -76,17 +77,17 @@ class ShellTaskEnv(TextEnv):
         if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)
             result = self.sandbox.run_command(
                 ["bash", "-c", 'cd "$RASO_WORKDIR" && eval "$RASO_COMMAND"'], self.workspace,
-                ro_binds=self.sandbox.python_roots, mounts={folder_task.workdir: self.workspace},
+                ro_binds=[Path(r) for r in self.sandbox.python_roots], mounts={folder_task.workdir: self.workspace},
                 env=self.harness.checks.environment({"RASO_WORKDIR": folder_task.workdir, "RASO_COMMAND": command}))
         else:
             result = self.sandbox.run_command(["bash", "-c", command], self.workspace,
-                                              ro_binds=self.sandbox.python_roots,
+                                              ro_binds=[Path(r) for r in self.sandbox.python_roots],
                                               env=self.harness.checks.environment({}))
         head = f"exit code {result.exit_code if not result.timed_out else 'killed (time limit)'}"
         lines = result.report_lines()
         observation = "\n".join([head, *lines]) if lines else f"{head} (no output)"
-        info = {"exit_code": result.exit_code, "limit_hit": result.limit_hit, "isolation": result.isolation}
-        return observation, 0.0, False, False, info
+        return observation, 0.0, False, False, {"exit_code": result.exit_code, "limit_hit": result.limit_hit,
+                                                "isolation": result.isolation}
 
     def _cleanup(self) -> None:
         if self.workspace is not None:

@@ -154,8 +154,8 @@ def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tup
                 if src.is_dir():
                     files += [(path, str(inside / rel)) for path, rel in _files_under(src)]
                 else:
-                    target = inside / src.name if dest.endswith("/") or len(sources) > 1 else inside
-                    files.append((src, str(target)))
+                    placed = inside / src.name if dest.endswith("/") or len(sources) > 1 else inside
+                    files.append((src, str(placed)))
     return files, workdir, problems
 
 
@@ -253,7 +253,8 @@ def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
         raise TasksFolderError(f"{path} must be an object {{\"train\": [...], \"val\": [...], \"test\": [...]}} "
                                "of task folder names")
     splits = {name: list(data.get(name, [])) for name in SPLIT_NAMES}
-    known, seen = set(ids), {}
+    known = set(ids)
+    seen: dict[str, str] = {}
     for name, members in splits.items():
         for task_id in members:
             if task_id not in known:
