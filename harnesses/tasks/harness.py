@@ -68,7 +68,7 @@ class TasksHarness(Harness, WorkspaceTasks):
     describe_skip: ClassVar[tuple[str, ...]] = ("example",)  # `raso harness describe` reads the user's folder instead
     max_steps: int = 10
     max_reply_tokens: int = 512
-    task_needs: ClassVar[TaskNeeds] = TaskNeeds(agent_steps=8, reply_tokens=384)  # a few commands, then submit
+    task_needs: ClassVar[TaskNeeds] = TaskNeeds(agent_steps=10, reply_tokens=384)  # a few commands, then submit
 
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
                  cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048) -> None:
