@@ -1,0 +1,58 @@
+"""The `tasks` harness with an external agent: the `command` backend runs a small program in the OS sandbox that
+asks the loopback endpoint (a scripted model) and writes the answer file the task names; the task's own check, run
+in the sandbox on a copy of the workspace, scores it."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from harnesses.tasks import TasksHarness
+from raso.agent.agent import AgentConfig
+from raso.agent.backends.command import CommandBackend
+from raso.agent.backends.runner import ExternalAgentRunner
+from raso.llm.config import GatewayConfig, RoleConfig
+from raso.llm.gateway import LLMGateway
+from raso.llm.scripted import ScriptedModel
+
+pytestmark = pytest.mark.sandbox_os
+
+AGENT = textwrap.dedent('''
+    import json, os, pathlib, sys, urllib.request
+    instruction = pathlib.Path(sys.argv[1]).read_text()
+    body = {"model": os.environ["RASO_MODEL"], "messages": [
+        {"role": "user", "content": instruction + "\\nFiles: " + ", ".join(sorted(os.listdir(".")))}]}
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=json.dumps(body).encode(), headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                                                 "Content-Type": "application/json"})
+    reply = json.load(urllib.request.urlopen(request, timeout=60))
+    pathlib.Path("answer.txt").write_text(reply["choices"][0]["message"]["content"])
+''')
+
+
+@pytest.fixture
+def agent_script(tmp_path, monkeypatch):
+    root = tmp_path / "rollouts"
+    root.mkdir()
+    monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
+    script = tmp_path / "prog" / "agent.py"
+    script.parent.mkdir()
+    script.write_text(AGENT)
+    return script
+
+
+@pytest.mark.parametrize("reply, reward", [("7", 1.0), ("6", 0.0)])
+def test_a_command_agent_does_an_example_task_scored_by_its_check(agent_script, reply, reward):
+    harness = TasksHarness("example")
+    task = next(t for t in harness.tasks("train") if t.id == "error-count")
+    model = ScriptedModel([reply])
+    gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
+    config = AgentConfig(backend="command", command=f"{sys.executable} {agent_script} {{instruction_file}}")
+    rollout = harness.rollout(task, [], ExternalAgentRunner(CommandBackend.from_config(config), gateway, config))
+    assert rollout.outcome == "ok", rollout.error
+    assert rollout.reward == reward
+    sent = model.calls[0][-1]["content"]
+    assert "Count the entries whose level is ERROR" in sent and "server.log" in sent  # the workspace's file
+    assert "check.sh" not in sent  # the check never reaches the agent's workspace
