@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, json_lines, mapping, tool_action
+from .npm import NODE_ENV, NpmAgentBackend, finished_transcript, json_lines, mapping, tool_action
 from .registry import register
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
@@ -73,13 +73,8 @@ def read_codex_json(stdout: str) -> Transcript:
         elif kind in ("turn.failed", "error"):
             error = mapping(event.get("error")) or event
             notes.append(f"codex {kind}: {error.get('message', '')}")
-    if not events:
-        notes.append("the program printed no JSON events")
-    tool_calls = len(steps)
-    if final is not None:
-        steps.append(Step(observation="", action="final message", reply=final, kind="message"))
-    return Transcript(steps=steps, final_message=final, tool_calls=tool_calls, prompt_tokens=prompt_tokens,
-                      completion_tokens=completion_tokens, notes=notes)
+    return finished_transcript(steps, final, events=len(events), prompt_tokens=prompt_tokens,
+                               completion_tokens=completion_tokens, notes=notes)
 
 
 @register

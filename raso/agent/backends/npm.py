@@ -142,6 +142,13 @@ def read_stream_json(stdout: str) -> Transcript:
     if final is None and last_text:
         final = last_text
         notes.append("no result line: the final message is the assistant's last text")
+    return finished_transcript(steps, final, events=len(events), prompt_tokens=prompt_tokens,
+                               completion_tokens=completion_tokens, notes=notes)
+
+
+def finished_transcript(steps: list[Step], final: str | None, *, events: int, prompt_tokens: int | None,
+                        completion_tokens: int | None, notes: list[str]) -> Transcript:
+    """A transcript read from `events` JSON events: the tool steps, then the final message as the last step."""
     if not events:
         notes.append("the program printed no JSON events")
     tool_calls = len(steps)
