@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("gepa")
-pytest.importorskip("textgrad")
-
+import gepa  # noqa: E402, F401  (the baselines run through their packages: the `experiments` extra, in `dev`)
+import textgrad  # noqa: E402, F401
 from test_experiments_support import MARKER, PLAIN_SKILL, scripted_models  # noqa: E402
 
 import raso.api  # noqa: E402

@@ -21,7 +21,7 @@ def _scores(root: Path) -> dict[str, tuple]:
 
 @pytest.mark.timeout(300)
 def test_dask_cluster_gives_the_same_results_as_local(tmp_path: Path) -> None:
-    distributed = pytest.importorskip("distributed")
+    import distributed  # the `experiments-dask` extra, in `dev`
     agent, optimizer = scripted_models()
     local = run_experiment(CONFIGS / "stage_ablation.yaml",
                            overrides(tmp_path / "local", agent, optimizer, seeds=[0, 1], optimize=SMALL))
@@ -41,7 +41,7 @@ def test_dask_cluster_gives_the_same_results_as_local(tmp_path: Path) -> None:
 
 
 def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    mlflow = pytest.importorskip("mlflow")
+    import mlflow  # the `experiments-mlflow` extra, in `dev`
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 deprecates the file store; a test may use it
     agent, optimizer = scripted_models()
     store = (tmp_path / "mlruns").resolve()

@@ -9,11 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import gepa  # noqa: E402, F401  (the baselines run through their packages: the `experiments` extra, in `dev`)
 import pytest
-
-pytest.importorskip("gepa")
-pytest.importorskip("textgrad")
-
+import textgrad  # noqa: E402, F401
 from test_experiments_support import PLAIN_SKILL, scripted_models  # noqa: E402
 
 from experiments.baselines.gepa_baseline import (  # noqa: E402

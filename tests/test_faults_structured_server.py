@@ -62,8 +62,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    pytest.importorskip("sse_starlette", reason="needs the `server` extra (llama-cpp-python's OpenAI server)")
-    pytest.importorskip("starlette_context", reason="needs the `server` extra")
+    import sse_starlette  # noqa: F401  (the `server` extra, in `dev`: llama-cpp-python's OpenAI server)
+    import starlette_context  # noqa: F401
+
     from raso.llm import DEFAULT_LOCAL_MODEL, local
 
     model_file = local.ensure_ready(DEFAULT_LOCAL_MODEL)  # the embedded GGUF, assembled from its parts

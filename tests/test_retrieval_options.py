@@ -132,9 +132,9 @@ def test_an_optimize_run_with_hybrid_retrieval_goes_end_to_end_on_the_scripted_m
     """RASI + RASU with `retrieval="hybrid"` (BM25 sections re-scored by the int8 MiniLM) over the starter
     corpus; the scripted optimizer answers every JSON prompt, so the run reaches `done` and its
     adaptation prompts carry retrieved corpus sections."""
-    pytest.importorskip("onnxruntime", reason="the hybrid retriever's encoder needs the `dense` extra")
     import json
 
+    import onnxruntime  # noqa: F401  (the hybrid retriever's encoder: the `dense` extra of the README install)
     from test_cli_runs import algorithm_reply
     from test_engine_support import ToyHarness, named_scripted_model, toy_agent_reply
 

@@ -117,12 +117,12 @@ def test_reward_matches_upstream_rules_on_every_goal_purchase_pair():
     assert n_wrong == 0, examples
 
 
+@pytest.mark.spacy_model
 def test_reward_matches_upstream_with_spacy_nouns():
-    pytest.importorskip("spacy", reason="the webshop-spacy extra is not installed")
     try:
         nouns = spacy_nouns(os.environ.get("RASO_WEBSHOP_SPACY_MODEL", "en_core_web_sm"))
     except ImportError as exc:
-        pytest.skip(str(exc))
+        pytest.fail(f"the spacy_model test needs the webshop-spacy extra and its model: {exc}", pytrace=False)
     pairs, n_wrong, examples = _mismatches(nouns)
     assert pairs == 21060 and n_wrong == 0, examples
 
