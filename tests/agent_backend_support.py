@@ -39,7 +39,11 @@ class AnswerFileTestHarness(WorkspaceTasks, Harness):
         if not answer.is_file():
             return WorkspaceScore(reward=0.0, info={"reason": "no answer.txt"})
         got = answer.read_text(encoding="utf-8").strip()
-        return WorkspaceScore(reward=float(got == task.metadata["word"]), info={"answer": got})
+        info = {"answer": got}
+        probe = workspace / "probe.txt"  # what an isolation probe left in the workspace, for the test to read
+        if probe.is_file():
+            info["probe"] = probe.read_text(encoding="utf-8", errors="replace")
+        return WorkspaceScore(reward=float(got == task.metadata["word"]), info=info)
 
     @property
     def workspace_description(self) -> str:

@@ -50,7 +50,9 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     secret.parent.mkdir()
     secret.write_text(SECRET)
     tool, argument = SHELL_TOOLS[backend.name]
-    command = f"cat input.txt > answer.txt; cat {secret}; echo tool-ran"
+    # the probe's result is also left in the workspace, so isolation is checked even when a program drops a command's
+    # output (Qwen Code 0.24.4 now and then reports "Output: (empty)" for a command that printed)
+    command = f"cat input.txt > answer.txt; cat {secret} > probe.txt 2>&1; cat probe.txt; echo tool-ran"
     model = ScriptedModel([{"content": "Copying the word.", "tool_calls": [{"name": tool, "arguments": {argument: command}}]},
                            "Done: answer.txt holds the word."])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
@@ -64,7 +66,10 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
 
     assert rollout.outcome == "ok", rollout.error
     # the score is the harness's scorer's verdict on the file the agent's own shell tool wrote
-    assert rollout.reward == 1.0 and rollout.metadata["score_info"] == {"answer": "blue"}
+    assert rollout.reward == 1.0 and rollout.metadata["score_info"]["answer"] == "blue"
+    # isolation: the file beside the rollout folder was not there for the agent's shell
+    probe = rollout.metadata["score_info"]["probe"]
+    assert "No such file or directory" in probe and SECRET not in probe
     # both model calls went through the endpoint and the gateway's ledger
     assert len(model.calls) == 2 and rollout.model_calls == 2
     assert gateway.ledger.totals()["calls"] == 2
@@ -72,15 +77,16 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     # the skill was listed to the agent: its description is in what the program sent, as is the instruction
     assert SKILL.description in first and "input.txt" in first
     assert BUNDLED_SKILL[backend.name] is None or BUNDLED_SKILL[backend.name] not in first
-    # the program offered its shell tool, and the tool's output came back in the second request
-    assert "tool-ran" in second
-    # isolation: the file beside the rollout folder is not there for the agent's shell
-    assert SECRET not in second and "No such file or directory" in second
+    # the program offered its shell tool, and the tool's output came back in the second request (unless the program
+    # dropped it, which only Qwen Code was seen to do); the secret never reached the model
+    assert SECRET not in second
+    output_dropped = backend.name == "qwen-code" and "Output: (empty)" in second
+    assert output_dropped or "No such file or directory" in second
     # the transcript as steps: the tool call with its output, the final message, then the scorer's verdict
     tools = [step for step in rollout.trajectory if step.kind == "tool"]
     assert len(tools) == 1 and "cat input.txt > answer.txt" in tools[0].action
     # (Qwen Code's own transcript may show only part of a command's output; the model got all of it, above)
-    assert "No such file or directory" in tools[0].result and SECRET not in tools[0].result
+    assert (output_dropped or "No such file or directory" in tools[0].result) and SECRET not in tools[0].result
     assert rollout.trajectory[-2].kind == "message" and rollout.trajectory[-2].reply == "Done: answer.txt holds the word."
     assert rollout.final_output == "Done: answer.txt holds the word."
     assert rollout.trajectory[-1].kind == "score" and rollout.metadata["tool_calls"] == 1
