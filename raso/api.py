@@ -505,24 +505,29 @@ def evaluate(
     cache_dir: str | Path | None = None,
     on_rollout: Callable[[Rollout], Any] | None = None,
     gateway: "LLMGateway | None" = None,
+    task_skills: Callable[[Task], Sequence[Skill]] | None = None,
     **overrides: Any,
 ) -> "EvalResult":
     """Score skills (a Skill, a SKILL.md path, a list of them, or None for the no-skill baseline) on a split:
     one rollout per task through the execution agent, in parallel (`schedule.workers`). With `out_dir`, each trajectory
     is written there as JSON. `overrides` are options as `optimize` takes them; `agent.mode` chooses how
-    several skills are incorporated (default: full with skills, none without)."""
+    several skills are incorporated (default: full with skills, none without). `task_skills` (instead of `skills`)
+    gives each task its own skills: called once per task before the rollouts start (e.g. a router)."""
     from raso.agent.evaluate import evaluate as run_rollouts
 
     skill_list = load_skills(skills)
+    if task_skills is not None and skill_list:
+        raise ConfigError("give either skills (shared by every task) or task_skills (each task's own), not both")
+    has_skills = bool(skill_list) or task_skills is not None
     values = nested(overrides)
     given = config.model_dump(exclude_unset=True) if config is not None else {}
     if not has_key(values, "agent.mode") and not has_key(given, "agent.mode"):
-        values = merge(values, {"agent": {"mode": "full" if skill_list else "none"}})
+        values = merge(values, {"agent": {"mode": "full" if has_skills else "none"}})
     cfg = resolve_config(harness, config, overrides=values, quick_defaults=False)
     mode = cfg.agent.mode
-    if mode == "none" and skill_list:
+    if mode == "none" and has_skills:
         raise ConfigError("agent.mode 'none' runs without a skill; give no skills (or another mode)")
-    if mode != "none" and not skill_list:
+    if mode != "none" and not has_skills:
         raise ConfigError(f"agent.mode {mode!r} needs at least one skill")
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
@@ -533,7 +538,7 @@ def evaluate(
     agent = make_agent(cfg, gw, harness_obj)
     return run_rollouts(harness_obj, agent, tasks, skill_list, max_workers=cfg.schedule.workers,
                         trajectories_dir=Path(out_dir) / "trajectories" if out_dir is not None else None,
-                        on_rollout=on_rollout)
+                        on_rollout=on_rollout, task_skills=task_skills)
 
 
 def plan(

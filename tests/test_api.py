@@ -159,6 +159,22 @@ def test_init_skill_and_evaluate_from_python(tmp_path: Path) -> None:
     assert baseline.mean_reward == 0.0 and all(r.mode == "none" for r in baseline.rollouts)
 
 
+def test_evaluate_gives_each_task_its_own_skills(tmp_path: Path) -> None:
+    from test_engine_support import level_skill
+
+    agent = named_scripted_model("api-eval-own-agent", toy_agent_reply)
+
+    def own(task: Any) -> list[Any]:  # just the level each val task needs (v3: LEVEL=3)
+        return [level_skill(f"LEVEL={task.id[1:]}")]
+
+    scored = raso.evaluate(TOY, split="val", model=agent, task_skills=own)
+    assert [r.reward for r in scored.rollouts] == [1.0] * 4 and all(r.mode == "full" for r in scored.rollouts)
+    with pytest.raises(raso.ConfigError, match="not both"):
+        raso.evaluate(TOY, level_skill("LEVEL=4"), split="val", model=agent, task_skills=own)
+    with pytest.raises(raso.ConfigError, match="runs without a skill"):
+        raso.evaluate(TOY, split="val", model=agent, task_skills=own, **{"agent.mode": "none"})
+
+
 def test_resume_rebuilds_an_instance_harness_from_its_recorded_target(tmp_path: Path) -> None:
     agent = named_scripted_model("api-resume-agent", toy_agent_reply)
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2"], name="api-resume-optimizer")

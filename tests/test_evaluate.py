@@ -95,3 +95,37 @@ def test_an_exception_in_on_rollout_stops_the_evaluation() -> None:
 def test_trajectory_filenames_are_safe_and_ordered() -> None:
     assert trajectory_filename(3, "a/b c:d") == "0003_a_b_c_d.json"
     assert trajectory_filename(12, "../..") == "0012_task.json"
+
+
+class SkillEchoAgent:
+    """Scores a rollout 1 when the skills it was handed are the ones named in its task's metadata."""
+
+    def run(self, harness, task, skills):
+        names = [s.name for s in skills]
+        return Rollout(task_id=task.id, harness=harness.name, reward=float(names == task.metadata["wants"]),
+                       skill_names=names)
+
+
+def test_task_skills_gives_each_task_its_own_skills() -> None:
+    from raso.agent.executors import TaskSkills, skills_per_task
+    from raso.skill import Skill
+
+    skills = {name: Skill(name=name, description=f"{name} skill", body="# Steps\n1. Do it.") for name in "abc"}
+    tasks = [Task(id=f"t{i}", instruction=f"task {i}", metadata={"wants": [name]}) for i, name in enumerate("abca")]
+    asked: list[str] = []
+
+    def route(task: Task) -> list[Skill]:
+        asked.append(task.id)
+        return [skills[task.metadata["wants"][0]]]
+
+    result = evaluate(CountingHarness(), SkillEchoAgent(), tasks, max_workers=2, task_skills=route)
+    assert [r.reward for r in result.rollouts] == [1.0] * 4
+    assert [r.skill_names for r in result.rollouts] == [["a"], ["b"], ["c"], ["a"]]
+    assert asked == ["t0", "t1", "t2", "t3"] and result.skill_names == ["a", "b", "c"]
+    # the whole-split form is unchanged: one list for every task
+    shared = evaluate(CountingHarness(), SkillEchoAgent(), tasks, [skills["a"]], max_workers=2)
+    assert [r.reward for r in shared.rollouts] == [1.0, 0.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="not both"):
+        evaluate(CountingHarness(), SkillEchoAgent(), tasks, [skills["a"]], task_skills=route)
+    with pytest.raises(ValueError, match="3 skill lists for a batch of 4"):
+        skills_per_task(TaskSkills([[skills["a"]]] * 3), 4)

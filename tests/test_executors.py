@@ -140,6 +140,28 @@ def test_a_worker_that_dies_is_an_infrastructure_failure(tmp_path: Path) -> None
     assert [r.reward for r in again.rollouts] == [1.0] * 4
 
 
+def test_worker_processes_run_each_task_with_its_own_skills(tmp_path: Path) -> None:
+    from executor_support import PidCountingHarness
+
+    from raso.skill import Skill
+
+    gateway, model = scripted_gateway(count_script)
+    harness = PidCountingHarness(n_tasks=2)
+    spec = harness_spec(harness, "executor_support:PidCountingHarness", {"n_tasks": 2})
+    own = {"count-0": Skill(name="apples", description="Count apples.", body="# Steps\n1. Count apples."),
+           "count-1": Skill(name="stars", description="Count stars.", body="# Steps\n1. Count stars.")}
+    with ProcessExecutor(gateway, spec, ExecutionOptions(backend="processes"), workers=1) as executor:
+        agent = executor.agent(lambda gw: ExecutionAgent(gw, AgentConfig(mode="full")), gateway, "batch")
+        result = evaluate(harness, agent, harness.tasks("test"), executor=executor, task_skills=lambda t: [own[t.id]])
+    assert [(r.task_id, r.skill_names, r.reward) for r in result.rollouts] == [
+        ("count-0", ["apples"], 1.0), ("count-1", ["stars"], 1.0)]
+    assert all(os.getpid() != r.metadata["pid"] for r in result.rollouts)
+    for call in model.calls:  # each prompt quoted its own task's skill and not the other's
+        text = "\n".join(str(m.get("content") or "") for m in call)
+        mine = "apples" if "(game count-0)" in text else "stars"
+        assert f'<skill name="{mine}">' in text and len(text.split("<skill name=")) == 2
+
+
 def test_the_engine_reruns_a_rollout_whose_worker_died(tmp_path: Path, threads_run: Any) -> None:
     marker = tmp_path / "died"
     result, rd = _toy_run(tmp_path / "run", ExecutionOptions(backend="processes"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from raso.harness import Harness, Rollout, RolloutRunner, Task
 from raso.skill import Skill
 
-from .executors import RolloutExecutor, ThreadExecutor
+from .executors import RolloutExecutor, TaskSkills, ThreadExecutor
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -129,8 +129,13 @@ def evaluate(
     trajectories_dir: str | Path | None = None,
     on_rollout: Callable[[Rollout], Any] | None = None,
     executor: RolloutExecutor | None = None,
+    task_skills: Callable[[Task], Sequence[Skill]] | None = None,
 ) -> EvalResult:
     """Run every task with `skills` and return the rollouts in task order.
+
+    `task_skills` gives each task its own skills instead (e.g. a router choosing a whole skill per task from the
+    task's instruction); it is called once per task, in task order, before any rollout starts, and `skills` must
+    then be empty.
 
     `executor` says where the rollouts run (raso.agent.executors; None = a pool of `max_workers` threads here);
     `agent` must be the one it built (`executor.agent(...)`). Each finished rollout is written to
@@ -140,13 +145,19 @@ def evaluate(
     """
     skills = list(skills)
     tasks = list(tasks)
+    batch_skills: list[Skill] | TaskSkills = skills
+    if task_skills is not None:
+        if skills:
+            raise ValueError("give either the skills every task shares or task_skills, not both")
+        batch_skills = TaskSkills([task_skills(task) for task in tasks])
+        skills = _distinct_by_name(skill for own in batch_skills.per_task for skill in own)
     out_dir = Path(trajectories_dir) if trajectories_dir is not None else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results: list[Rollout | None] = [None] * len(tasks)
     runner = executor if executor is not None else ThreadExecutor(max_workers)
-    batch = runner.run(harness, agent, tasks, skills)
+    batch = runner.run(harness, agent, tasks, batch_skills)
     try:
         for index, rollout in batch:
             results[index] = rollout
@@ -162,6 +173,14 @@ def evaluate(
         skill_names=[s.name for s in skills],
         wall_time_s=time.perf_counter() - started,
     )
+
+
+def _distinct_by_name(skills: Iterable[Skill]) -> list[Skill]:
+    """The skills in order of first appearance, one per name."""
+    seen: dict[str, Skill] = {}
+    for skill in skills:
+        seen.setdefault(skill.name, skill)
+    return list(seen.values())
 
 
 def load_trajectories(directory: str | Path) -> list[Rollout]:

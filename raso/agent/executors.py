@@ -74,6 +74,24 @@ class ExecutionOptions(BaseModel):
         return self
 
 
+class TaskSkills:
+    """Each task's own skills, in the order of a batch's tasks (e.g. a whole corpus skill routed to each task), given
+    to `RolloutExecutor.run` in place of the one skill list a batch usually shares."""
+
+    def __init__(self, per_task: Sequence[Sequence[Skill]]) -> None:
+        self.per_task = [list(skills) for skills in per_task]
+
+
+def skills_per_task(skills: Sequence[Skill] | TaskSkills, n_tasks: int) -> list[list[Skill]]:
+    """The skill list of each of a batch's `n_tasks` tasks: the shared list for every task, or `TaskSkills`'s own."""
+    if isinstance(skills, TaskSkills):
+        if len(skills.per_task) != n_tasks:
+            raise ValueError(f"TaskSkills holds {len(skills.per_task)} skill lists for a batch of {n_tasks} tasks")
+        return skills.per_task
+    shared = list(skills)
+    return [shared] * n_tasks
+
+
 class InfrastructureFailure(RuntimeError):
     """A rollout whose worker died or whose result was lost: never the skill's fault."""
 
@@ -334,7 +352,7 @@ class RolloutExecutor:
         return factory(UnitGateway(gateway, unit))
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
+            skills: Sequence[Skill] | TaskSkills) -> Generator[tuple[int, Rollout], None, None]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -356,12 +374,13 @@ class ThreadExecutor(RolloutExecutor):
         self.workers = max(1, workers)
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
+            skills: Sequence[Skill] | TaskSkills) -> Generator[tuple[int, Rollout], None, None]:
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+        per_task = skills_per_task(skills, len(tasks))
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout") as pool:
             pending: dict[Future[Rollout], int] = {
-                pool.submit(guarded_rollout, harness, agent, task, skills): i for i, task in enumerate(tasks)}
+                pool.submit(guarded_rollout, harness, agent, task, per_task[i]): i for i, task in enumerate(tasks)}
             try:
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -437,14 +456,14 @@ class ProcessExecutor(_RemoteExecutor):
         return self._pool
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
+            skills: Sequence[Skill] | TaskSkills) -> Generator[tuple[int, Rollout], None, None]:
         from concurrent.futures import FIRST_COMPLETED, Future, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        blob, skills = self._blob(agent), list(skills)
+        blob, per_task = self._blob(agent), skills_per_task(skills, len(tasks))
         pool = self._get_pool()
         pending: dict[Future[Rollout], int] = {
-            pool.submit(run_on_worker, self.spec, blob, task, skills): i for i, task in enumerate(tasks)}
+            pool.submit(run_on_worker, self.spec, blob, task, per_task[i]): i for i, task in enumerate(tasks)}
         broken = False
         try:
             while pending:
@@ -455,7 +474,7 @@ class ProcessExecutor(_RemoteExecutor):
                         rollout = future.result()
                     except Exception as exc:  # a dead worker breaks the whole pool: every rollout in it is lost
                         broken = broken or isinstance(exc, BrokenProcessPool)
-                        rollout = self._lost(tasks[index], skills, exc)
+                        rollout = self._lost(tasks[index], per_task[index], exc)
                     yield index, rollout
         finally:
             for future in pending:
@@ -499,12 +518,12 @@ class DaskExecutor(_RemoteExecutor):
         return self._client
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
+            skills: Sequence[Skill] | TaskSkills) -> Generator[tuple[int, Rollout], None, None]:
         from distributed import as_completed
 
         client = self.client()
-        blob, skills = self._blob(agent), list(skills)
-        futures = {client.submit(run_on_worker, self.spec, blob, task, skills, pure=False): i
+        blob, per_task = self._blob(agent), skills_per_task(skills, len(tasks))
+        futures = {client.submit(run_on_worker, self.spec, blob, task, per_task[i], pure=False): i
                    for i, task in enumerate(tasks)}
         remaining = dict(futures)
         try:
@@ -513,7 +532,7 @@ class DaskExecutor(_RemoteExecutor):
                 try:
                     rollout = future.result()
                 except Exception as exc:  # KilledWorker (died more often than the scheduler allows), lost data
-                    rollout = self._lost(tasks[index], skills, exc)
+                    rollout = self._lost(tasks[index], per_task[index], exc)
                 yield index, rollout
         finally:
             for future in remaining:
@@ -556,10 +575,10 @@ class RayExecutor(_RemoteExecutor):
         return ray
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
-            skills: Sequence[Skill]) -> Generator[tuple[int, Rollout], None, None]:
+            skills: Sequence[Skill] | TaskSkills) -> Generator[tuple[int, Rollout], None, None]:
         ray = self._ray()
-        blob, skills = ray.put(self._blob(agent)), list(skills)
-        pending = {self._remote.remote(self.spec, blob, task, skills): i for i, task in enumerate(tasks)}
+        blob, per_task = ray.put(self._blob(agent)), skills_per_task(skills, len(tasks))
+        pending = {self._remote.remote(self.spec, blob, task, per_task[i]): i for i, task in enumerate(tasks)}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -568,7 +587,7 @@ class RayExecutor(_RemoteExecutor):
                     try:
                         rollout = ray.get(ref)
                     except Exception as exc:  # WorkerCrashedError after Ray's own retries, a lost object
-                        rollout = self._lost(tasks[index], skills, exc)
+                        rollout = self._lost(tasks[index], per_task[index], exc)
                     yield index, rollout
         finally:
             for ref in pending:
@@ -628,5 +647,6 @@ def make_executor(options: ExecutionOptions, *, gateway: Gateway, harness: Harne
 
 
 __all__ = ["BACKENDS", "DaskExecutor", "ExecutionOptions", "GatewayServer", "HarnessSpec", "InfrastructureFailure",
-           "ProcessExecutor", "RayExecutor", "RemoteGateway", "RolloutExecutor", "ThreadExecutor", "guarded_rollout",
-           "harness_spec", "infrastructure_rollout", "make_executor", "route_address", "run_on_worker"]
+           "ProcessExecutor", "RayExecutor", "RemoteGateway", "RolloutExecutor", "TaskSkills", "ThreadExecutor",
+           "guarded_rollout", "harness_spec", "infrastructure_rollout", "make_executor", "route_address", "run_on_worker",
+           "skills_per_task"]
