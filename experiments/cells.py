@@ -29,6 +29,7 @@ from .artifacts import SharedArtifacts, ledger_totals, ledgered_gateway
 from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, HarnessSpec
 from .proposals import cell_notes
 from .results import CellNotes, CellResult, CurvePoint, GitInfo, StageUsage, TaskScore, UpdateSummary, Usage
+from .routing import TaskRouter
 
 RESULT_FILE = "result.json"
 REPO = Path(__file__).resolve().parent.parent
@@ -118,12 +119,11 @@ class CellRunner:
 
     # ------------------------------------------------------------------ pieces
     def initial_skill(self) -> tuple[Skill | None, Usage]:
-        """s0 and the usage of making it (the init stage)."""
+        """s0 and the usage of making it (the init stage); None for no skill, and for SkillRouter, whose skill is
+        each task's own (`task_router`)."""
         method = self.cell.method
-        if method.init == "none":
+        if method.init in ("none", "skillrouter"):
             return None, Usage()
-        if method.init == "skillrouter":
-            return self._routed_skill(), Usage()
         path = self.shared.initial_skill(self.harness, self.cell.harness.key, self.cfg, init=method.init,
                                          seed=self.cell.seed)
         self.init_json = path.parent / "init.json"
@@ -131,16 +131,12 @@ class CellRunner:
         skill.save(self.dir / "s0.md")
         return skill, Usage.from_dict(self.shared.init_usage(path))
 
-    def _routed_skill(self) -> Skill:
-        """SkillRouter row: the one whole corpus skill that best matches the task description, used as-is."""
-        from raso.api import load_index
-        from raso.retrieval.retrievers import skills_from_index
-        from raso.retrieval.skillrouter import SkillRouter
-
-        index = load_index(self.cfg)
-        skill = SkillRouter(skills_from_index(index)).route(self.harness.task_description)
-        skill.save(self.dir / "s0.md")
-        return skill
+    def task_router(self) -> TaskRouter | None:
+        """SkillRouter row: each task's own whole corpus skill, routed from its instruction and kept in the cell's
+        `routing/` folder (None for every other method)."""
+        if self.cell.method.init != "skillrouter":
+            return None
+        return TaskRouter(self.cfg, self.harness, self.dir / "routing")
 
     def update_budget(self) -> int:
         """The engine budget (it counts s0's val evaluation) equal for every update method of the experiment."""
@@ -212,16 +208,17 @@ class CellRunner:
         return UpdateOutcome(skill=Skill.parse(outcome.best_skill), summary=summary, curve=curve,
                              usage=Usage.from_dict(ledger_totals(run_dir / "ledger.calls.jsonl")), checkpoint=None)
 
-    def evaluate_test(self, skill: Skill | None) -> tuple[float, float | None, list[TaskScore], Usage]:
+    def evaluate_test(self, skill: Skill | None, router: TaskRouter | None = None
+                      ) -> tuple[float, float | None, list[TaskScore], Usage]:
         """The same test evaluation for every method (raso.evaluate), its model calls replayed on resume: mean
-        reward, success rate, per-task rewards, usage."""
+        reward, success rate, per-task rewards, usage. With `router`, each task runs with its own routed skill."""
         import raso.api
 
         gw = ledgered_gateway(self.cfg, cache_dir=self.dir / "test_cache", ledger_path=self.dir / "test.calls.jsonl")
         result = raso.api.evaluate(
             self.harness, skill, split="test", config=self.cfg, limit=self.config.test_limit,
-            gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test",
-            **{"agent.mode": "none" if skill is None else self.cfg.agent.mode})
+            gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test", task_skills=router,
+            **{"agent.mode": "none" if skill is None and router is None else self.cfg.agent.mode})
         if result.infrastructure_failures:
             # as the engine does: an outage's zeros are not the method's score; the cell stays unfinished and
             # the next run of the experiment redoes it (the rollouts that worked replay from the cache)
@@ -239,6 +236,7 @@ class CellRunner:
         self.dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         s0, init_usage = self.initial_skill()
+        router = self.task_router()
         update: UpdateOutcome | None = None
         final = s0
         if self.cell.method.update is not None:
@@ -246,7 +244,7 @@ class CellRunner:
             update = self.run_update(s0)
             final = update.skill
             final.save(self.dir / "best.md")
-        test_mean, success_rate, per_task, test_usage = self.evaluate_test(final)
+        test_mean, success_rate, per_task, test_usage = self.evaluate_test(final, router)
         conv = self.config.rollout_convention
         used = update.summary.rollouts_used if update else 0
         data = self.harness.data_label()
@@ -268,6 +266,7 @@ class CellRunner:
             n_train=self.n_train, n_val=self.n_val, n_test=len(per_task),
             usage=StageUsage(init=init_usage, update=update.usage if update else Usage(), test=test_usage),
             update=update.summary if update else None, notes=notes, curve=update.curve if update else [],
+            routing=router.routes(t.task_id for t in per_task) if router else [],
             wall_time_s=time.perf_counter() - started,
             ran_on={"host": socket.gethostname(), "pid": os.getpid(), "thread": threading.current_thread().name},
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -106,6 +106,19 @@ class UpdateSummary(Record):
     gepa: dict[str, Any] | None = None
 
 
+class RoutedSkill(Record):
+    """The whole corpus skill SkillRouter gave one task, routed from that task's own instruction."""
+
+    task_id: str
+    skill_id: str
+    name: str
+    repo: str = ""
+    path: str = ""
+    commit: str = ""
+    score: float | None = None
+    method: str = ""
+
+
 class CellResult(Record):
     """One finished cell: its identity, test score (per task), val scores, rollouts, usage per stage, curve,
     the data it ran on, its notes, and where and from which code it ran."""
@@ -139,6 +152,7 @@ class CellResult(Record):
     update: UpdateSummary | None = None
     notes: CellNotes = Field(default_factory=CellNotes)
     curve: list[CurvePoint] = Field(default_factory=list)
+    routing: list[RoutedSkill] = Field(default_factory=list, description="SkillRouter: each test task's routed skill")
     wall_time_s: float = 0.0
     ran_on: dict[str, Any] = Field(default_factory=dict)
     finished_at: str | None = None
@@ -207,5 +221,5 @@ class TableResult(Record):
     commits: list[str] = Field(default_factory=list)
 
 
-__all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Record", "StageUsage",
-           "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage"]
+__all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Record", "RoutedSkill",
+           "StageUsage", "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage"]

@@ -122,3 +122,33 @@ class SizedHarness(CountingHarness):
 
     def data_label(self) -> str:
         return "demo data (toy counting games)" if self.demo else "paper split of /data/toy"
+
+
+class TopicHarness(CountingHarness):
+    """The toy game whose tasks differ in topic: even tasks count apples in an orchard, odd ones stars in the night
+    sky, so a router that reads each task's own instruction finds each a different corpus skill."""
+
+    TOPICS = ("apples in the orchard basket", "stars of the night sky through the telescope")
+
+    def __init__(self, n_tasks: int = 4) -> None:
+        super().__init__(n_tasks=n_tasks)
+        self._tasks = [task.model_copy(update={"instruction": f"Count the {self.TOPICS[i % 2]} from 1 to "
+                                               f"{task.metadata['target']}, one number per action."})
+                       for i, task in enumerate(self._tasks)]
+
+
+class ShopNamedTopicHarness(TopicHarness):
+    """TopicHarness under the name the WebShop leakage guard keys on (raso.api.check_index_blocklist), on toy data."""
+
+    name = "webshop"
+
+    def data_label(self) -> str:
+        return "demo data (toy topic games)"
+
+
+def corpus_section(repo: str, name: str, text: str) -> Any:
+    """One section of a corpus skill `repo/name` (its SKILL.md's only section)."""
+    from corpus_tools.sections import Section
+
+    return Section(id=f"{repo}/{name}/SKILL.md#0", skill_id=f"{repo}/{name}/SKILL.md", skill_name=name,
+                   heading_path=name, text=text, repo=repo, path=f"{name}/SKILL.md", commit="c0", license="MIT")
