@@ -77,12 +77,10 @@ def scaling(pool_all, full: FieldAwareRetriever, queries, vectors, sizes, method
 
 
 def plot(scale: dict, path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     methods = sorted({m for vals in scale.values() for m in vals}, key=lambda m: list(LABELS).index(m))
     for method in methods:
         sizes = sorted(int(s) for s in scale if method in scale[s])

@@ -169,12 +169,10 @@ def cost_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
 
 
 def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path: Path, *, log: bool) -> Path:
-    import matplotlib
+    from matplotlib.figure import Figure  # the object API: no pyplot state shared between threads
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for (_harness, _method), group in _groups(rows, ("harness", "method")).items():
         points = sorted(((float(dotted(config.settings[r.setting_index]).get(axis, 0)), r) for r in group),
                         key=lambda point: point[0])
@@ -191,7 +189,6 @@ def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -207,12 +204,10 @@ def _plot_curves(config: ExperimentConfig, results: list[CellResult], path: Path
     updates = [r for r in results if r.curve]
     if not updates:
         return None
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2)
     colors: dict[str, Any] = {}
     labelled: set[str] = set()
     for r in updates:
@@ -239,7 +234,6 @@ def _plot_curves(config: ExperimentConfig, results: list[CellResult], path: Path
     fig.suptitle(config.name)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

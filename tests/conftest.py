@@ -47,3 +47,9 @@ def shared_corpus() -> Path:
 @pytest.fixture
 def shared_envdata() -> Path:
     return require_shared("envdata")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that start a Ray instance or a process cluster run last (in their usual order otherwise): Ray leaves
+    threads in the test process after ray.shutdown(), and no later test should share a process with them."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)

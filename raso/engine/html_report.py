@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import re
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ MAX_STEPS = 40
 #: Corpus text shown per quoted section.
 QUOTE_CHARS = 4000
 
+_SVG_SETTINGS = threading.Lock()  # held while matplotlib's process-wide SVG settings are changed
 _BATCH = re.compile(r"^(s0_val|iter(\d{3,})_(train|val)|test_v(\d{3,}))$")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_\-]{3,}")
 _STOPWORDS = frozenset("""this that with from when then than them they their there these those what which will
@@ -106,12 +108,11 @@ def cut(text: Any, limit: int) -> str:
 def svg_of(fig: Any) -> str:
     """A matplotlib figure as an inline <svg> element (text kept as text, no XML prolog, no timestamp)."""
     import matplotlib
-    import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "raso-report"}):
+    # rc_context changes process-wide settings: one figure at a time, so threads drawing side by side keep theirs
+    with _SVG_SETTINGS, matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "raso-report"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]
 

@@ -20,13 +20,13 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
     """The best val score (step line) and every candidate's val score against `x_key` ("rollouts_used" or
     "cost_usd"). The x axis starts at 0; rollouts get integer ticks, so one point never reads 1.900 ... 2.100."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # matplotlib's object API, never pyplot: no global figure registry or backend switch, so cells running in
+    # threads side by side (an experiment on a Dask cluster) can draw at the same time
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
     xs = [getattr(p, x_key) for p in state.curve]
     ys = [p.best_val for p in state.curve]
     if xs:
@@ -58,13 +58,10 @@ def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
 
 
 def _plot(state: RunState, x_key: str, xlabel: str, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig = val_curve_figure(state, x_key, xlabel)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, format="png")
-    plt.close(fig)
     tmp.replace(path)
     return path
 
