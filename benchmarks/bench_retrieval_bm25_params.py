@@ -13,6 +13,17 @@ sub-linear tf at skill and section level, rated like experiments/retrieval_bench
 (a ranking = the skills of the top sections, first appearance first). Tune on `--split dev` only:
 
     python benchmarks/bench_retrieval_bm25_params.py --two-stage --split dev --limit 500 [--bench SHORT.jsonl]
+
+`--skill-dense 0.2,0.4` rates, in one run and over the same streamed index, section `bm25`, `two_stage`
+(shipped options) and `two_stage` with dense fusion at the skill stage at each weight
+(`retrieval.skill_dense_weight`, the `dense` extra's int8 MiniLM; `--skill-candidates` lexical candidates, a
+list),
+on each split of `--splits` (dev to choose, test to report) with a ranking = the skills of the top 50
+sections, as experiments/retrieval_benchmark.py's section rows. Vectors are kept per text on disk
+(experiments.retrieval_benchmark.SavedTextVectors under the embedding cache), so the second query set
+reuses the pool's skill vectors:
+
+    python benchmarks/bench_retrieval_bm25_params.py --skill-dense 0.1,0.2,0.3,0.5 --splits dev:500,test:1000
 """
 
 from __future__ import annotations
@@ -193,6 +204,51 @@ def two_stage_sweep(args, dataset, queries) -> dict[str, dict[str, float]]:
     return rows
 
 
+def skill_dense_rows(args, dataset) -> dict[str, dict[str, dict[str, float]]]:
+    """{split: {row: metrics + ms/query}} for bm25, two_stage and two_stage + skill-stage dense fusion."""
+    import tempfile
+
+    from corpus_tools.index import SectionIndex
+    from corpus_tools.index_build import write_index
+    from corpus_tools.retrieval.dense import OnnxMiniLMEncoder
+    from experiments.retrieval_benchmark import SavedTextVectors
+    from raso.retrieval.retrievers import RetrievalOptions, build_retriever, embedding_cache_dir
+
+    work = Path(tempfile.mkdtemp(prefix="skill-dense-"))
+    index = SectionIndex.load(write_index(section_setup(dataset.pool), work / "index"))
+    encoder = SavedTextVectors(OnnxMiniLMEncoder(), embedding_cache_dir())
+    variants: dict[str, RetrievalOptions] = {
+        "bm25 (sections)": RetrievalOptions(kind="bm25", vet=False),
+        "two_stage (lexical skill stage, shipped)": RetrievalOptions(kind="two_stage", vet=False),
+    }
+    for candidates in args.skill_candidates:
+        for weight in args.skill_dense:
+            variants[f"two_stage+dense, skill_dense_weight {weight}, {candidates} candidates"] = \
+                RetrievalOptions(kind="two_stage", vet=False, skill_dense_weight=weight, skill_candidates=candidates)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for split_spec in args.splits.split(","):
+        split, _, limit = split_spec.partition(":")
+        queries = sample_queries(dataset.split(split), int(limit) if limit else None)
+        rows: dict[str, dict[str, float]] = {}
+        for label, options in variants.items():
+            retriever = build_retriever(options, index=index, encoder=encoder)
+            rankings, cpu = [], []
+            for q in queries:
+                t = time.process_time()
+                hits = retriever.search(q.text, k=50, exclude_skills=q.exclude)
+                cpu.append(time.process_time() - t)
+                rankings.append(list(dict.fromkeys(h.section.skill_id for h in hits)))
+            encoder.save()
+            rows[label] = {**mean_metrics(rankings, [q.gold for q in queries]), "cpu ms": 1000 * float(np.median(cpu))}
+            print(f"{split} {label}: R@5 {100 * rows[label]['R@5']:.1f}", file=sys.stderr, flush=True)
+        out[f"{split} ({len(queries)} queries)"] = rows
+    print(f"texts encoded in this run (not in the cache before): {encoder.computed}", file=sys.stderr)
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
 def main() -> int:
     default_corpus = Path(os.environ.get("RASO_SHARED_DIR", REPO.parent / "shared")) / "corpus"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -210,6 +266,11 @@ def main() -> int:
                         help="with --two-stage: only the skill weight and top_skills (default BM25 parameters)")
     parser.add_argument("--skill-weights", type=lambda v: [float(x) for x in v.split(",")], default=[0.5, 1, 2, 4, 100])
     parser.add_argument("--top-skills", type=lambda v: [int(x) for x in v.split(",")], default=[10, 20])
+    parser.add_argument("--skill-dense", type=lambda v: [float(x) for x in v.split(",")], default=None,
+                        help="rate two_stage with dense fusion at the skill stage at these weights (see above)")
+    parser.add_argument("--skill-candidates", type=lambda v: [int(x) for x in v.split(",")], default=[50],
+                        help="with --skill-dense: lexical candidates (one or more, each with every weight)")
+    parser.add_argument("--splits", default="dev:500,test:1000", help="with --skill-dense: split:limit, ...")
     args = parser.parse_args()
     start = time.perf_counter()
     if args.bench:
@@ -223,6 +284,19 @@ def main() -> int:
         for q in queries:
             raw = (Path(args.corpus) / "skills" / q.id).read_text(encoding="utf-8", errors="replace")
             q.text = " ".join(raw.split()[: args.full_text_words])
+    if args.skill_dense:
+        cpu = time.process_time()
+        tables = skill_dense_rows(args, dataset)
+        cols = ["Hit@1", "R@5", "R@10", "MRR", "cpu ms"]
+        print(f"pool {len(dataset.pool)}; {time.process_time() - cpu:.0f} CPU s in all")
+        for split, rows in tables.items():
+            print(f"\n{split}\n\n| section retriever | " + " | ".join(cols) + " |")
+            print("|---|" + "---:|" * len(cols))
+            for name, m in rows.items():
+                print(f"| {name} | " + " | ".join(
+                    f"{m[c]:.3f}" if c == "MRR" else f"{m[c]:.1f}" if c == "cpu ms" else f"{100 * m[c]:.1f}"
+                    for c in cols) + " |")
+        return 0
     if args.two_stage:
         cpu = time.process_time()
         rows = two_stage_sweep(args, dataset, queries)

@@ -10,7 +10,8 @@ index (`section_start`, `section_count`).
 
 `two_stage_top_k` ranks skills on that index, then scores only the sections of the best
 `top_skills` skills with the section index's exact BM25, and returns the best `k` sections with at
-most `per_skill` from one skill. A section's score is its BM25 score divided by the best candidate's
+most `per_skill` from one skill (`sections_of_skills` is that second stage alone, for skills ranked
+some other way, e.g. raso's lexical + dense fusion). A section's score is its BM25 score divided by the best candidate's
 plus `skill_weight` times its skill's score min-max scaled over the chosen skills, so a good section
 of a good skill wins. An index written before the skill level existed has no `skills/` folder: `write_skill_index`
 builds one from the index's sections (into any folder), and `skill_index_for` says which applies.
@@ -163,11 +164,23 @@ def two_stage_top_k(sections: Any, skills: SkillIndex, query: str, k: int = 5, *
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(section numbers, scores, flagged section numbers left out) of the best `k` sections of the best
     `top_skills` skills, at most `per_skill` per skill. See the module docstring for the score."""
-    empty = np.zeros(0, np.int64)
     if k <= 0:
+        empty = np.zeros(0, np.int64)
         return empty, np.zeros(0), empty
     skill_docs, skill_scores = skills.top(query, top_skills, exclude_repos, exclude_skills, scoring)
-    if len(skill_docs) == 0:
+    return sections_of_skills(sections, skills, query, skill_docs, skill_scores, k, per_skill=per_skill,
+                              skip_flagged=skip_flagged, skill_weight=skill_weight)
+
+
+def sections_of_skills(sections: Any, skills: SkillIndex, query: str, skill_docs: np.ndarray,
+                       skill_scores: np.ndarray, k: int = 5, *, per_skill: int = 2, skip_flagged: bool = False,
+                       skill_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stage two of `two_stage_top_k` for skills already ranked by any score (higher is better):
+    (section numbers, scores, flagged section numbers left out) of the best `k` sections of
+    `skill_docs`, at most `per_skill` per skill."""
+    empty = np.zeros(0, np.int64)
+    skill_scores = np.asarray(skill_scores)
+    if k <= 0 or len(skill_docs) == 0:
         return empty, np.zeros(0), empty
     span = skill_scores.max() - skill_scores.min()
     prior = (skill_scores - skill_scores.min()) / span if span > 0 else np.ones(len(skill_scores))

@@ -119,6 +119,8 @@ SECTION_RETRIEVERS: dict[str, dict[str, object]] = {
     "RASO two_stage, skill-level TF-IDF": {"kind": "two_stage", "top_skills": None, "skill_scoring": "tfidf",
                                            "vet": False},
     "RASO two_stage, vetted (the default)": {"kind": "two_stage", "top_skills": None},
+    "RASO two_stage+dense (skill stage fused with MiniLM, weight 0.3)": {"kind": "two_stage", "top_skills": None,
+                                                                         "skill_dense_weight": 0.3, "vet": False},
     "RASO tfidf (skills -> sections)": {"kind": "tfidf", "vet": False},
     "RASO field, bm25 (whole-skill BM25 -> sections)": {"kind": "field", "field_method": "bm25", "encoder": "none",
                                                         "vet": False},
@@ -203,7 +205,8 @@ def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str,
     rows: dict[str, dict[str, float]] = {}
     for label, spec in SECTION_RETRIEVERS.items():
         options = RetrievalOptions(**{"top_skills": 10, "candidates": 20, **spec})
-        dense = options.kind == "hybrid" or (options.kind == "field" and options.encoder != "none")
+        dense = options.kind == "hybrid" or (options.kind == "field" and options.encoder != "none") or \
+            (options.kind == "two_stage" and options.skill_dense_weight > 0)
         if dense and encoder is None:
             continue
         retriever = make_retriever(OptimizeConfig(retrieval=options), index=index,

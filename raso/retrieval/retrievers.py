@@ -8,7 +8,9 @@ reported):
 
 * ``"two_stage"`` (the default) -- skills first, then sections: the index's skill-level BM25 (or
   TF-IDF) ranks whole skills, then the section BM25 picks the best sections of the `top_skills` best,
-  at most `per_skill` per skill (corpus_tools.skill_index).
+  at most `per_skill` per skill (corpus_tools.skill_index). With `skill_dense_weight` > 0 the
+  lexical stage proposes `skill_candidates` skills and their ranking mixes in the dense cosine of
+  each skill's name + description to the query (off by default: docs/retrieval-at-scale.md 5.6).
 * ``"bm25"``   -- the section-level BM25 index itself (the paper's default, the default before issue 26).
 * ``"tfidf"``  -- whole skills ranked by TF-IDF cosine (sublinear tf), then their best BM25 sections.
 * ``"hybrid"`` -- sparse + dense over sections: the BM25 top `candidates` sections, re-scored by the
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raso.choices import RetrievalKind, choices_of
 from raso.retrieval.dreamer import DreamerConfig
@@ -65,6 +67,14 @@ class RetrievalOptions(BaseModel):
                                 "min-max scaled score against the section's BM25 share of the best section's")
     skill_scoring: Literal["bm25", "tfidf"] = Field(
         "bm25", description="two_stage: how the skill-level index ranks skills")
+    skill_dense_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="two_stage: weight of the dense cosine (query vs. the skill's name + "
+        "description, by `encoder`) in the skill ranking, 1 - weight going to the lexical score, both min-max "
+        "scaled over the `skill_candidates`; 0 = off (lexical only, the default). Above 0 a missing encoder is "
+        "an error, never a silent fallback to lexical")
+    skill_candidates: int = Field(
+        50, ge=1, description="two_stage with skill_dense_weight > 0: skills the lexical stage proposes for the "
+        "fused ranking (at least top_skills); the fused best top_skills go on to the section stage")
     vet: bool = Field(True, description="leave out sections the injection / exfiltration scan flags and "
                       "near-duplicates of a section already retrieved; every drop is reported")
     fusion: Literal["uniform", "mlp"] = Field(
@@ -72,14 +82,28 @@ class RetrievalOptions(BaseModel):
     mlp_path: Path | None = Field(None, description="field + mlp: a fusion model saved by `raso retrieval eval`")
     field_method: str | None = Field(
         None, description="field: any corpus_tools.retrieval.fusion method name, overriding `fusion`")
-    encoder: str = Field("minilm", description="dense encoder for hybrid/field/dreamer: minilm (int8 ONNX), "
-                         "st:<sentence-transformers model>, litellm:<embedding model>, or none (sparse only)")
+    encoder: str = Field("minilm", description="dense encoder for hybrid/field/dreamer and two_stage's "
+                         "skill_dense_weight: minilm (int8 ONNX, the `dense` extra), st:<sentence-transformers "
+                         "model>, litellm:<embedding model>, or none (sparse only)")
     candidates: int = Field(50, ge=1, description="hybrid: BM25 sections re-scored with the dense encoder")
     dense_weight: float = Field(0.5, ge=0.0, le=1.0, description="hybrid: weight of the dense cosine "
                                 "(1 - weight goes to BM25), both min-max scaled over the candidates")
     dreamer: DreamerConfig = Field(default_factory=DreamerConfig,
                                    description="dreamer: kc, kr, k, alpha, beta, gamma, max_capabilities")
     cache_dir: Path | None = Field(None, description="embedding cache (default: $RASO_CACHE_DIR/embeddings)")
+
+    @model_validator(mode="after")
+    def _skill_dense_needs_an_encoder(self) -> "RetrievalOptions":
+        if self.kind != "two_stage" or self.skill_dense_weight == 0:
+            return self
+        if self.encoder.strip().lower() == "none":
+            raise ValueError(f"skill_dense_weight {self.skill_dense_weight} needs a dense encoder, but encoder is "
+                             "'none': set encoder (e.g. minilm) or skill_dense_weight 0")
+        top_skills = self.top_skills or TWO_STAGE_TOP_SKILLS
+        if self.skill_candidates < top_skills:
+            raise ValueError(f"skill_candidates ({self.skill_candidates}) must be at least top_skills "
+                             f"({top_skills}): the fused ranking picks the top skills among the candidates")
+        return self
 
 
 @runtime_checkable
@@ -129,9 +153,18 @@ def _build(options: RetrievalOptions, *, index: Any, gateway: Any, skills: Seque
     if kind == "bm25":
         return index
     if kind == "two_stage":
+        skill_encoder = None
+        if options.skill_dense_weight > 0:
+            skill_encoder = encoder if encoder is not None else encoder_from_spec(options.encoder)
+            if skill_encoder is None:
+                raise ValueError(f"two_stage retrieval with skill_dense_weight {options.skill_dense_weight} needs "
+                                 f"the dense encoder {options.encoder!r}, which is not available: install the "
+                                 "`dense` extra (pip install 'raso[dense]') or set retrieval.skill_dense_weight 0")
         return TwoStageSectionRetriever.from_index(index, top_skills=options.top_skills or TWO_STAGE_TOP_SKILLS,
                                                    per_skill=options.per_skill, scoring=options.skill_scoring,
-                                                   skill_weight=options.skill_weight, vet=options.vet)
+                                                   skill_weight=options.skill_weight, vet=options.vet,
+                                                   encoder=skill_encoder, skill_dense_weight=options.skill_dense_weight,
+                                                   skill_candidates=options.skill_candidates)
     if kind == "dreamer" and gateway is None:
         raise ValueError("the dreamer retriever calls the model: pass gateway=LLMGateway(...)")
     sparse_only = options.encoder.strip().lower() == "none"
@@ -374,11 +407,25 @@ class DreamerSectionRetriever(_SkillNarrowedSearch):
 class TwoStageSectionRetriever:
     """Skills first, then their sections (corpus_tools.skill_index.two_stage_top_k) over a section index
     and its skill-level index. With `vet`, sections flagged by the build-time scan are left out at no
-    query cost and reported by `take_dropped`."""
+    query cost and reported by `take_dropped`.
+
+    With an `encoder` and `skill_dense_weight` > 0 the skill ranking is fused: the lexical stage
+    proposes `skill_candidates` skills, each candidate's name + description (the skill index's name
+    and description columns; the encoder reads its first 128 word pieces) is embedded once per
+    process and kept per skill, and (1 - w) x min-max(lexical) + w x min-max(cosine to the query)
+    picks the `top_skills` whose sections stage two ranks, exactly as without it."""
 
     def __init__(self, index: Any, skill_index: Any, *, top_skills: int = TWO_STAGE_TOP_SKILLS, per_skill: int = 2,
                  scoring: str = "bm25", skill_weight: float = TWO_STAGE_SKILL_WEIGHT, vet: bool = True,
-                 workdir: Any = None) -> None:
+                 workdir: Any = None, encoder: Encoder | None = None, skill_dense_weight: float = 0.0,
+                 skill_candidates: int = 50, max_cached: int = 200_000) -> None:
+        if skill_dense_weight > 0 and encoder is None:
+            raise ValueError("skill_dense_weight > 0 needs a dense encoder")
+        self.encoder = encoder
+        self.skill_dense_weight = skill_dense_weight
+        self.skill_candidates = max(skill_candidates, top_skills)
+        self.max_cached = max_cached
+        self._skill_vectors: dict[int, np.ndarray] = {}
         self.index = index
         self.skill_weight = skill_weight
         self.skill_index = skill_index
@@ -420,13 +467,19 @@ class TwoStageSectionRetriever:
     def search(self, query: str, k: int = 5, exclude_repos: Sequence[str] = (),
                exclude_skills: Sequence[str] = ()) -> list[Hit]:
         from corpus_tools.index import Hit
-        from corpus_tools.skill_index import two_stage_top_k
+        from corpus_tools.skill_index import sections_of_skills, two_stage_top_k
         from corpus_tools.vetting import families_of
 
-        docs, scores, flagged = two_stage_top_k(
-            self.index, self.skill_index, query, k, top_skills=self.top_skills, per_skill=self.per_skill,
-            exclude_repos=exclude_repos, exclude_skills=exclude_skills, scoring=self.scoring,
-            skill_weight=self.skill_weight, skip_flagged=self.vet)
+        if self.skill_dense_weight > 0 and k > 0:
+            skill_docs, skill_scores = self.rank_skills(query, exclude_repos, exclude_skills)
+            docs, scores, flagged = sections_of_skills(
+                self.index, self.skill_index, query, skill_docs, skill_scores, k, per_skill=self.per_skill,
+                skip_flagged=self.vet, skill_weight=self.skill_weight)
+        else:
+            docs, scores, flagged = two_stage_top_k(
+                self.index, self.skill_index, query, k, top_skills=self.top_skills, per_skill=self.per_skill,
+                exclude_repos=exclude_repos, exclude_skills=exclude_skills, scoring=self.scoring,
+                skill_weight=self.skill_weight, skip_flagged=self.vet)
         if len(flagged):
             from corpus_tools.skill_index import doc_flags
             from raso.retrieval.vetting import drop_of
@@ -440,6 +493,40 @@ class TwoStageSectionRetriever:
     def take_dropped(self) -> list[Any]:
         dropped, self._dropped = self._dropped, []
         return dropped
+
+    def rank_skills(self, query: str, exclude_repos: Sequence[str] = (),
+                    exclude_skills: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(skill documents, fused scores) of the `top_skills` best skills for `query`, best first: the
+        lexical top `skill_candidates` re-ranked by the weighted sum of the min-max scaled lexical score and
+        dense cosine (ties keep the lexical order)."""
+        skill_docs, lexical = self.skill_index.top(query, self.skill_candidates, exclude_repos, exclude_skills,
+                                                   self.scoring)
+        if len(skill_docs) == 0:
+            return skill_docs, np.asarray(lexical, dtype=np.float64)
+        assert self.encoder is not None
+        query_vector = np.asarray(self.encoder.encode([query]), dtype=np.float32)[0]
+        cosine = self._vectors_of([int(d) for d in skill_docs]) @ query_vector
+        w = self.skill_dense_weight
+        fused = (1.0 - w) * _minmax(np.asarray(lexical, np.float64)) + w * _minmax(cosine.astype(np.float64))
+        order = np.lexsort((np.arange(len(fused)), -fused))[:self.top_skills]
+        return np.asarray(skill_docs)[order], fused[order]
+
+    def _vectors_of(self, skill_docs: list[int]) -> np.ndarray:
+        missing = [d for d in skill_docs if d not in self._skill_vectors]
+        if missing:
+            assert self.encoder is not None
+            if len(self._skill_vectors) + len(missing) > self.max_cached:
+                self._skill_vectors.clear()
+            texts = [skill_dense_text(self.skill_index.skill(d)) for d in missing]
+            for d, v in zip(missing, np.asarray(self.encoder.encode(texts), dtype=np.float32)):
+                self._skill_vectors[d] = v
+        return np.stack([self._skill_vectors[d] for d in skill_docs])
+
+
+def skill_dense_text(skill: Any) -> str:
+    """What the dense encoder reads of a skill-level document: its name and description column (the skill
+    file's first section: the front-matter description and any text before the first heading)."""
+    return f"{skill.heading_path}\n{skill.text}"
 
 
 def _has_flags(index: Any) -> bool:
