@@ -157,3 +157,47 @@ def test_the_local_grammar_of_the_requirement_schema_stops_at_m_pairs() -> None:
     rule = next(line for line in schema_grammar(schema_of(query_init_schema(3))).splitlines()
                 if line.startswith("requirements ::="))
     assert rule.count("requirements-item") == 3 and "*" not in rule and "?" not in rule
+
+
+class _SchemaRecordingGateway:
+    """Records the output schema each structured call is sent, and replies with an empty gradient list."""
+
+    def __init__(self) -> None:
+        self.schemas: list[dict] = []
+
+    def structured(self, role, messages, schema, **kwargs):
+        self.schemas.append(schema_of(schema)["properties"]["gradients"])
+        return schema.model_validate({"gradients": []})
+
+
+@pytest.mark.parametrize("rewards", [(0.0, 1.0), (1.0, 1.0)])
+def test_the_gradient_schema_asks_for_a_failure_mode_exactly_when_a_rollout_lost_reward(rewards) -> None:
+    # The embedded 1.5B answered {"gradients": []} for three failed WebShop rollouts, twice in a row (so no candidate
+    # was ever proposed): when a rollout lost reward, the grammar it is sent needs at least one item.
+    from raso.harness import Rollout
+    from raso.optimizer.render import PromptLimits
+    from raso.optimizer.roles import GradientInput, gradient_query
+    from raso.skill import Skill
+
+    gateway = _SchemaRecordingGateway()
+    rollouts = [Rollout(task_id=f"t{i}", harness="toy", reward=r) for i, r in enumerate(rewards)]
+    inp = GradientInput(task_description="T", harness_description="H", rollouts=rollouts,
+                        skill=Skill(name="s", description="d", body="b"))
+    out = gradient_query(gateway, inp, PromptLimits())
+    sent = gateway.schemas[0]
+    assert sent["maxItems"] == PromptLimits().max_items
+    assert sent.get("minItems") == (1 if min(rewards) < 1.0 else None)
+    assert out.gradients == []  # validation still takes an empty list (a hosted model's judgement)
+
+
+def test_the_local_grammar_of_a_failed_chunk_needs_one_gradient() -> None:
+    from raso.llm.local import schema_grammar
+    from raso.optimizer.roles import gradient_schema
+
+    def rule(lost_reward: bool) -> str:
+        return next(line for line in schema_grammar(schema_of(gradient_schema(2, lost_reward))).splitlines()
+                    if line.startswith("gradients ::="))
+
+    # with a lost reward the first item is required; without, the whole list is optional
+    assert rule(True).startswith('gradients ::= "[" space gradients-item')
+    assert rule(False).startswith('gradients ::= "[" space (gradients-item')

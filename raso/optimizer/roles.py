@@ -215,6 +215,17 @@ class GradientSet(BaseModel):
     gradients: list[Gradient] = Field(default_factory=list)
 
 
+@cache
+def gradient_schema(max_items: int, lost_reward: bool) -> type[GradientSet]:
+    """The gradient step's output schema. When a rollout of the chunk lost reward, the schema asks for at least one
+    failure mode (minItems): a grammar-constrained model (llama.cpp JSON mode) otherwise takes the shortest valid
+    reply, an empty list, for failed rollouts (seen with the embedded 1.5B on WebShop). Validation still accepts an
+    empty list, as before (a hosted model may judge that no change to the skill would help)."""
+    extra: dict[str, Any] = {"maxItems": max_items, **({"minItems": 1} if lost_reward else {})}
+    return create_model("GradientSet", __base__=GradientSet,
+                        gradients=(list[Gradient], Field(default_factory=list, json_schema_extra=extra)))
+
+
 def gradient_messages(inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None) -> Messages:
     return _messages(
         prompts, GRADIENT_TEMPLATE,
@@ -230,7 +241,8 @@ def gradient_query(
     gw: Gateway, inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> GradientSet:
     """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
-    out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), GradientSet,
+    schema = gradient_schema(limits.max_items, any(r.reward < 1.0 for r in inp.rollouts))
+    out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), schema,
                         prompts=prompts, stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens, limits))
     return GradientSet(gradients=out.gradients[: limits.max_items])
 
