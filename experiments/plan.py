@@ -122,7 +122,8 @@ class _Planner:
                 propose_calls = iterations * shapes["propose"].calls_per_unit
         init_calls = shapes["init"].calls_per_unit if init is not None else 0.0
         if method.init == "skillrouter":
-            notes.append("SkillRouter: each test task runs with the whole corpus skill routed from its own instruction (no model call)")
+            notes.append("SkillRouter: each test task runs with the whole corpus skill routed from its own instruction "
+                         "(no model call)")
         agent_calls = sum(rollouts.values()) * shapes["agent"].calls_per_unit
         optimizer = planned.resolved_optimizer_model()
         usd = _sum([_price(planned.models.target, planned, agent_calls, shapes["agent"]),
