@@ -404,6 +404,25 @@ class DreamerSectionRetriever(_SkillNarrowedSearch):
         return [(sid, float(n - i)) for i, sid in enumerate(result.ranked)]
 
 
+class _VectorCache:
+    """Dense vectors of documents by number, each encoded once per process (`text_of(doc)` is what the encoder
+    reads); cleared when it would hold more than `max_cached`."""
+
+    def __init__(self, encoder: Encoder, text_of: Any, max_cached: int) -> None:
+        self.encoder, self.text_of, self.max_cached = encoder, text_of, max_cached
+        self._vectors: dict[int, np.ndarray] = {}
+
+    def __call__(self, docs: Sequence[int]) -> np.ndarray:
+        missing = [d for d in docs if d not in self._vectors]
+        if missing:
+            if len(self._vectors) + len(missing) > self.max_cached:
+                self._vectors.clear()
+            texts = [self.text_of(d) for d in missing]
+            for d, v in zip(missing, np.asarray(self.encoder.encode(texts), dtype=np.float32)):
+                self._vectors[d] = v
+        return np.stack([self._vectors[d] for d in docs])
+
+
 class TwoStageSectionRetriever:
     """Skills first, then their sections (corpus_tools.skill_index.two_stage_top_k) over a section index
     and its skill-level index. With `vet`, sections flagged by the build-time scan are left out at no
@@ -424,12 +443,12 @@ class TwoStageSectionRetriever:
         self.encoder = encoder
         self.skill_dense_weight = skill_dense_weight
         self.skill_candidates = max(skill_candidates, top_skills)
-        self.max_cached = max_cached
-        self._skill_vectors: dict[int, np.ndarray] = {}
         self.index = index
         self.skill_weight = skill_weight
         self.skill_index = skill_index
         self.top_skills = top_skills
+        self._vectors_of = None if encoder is None else _VectorCache(
+            encoder, lambda d: skill_dense_text(skill_index.skill(d)), max_cached)
         self.per_skill = per_skill
         self.scoring = scoring
         self.vet = vet
@@ -505,22 +524,13 @@ class TwoStageSectionRetriever:
             return skill_docs, np.asarray(lexical, dtype=np.float64)
         assert self.encoder is not None
         query_vector = np.asarray(self.encoder.encode([query]), dtype=np.float32)[0]
+        assert self._vectors_of is not None  # a weight > 0 needs an encoder (checked in __init__)
         cosine = self._vectors_of([int(d) for d in skill_docs]) @ query_vector
         w = self.skill_dense_weight
         fused = (1.0 - w) * _minmax(np.asarray(lexical, np.float64)) + w * _minmax(cosine.astype(np.float64))
         order = np.lexsort((np.arange(len(fused)), -fused))[:self.top_skills]
         return np.asarray(skill_docs)[order], fused[order]
 
-    def _vectors_of(self, skill_docs: list[int]) -> np.ndarray:
-        missing = [d for d in skill_docs if d not in self._skill_vectors]
-        if missing:
-            assert self.encoder is not None
-            if len(self._skill_vectors) + len(missing) > self.max_cached:
-                self._skill_vectors.clear()
-            texts = [skill_dense_text(self.skill_index.skill(d)) for d in missing]
-            for d, v in zip(missing, np.asarray(self.encoder.encode(texts), dtype=np.float32)):
-                self._skill_vectors[d] = v
-        return np.stack([self._skill_vectors[d] for d in skill_docs])
 
 
 def skill_dense_text(skill: Any) -> str:
@@ -546,20 +556,9 @@ class HybridSectionRetriever:
         self.encoder = encoder
         self.candidates = candidates
         self.dense_weight = dense_weight
-        self.max_cached = max_cached
-        self._vectors: dict[int, np.ndarray] = {}
-
-    def _section_vectors(self, docs: Sequence[int]) -> np.ndarray:
         from corpus_tools.index import index_text
 
-        missing = [d for d in docs if d not in self._vectors]
-        if missing:
-            if len(self._vectors) + len(missing) > self.max_cached:
-                self._vectors.clear()
-            texts = [index_text(self.index.section(d)) for d in missing]
-            for d, v in zip(missing, np.asarray(self.encoder.encode(texts), dtype=np.float32)):
-                self._vectors[d] = v
-        return np.stack([self._vectors[d] for d in docs])
+        self._section_vectors = _VectorCache(encoder, lambda d: index_text(index.section(d)), max_cached)
 
     def search(self, query: str, k: int = 5, exclude_repos: Sequence[str] = (),
                exclude_skills: Sequence[str] = ()) -> list[Hit]:
