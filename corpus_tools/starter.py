@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_tools.blocklist import find_leaks
+from corpus_tools.card import STARTER_NAME, CorpusIdentity
 from corpus_tools.index import FORMAT_VERSION, SectionIndex
 from corpus_tools.index_build import write_index
 from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
@@ -82,6 +83,14 @@ def starter_fingerprint(corpus_dir: Path | None = None) -> str:
             digest.update(path.relative_to(corpus_dir).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:20]
+
+
+def starter_identity() -> CorpusIdentity:
+    """The starter corpus's name for reports and results: always labelled a demo, never the paper's corpus."""
+    corpus_dir = starter_corpus_dir()
+    with (corpus_dir / MANIFEST_FILE).open(encoding="utf-8") as rows:
+        skills = {row["skill"] for row in map(json.loads, rows) if row.get("kind") == "skill"}
+    return CorpusIdentity(name=STARTER_NAME, skills=len(skills), digest=starter_fingerprint(corpus_dir), demo=True)
 
 
 def starter_index(cache_dir: str | Path | None = None, *, rebuild: bool = False) -> SectionIndex:

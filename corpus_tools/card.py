@@ -1,0 +1,84 @@
+"""Which corpus an index holds: the name every run, result and table carries.
+
+An index built by `raso corpus build` carries a corpus card (`corpus_card.json`: its sources, counts and
+build parameters, with a stable digest). `corpus_identity` reads the part a result needs to name its corpus:
+a name, the number of skills, the digest, and whether it is the packaged starter corpus (a demo, never the
+paper's corpus). An index without a card (built before cards existed) is named by its folder, with a digest
+of its meta.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CARD_FILE = "corpus_card.json"
+STARTER_NAME = "starter corpus"
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusIdentity:
+    """Name, size and digest of the corpus behind an index; `demo` is True for the starter corpus."""
+
+    name: str
+    skills: int
+    digest: str
+    demo: bool = False
+    path: str | None = None
+
+    def label(self) -> str:
+        """One line for a report, a result or a table note, e.g. "starter corpus, 266 skills, demo"."""
+        if self.demo:
+            return f"{self.name}, {self.skills:,} skills, demo"
+        return f"{self.name}, {self.skills:,} skills, digest {self.digest[:12]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CorpusIdentity":
+        return cls(name=str(data["name"]), skills=int(data["skills"]), digest=str(data["digest"]),
+                   demo=bool(data.get("demo", False)), path=data.get("path"))
+
+
+def _meta(index_dir: Path) -> dict[str, Any]:
+    meta_file = index_dir / "meta.json"
+    if not meta_file.is_file():
+        raise FileNotFoundError(f"{index_dir} is not a section index (no meta.json)")
+    return json.loads(meta_file.read_text(encoding="utf-8"))
+
+
+def _skill_count(index_dir: Path) -> int:
+    sources_file = index_dir / "sources.json"
+    if not sources_file.is_file():
+        return 0
+    sources = json.loads(sources_file.read_text(encoding="utf-8"))
+    return len({row.get("skill_id") for row in sources if isinstance(row, dict)})
+
+
+def read_card(index_dir: str | Path) -> dict[str, Any] | None:
+    """The index's corpus card, or None when it has none."""
+    card_file = Path(index_dir) / CARD_FILE
+    if not card_file.is_file():
+        return None
+    return json.loads(card_file.read_text(encoding="utf-8"))
+
+
+def corpus_identity(index_dir: str | Path | None) -> CorpusIdentity:
+    """The identity of the corpus in `index_dir`; None means the packaged starter corpus."""
+    if index_dir is None:
+        from corpus_tools.starter import starter_identity
+        return starter_identity()
+    directory = Path(index_dir)
+    card = read_card(directory)
+    if card is not None:
+        return CorpusIdentity(name=str(card.get("name") or directory.name), skills=int(card.get("skills", 0)),
+                              digest=str(card["digest"]), demo=bool(card.get("demo", False)),
+                              path=str(directory.resolve()))
+    _meta(directory)  # raises a clear error for a folder that is not an index
+    digest = hashlib.sha256((directory / "meta.json").read_bytes()).hexdigest()
+    return CorpusIdentity(name=directory.name, skills=_skill_count(directory), digest=digest,
+                          path=str(directory.resolve()))
