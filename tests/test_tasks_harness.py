@@ -293,7 +293,7 @@ def test_a_symlink_left_by_an_agent_is_not_followed_by_the_check(tmp_path):
     try:
         os.symlink(outside, workspace / "answer.txt")
         score = harness.score_workspace(task, workspace)
-        assert score.reward == 0.0 and score.info["left_out"] == ["answer.txt"]
+        assert score.reward == 0.0 and score.info["left_out"] == ["answer.txt (symbolic link)"]
     finally:
         shutil.rmtree(workspace)
         shutil.rmtree(outside.parent)

@@ -17,46 +17,30 @@ import json
 import logging
 import math
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from raso.harness.sandbox import Sandbox, SandboxLimits, SandboxResult
 from raso.harness.workspace import WorkspaceScore
+from raso.safe_files import MiB, TreeLimits, UnsafePathError, read_bytes, remove_tree
+from raso.safe_files import copy_tree as safe_copy_tree
 
-from .folder import FolderTask
+from .folder import TASK_FOLDER_LIMITS, FolderTask
 
 log = logging.getLogger(__name__)
 
-MAX_WORKSPACE_BYTES = 256 * 1024 * 1024  # what the scorer copies of a workspace at most
+MAX_WORKSPACE_BYTES = 256 * MiB  # what the scorer copies of a workspace at most
+MAX_REWARD_BYTES = 64 * 1024  # a reward file holds one number
+# An agent controls every byte and link of its workspace: safe_files never follows a link, skips FIFOs and devices
+# unopened and leaves out folders deeper than max_depth.
+WORKSPACE_LIMITS = TreeLimits(max_bytes=MAX_WORKSPACE_BYTES, max_file_bytes=MAX_WORKSPACE_BYTES)
 
 
-def copy_tree(source: Path, dest: Path, max_bytes: int = MAX_WORKSPACE_BYTES) -> list[str]:
-    """Copy the regular files and folders of `source` into `dest` (created); symbolic links and special files
-    are left out (a link could point at anything on this machine). Returns what was left out."""
-    left_out: list[str] = []
-    total = 0
-    dest.mkdir(parents=True, exist_ok=True)
-    for folder, dirs, files in os.walk(source, followlinks=False):
-        here = Path(folder)
-        target = dest / here.relative_to(source)
-        for name in list(dirs):
-            path = here / name
-            if path.is_symlink():
-                left_out.append(str(path.relative_to(source)))
-                dirs.remove(name)
-            else:
-                (target / name).mkdir(exist_ok=True)
-        for name in files:
-            path = here / name
-            if path.is_symlink() or not path.is_file():
-                left_out.append(str(path.relative_to(source)))
-                continue
-            total += path.stat().st_size
-            if total > max_bytes:
-                raise ValueError(f"the workspace holds more than {max_bytes // (1024 * 1024)} MB")
-            shutil.copyfile(path, target / name)
-    return left_out
+def copy_tree(source: Path, dest: Path, limits: TreeLimits = WORKSPACE_LIMITS) -> list[str]:
+    """Copy the regular files and folders of `source` into `dest` (created) without following links; returns
+    what was left out, each with why (raso.safe_files.copy_tree). UnsafePathError (a ValueError) when `source`
+    is itself a link or the tree is over the limits."""
+    return safe_copy_tree(source, dest, limits)
 
 
 def _parse_score(text: str) -> float | None:
@@ -85,9 +69,11 @@ def harbor_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
     """The reward a Harbor verifier wrote (reward.json first, then reward.txt, as Harbor reads them) and why
     there is none. reward.json must hold one number or an object whose "reward" (or only) entry is one."""
     json_path, text_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
-    if json_path.is_file() and not json_path.is_symlink():
+    if os.path.lexists(json_path):
         try:
-            data = json.loads(json_path.read_text(encoding="utf-8", errors="replace"))
+            data = json.loads(read_bytes(json_path, MAX_REWARD_BYTES).decode("utf-8", errors="replace"))
+        except UnsafePathError as exc:
+            return None, f"reward.json is not usable: {exc}"
         except ValueError:
             return None, "reward.json is not valid JSON"
         if isinstance(data, dict):
@@ -96,8 +82,11 @@ def harbor_reward(verifier_dir: Path) -> tuple[float | None, str | None]:
             return None, "reward.json holds no single numeric reward (a number, or an object with \"reward\")"
         value = _parse_score(str(data))
         return (value, None) if value is not None else (None, f"reward {data!r} is not in [0, 1]")
-    if text_path.is_file() and not text_path.is_symlink():
-        text = text_path.read_text(encoding="utf-8", errors="replace")[:200]
+    if os.path.lexists(text_path):
+        try:
+            text = read_bytes(text_path, MAX_REWARD_BYTES).decode("utf-8", errors="replace")[:200]
+        except UnsafePathError as exc:
+            return None, f"reward.txt is not usable: {exc}"
         value = _parse_score(text)
         return (value, None) if value is not None else (None, f"reward.txt holds {text.strip()[:60]!r}, not a "
                                                               "number in [0, 1]")
@@ -128,7 +117,7 @@ class CheckRunner:
                 return self._harbor(task, workspace, run)
             return self._raso(task, workspace, run)
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)  # iterative: an agent's 10,000-deep tree goes too
 
     def _copy_workspace(self, workspace: Path, dest: Path) -> tuple[list[str], str | None]:
         try:
@@ -141,7 +130,7 @@ class CheckRunner:
         info: dict = {"check": task.check.name, "left_out": left_out}
         if problem:
             return _failed(problem, info)
-        copy_tree(task.folder, run / "task")
+        copy_tree(task.folder, run / "task", TASK_FOLDER_LIMITS)
         env = self.environment({"WORKSPACE": str(run / "workspace"), "TASK_DIR": str(run / "task")})
         runner = 'exec bash "$TASK_DIR/check.sh"' if task.check.name == "check.sh" else \
             'exec "$PYTHON" "$TASK_DIR/check.py"'
@@ -167,7 +156,7 @@ class CheckRunner:
         info: dict = {"check": "tests/test.sh", "left_out": left_out}
         if problem:
             return _failed(problem, info)
-        copy_tree(task.folder / "tests", run / "tests")
+        copy_tree(task.folder / "tests", run / "tests", TASK_FOLDER_LIMITS)
         (run / "logs" / "verifier").mkdir(parents=True)
         runner = self
         if task.check_timeout_s is not None:  # the task's own verifier timeout

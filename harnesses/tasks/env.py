@@ -10,13 +10,13 @@ for external agents).
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raso.harness import Task, TextEnv
 from raso.harness.sandbox import Sandbox
+from raso.safe_files import list_files, remove_tree
 
 if TYPE_CHECKING:
     from .harness import TasksHarness
@@ -26,12 +26,11 @@ MAX_LISTED_FILES = 30
 
 
 def workspace_listing(workspace: Path) -> str:
-    files = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
-    if not files:
+    """The workspace's regular files (links not followed, the walk bounded: the agent shapes this tree)."""
+    shown, more = list_files(workspace, MAX_LISTED_FILES)
+    if not shown:
         return "(empty)"
-    shown = files[:MAX_LISTED_FILES]
-    more = f"\n... and {len(files) - len(shown)} more" if len(files) > len(shown) else ""
-    return "\n".join(f"- {name}" for name in shown) + more
+    return "\n".join(f"- {name}" for name in shown) + ("\n... and more" if more else "")
 
 
 class ShellTaskEnv(TextEnv):
@@ -91,7 +90,7 @@ class ShellTaskEnv(TextEnv):
 
     def _cleanup(self) -> None:
         if self.workspace is not None:
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            remove_tree(self.workspace)  # iterative: a 10,000-deep tree the agent left goes too
             self.workspace = None
 
     def close(self) -> None:

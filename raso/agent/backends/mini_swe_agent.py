@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from raso.harness.base import Step
+from raso.safe_files import MiB, read_text
 
 from .base import AgentBackend, AgentRun, Transcript
 from .install import base_python_prefix, install_dir
@@ -26,6 +27,7 @@ from .registry import register
 
 VERSION = "2.4.6"
 COMMAND_TIMEOUT_S = 60
+MAX_TRAJECTORY_BYTES = 64 * MiB  # the program's trajectory file, read on the host after the run
 FINISH_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 #: the first user message; `task` is the harness's instruction followed by the installed skills (a template
@@ -130,7 +132,8 @@ class MiniSweAgentBackend(AgentBackend):
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:
         path = self.trajectory_file(run)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            # the trajectory file lies in the agent's home: never read through a link it left, never unbounded
+            data = json.loads(read_text(path, MAX_TRAJECTORY_BYTES))
             messages = data["messages"]
             assert isinstance(messages, list)
         except (OSError, ValueError, KeyError, AssertionError, TypeError) as exc:

@@ -14,7 +14,6 @@ left, and the rollout counts); the gateway's failure kind when a model call was 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from raso.choices import Outcome
 from raso.harness.base import Harness, Rollout, Step, Task, failure_fields
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
 from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+from raso.safe_files import remove_tree
 from raso.skill import slugify
 
 from ..endpoint import EndpointSession, ModelEndpoint
@@ -221,7 +221,7 @@ class ExternalAgentRunner:
                 transcript.notes.append("steps read from the model calls the endpoint answered")
             return self._rollout(harness, task, skills, session, result, score, transcript, skill_files, start)
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)  # iterative and link-safe: an agent's 10,000-deep tree cannot outlive the rollout
 
     def _transcript(self, run: AgentRun, result: SandboxResult) -> Transcript:
         try:
