@@ -25,15 +25,21 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from raso.engine.config import ConfigError
+from raso.safe_files import MiB, TreeLimits, UnsafePathError, list_files, read_text, tree_problems
 
 SPLIT_NAMES = ("train", "val", "test")
 SPLITS_FILE = "splits.json"
 DEFAULT_SALT = "raso-tasks"
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
 HARBOR_WORKDIR = "/app"
+# A task folder is someone else's download: its files are copied into workspaces and checks, so links, FIFOs,
+# devices, very deep trees and huge files are refused when it loads (raso.safe_files), one line per problem.
+TASK_FOLDER_LIMITS = TreeLimits(max_bytes=256 * MiB, max_file_bytes=256 * MiB, max_entries=20_000, max_depth=32)
+MAX_TEXT_BYTES = 1 * MiB  # instruction.md, task.toml, a Dockerfile, test.sh, splits.json, T and H
+MAX_TIMEOUT_S = 24 * 3600.0  # a task.toml timeout above a day is a typo, not a task
 # Dockerfile instructions that build nothing: the files a COPY/ADD takes from environment/ are copied into the
 # workspace; FROM, WORKDIR, ENV, LABEL... only describe the image. Any other (RUN, COPY --from, ...) needs a build.
 _NO_BUILD = {"FROM", "WORKDIR", "ENV", "LABEL", "ARG", "CMD", "ENTRYPOINT", "USER", "EXPOSE", "SHELL", "MAINTAINER",
@@ -62,34 +68,43 @@ class FolderTask(BaseModel):
     agent_timeout_s: float | None = None  # Harbor: [agent] timeout_sec (recorded, see the README)
 
 
-def _read_text(path: Path, what: str) -> str:
+def read_folder_text(path: Path, what: str) -> str:
+    """`path`'s text, bounded and without following a link (a linked instruction.md could be any file here)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text(path, MAX_TEXT_BYTES)
     except UnicodeDecodeError:
         raise TasksFolderError(f"{path}: {what} is not UTF-8 text") from None
-    except OSError as exc:
-        raise TasksFolderError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except UnsafePathError as exc:
+        raise TasksFolderError(f"{exc} ({what})") from None
+
+
+def _check_tree(folder: Path, what: str, skip: tuple[str, ...] = ()) -> None:
+    """TasksFolderError listing every problem of `folder` (links, special files, depth, sizes), one per line."""
+    problems = tree_problems(folder, TASK_FOLDER_LIMITS, skip=skip)
+    if problems:
+        raise TasksFolderError(f"{what} {folder.name} cannot be used as it is:\n  " + "\n  ".join(problems))
 
 
 def _files_under(folder: Path, prefix: str = "") -> list[tuple[Path, str]]:
-    """(source, relative path) of every file under `folder`; a symbolic link is refused (it could point at
-    anything on this machine, answers included)."""
-    found = []
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink():
-            raise TasksFolderError(f"{path}: symbolic links are not copied into a workspace; copy the file itself")
-        if path.is_file():
-            found.append((path, str(PurePosixPath(prefix) / path.relative_to(folder).as_posix()) if prefix
-                          else path.relative_to(folder).as_posix()))
-    return found
+    """(source, path in the workspace) of every regular file under `folder`, which `_check_tree` has passed."""
+    found, _more = list_files(folder, TASK_FOLDER_LIMITS.max_entries, TASK_FOLDER_LIMITS.max_depth)
+    return [(folder / rel, str(PurePosixPath(prefix, rel)) if prefix else rel) for rel in found]
+
+
+def _container_path(path: str, workdir: str) -> PurePosixPath | None:
+    """`path` as an absolute path in the task's container (relative ones from `workdir`); None when it has a '..'
+    part (refused rather than resolved: the workspace copy must never climb out of its folder)."""
+    joined = PurePosixPath(path if path.startswith("/") else f"{workdir}/{path}")
+    return None if ".." in joined.parts else joined
 
 
 def read_raso_task(folder: Path) -> FolderTask:
+    _check_tree(folder, "task")
     instruction_path = folder / "instruction.md"
     if not instruction_path.is_file():
         raise TasksFolderError(f"task {folder.name}: no instruction.md in {folder} (write what the agent must do, and "
                                "which file the answer goes to)")
-    instruction = _read_text(instruction_path, "instruction.md").strip()
+    instruction = read_folder_text(instruction_path, "instruction.md").strip()
     if not instruction:
         raise TasksFolderError(f"task {folder.name}: {instruction_path} is empty")
     checks = [folder / name for name in ("check.sh", "check.py") if (folder / name).is_file()]
@@ -108,7 +123,7 @@ def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tup
                                                                                    list[str]]:
     """The files a build-free Dockerfile copies from environment/ (source, path relative to WORKDIR), the final
     WORKDIR, and why the Dockerfile needs a container (empty when it does not)."""
-    text = _read_text(dockerfile, "the Dockerfile")
+    text = read_folder_text(dockerfile, "the Dockerfile")
     text = re.sub(r"\\\n", " ", text)  # continued lines
     files: list[tuple[Path, str]] = []
     problems: list[str] = []
@@ -122,8 +137,11 @@ def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tup
             problems.append(f"its Dockerfile builds the image (line {number}: {line[:80]})")
             continue
         if keyword == "WORKDIR":
-            target = rest.strip()
-            workdir = target if target.startswith("/") else str(PurePosixPath(workdir) / target)
+            target = _container_path(rest.strip(), workdir)
+            if target is None:
+                problems.append(f"its Dockerfile's WORKDIR has a '..' part (line {number}: {line[:80]})")
+                continue
+            workdir = str(target)
         elif keyword in ("COPY", "ADD"):
             try:
                 parts = shlex.split(rest)
@@ -136,9 +154,10 @@ def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tup
                                 f"(line {number}: {line[:80]})")
                 continue
             *sources, dest = paths
-            dest_abs = PurePosixPath(dest if dest.startswith("/") else str(PurePosixPath(workdir) / dest))
-            if not (dest_abs == PurePosixPath(workdir) or PurePosixPath(workdir) in dest_abs.parents):
-                problems.append(f"its Dockerfile copies outside the working directory {workdir} "
+            dest_abs = _container_path(dest, workdir)
+            if dest_abs is None or not (dest_abs == PurePosixPath(workdir) or PurePosixPath(workdir) in
+                                        dest_abs.parents):
+                problems.append(f"its Dockerfile copies outside the working directory {workdir}, or through a '..' "
                                 f"(line {number}: {line[:80]})")
                 continue
             inside = dest_abs.relative_to(workdir)
@@ -146,17 +165,55 @@ def _dockerfile_copies(dockerfile: Path, environment: Path, workdir: str) -> tup
                 if any(ch in source for ch in "*?[") or source.startswith(("http://", "https://")):
                     problems.append(f"its Dockerfile copies a pattern or URL (line {number}: {line[:80]})")
                     continue
-                src = (environment / source).resolve()
-                if not src.is_relative_to(environment.resolve()) or not src.exists():
-                    problems.append(f"its Dockerfile copies {source!r}, which is not in environment/ "
+                src = environment / source
+                if source.startswith("/") or ".." in PurePosixPath(source).parts or not src.exists():
+                    problems.append(f"its Dockerfile copies {source!r}, which is not a path inside environment/ "
                                     f"(line {number})")
                     continue
                 if src.is_dir():
                     files += [(path, str(inside / rel)) for path, rel in _files_under(src)]
                 else:
-                    placed = inside / src.name if dest.endswith("/") or len(sources) > 1 else inside
+                    into_folder = dest.endswith("/") or len(sources) > 1 or inside == PurePosixPath(".")
+                    placed = inside / src.name if into_folder else inside
                     files.append((src, str(placed)))
     return files, workdir, problems
+
+
+class TomlTable(BaseModel):
+    model_config = ConfigDict(extra="allow")  # Harbor's other keys are read where needed or ignored
+
+
+class TimeoutTable(TomlTable):
+    timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+
+
+class EnvironmentTable(TomlTable):
+    workdir: str | None = None
+    docker_image: str | None = None
+    os: str = "linux"
+
+
+class HarborTaskToml(TomlTable):
+    """The task.toml values this harness uses, range-checked when the task loads."""
+
+    verifier: TimeoutTable = Field(default_factory=TimeoutTable)
+    agent: TimeoutTable = Field(default_factory=TimeoutTable)
+    environment: EnvironmentTable = Field(default_factory=EnvironmentTable)
+
+
+def read_task_toml(folder: Path) -> HarborTaskToml:
+    """A Harbor task's task.toml, parsed and checked; TasksFolderError with one line per bad value."""
+    path = folder / "task.toml"
+    try:
+        config = tomllib.loads(read_folder_text(path, "task.toml"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TasksFolderError(f"task {folder.name}: {path} is not valid TOML: {exc}") from None
+    try:
+        return HarborTaskToml.model_validate(config)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc'])) or 'the file'} = {e['input']!r:.60}: {e['msg']}" for e in exc.errors()]
+        raise TasksFolderError(f"Harbor task {folder.name}: {path} has values that cannot be used:\n  "
+                               + "\n  ".join(lines)) from None
 
 
 def harbor_problems(folder: Path, config: dict) -> list[str]:
@@ -180,7 +237,7 @@ def harbor_problems(folder: Path, config: dict) -> list[str]:
         problems.append("it has several steps")
     test = folder / "tests" / "test.sh"
     if test.is_file():
-        for number, line in enumerate(_read_text(test, "tests/test.sh").splitlines(), start=1):
+        for number, line in enumerate(read_folder_text(test, "tests/test.sh").splitlines(), start=1):
             code = line.split("#", 1)[0]
             match = _NEEDS_NETWORK.search(code)
             if match:
@@ -191,10 +248,9 @@ def harbor_problems(folder: Path, config: dict) -> list[str]:
 
 
 def read_harbor_task(folder: Path) -> FolderTask:
-    try:
-        config = tomllib.loads(_read_text(folder / "task.toml", "task.toml"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TasksFolderError(f"task {folder.name}: {folder / 'task.toml'} is not valid TOML: {exc}") from None
+    _check_tree(folder, "Harbor task", skip=("solution",))  # solution/ is never read
+    settings = read_task_toml(folder)
+    config = settings.model_dump()
     instruction_path = folder / "instruction.md"
     if not instruction_path.is_file():
         raise TasksFolderError(f"Harbor task {folder.name}: no instruction.md in {folder}")
@@ -212,17 +268,16 @@ def read_harbor_task(folder: Path) -> FolderTask:
         problems += build_problems
     elif environment.is_dir():
         files = _files_under(environment)
-    if not workdir.startswith("/") or workdir in ("/", "/tests", "/logs") or workdir.startswith(("/logs/", "/tests/")):
+    if not workdir.startswith("/") or ".." in PurePosixPath(workdir).parts or workdir in ("/", "/tests", "/logs") \
+            or workdir.startswith(("/logs/", "/tests/")):
         problems.append(f"its working directory {workdir} cannot be given here")
     if problems:
         raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
                                "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)")
-    verifier, agent = config.get("verifier") or {}, config.get("agent") or {}
     return FolderTask(id=folder.name, folder=folder, kind="harbor",
-                      instruction=_read_text(instruction_path, "instruction.md").strip(), check=test,
-                      workspace_files=files, workdir=workdir,
-                      check_timeout_s=float(verifier["timeout_sec"]) if "timeout_sec" in verifier else None,
-                      agent_timeout_s=float(agent["timeout_sec"]) if "timeout_sec" in agent else None)
+                      instruction=read_folder_text(instruction_path, "instruction.md").strip(), check=test,
+                      workspace_files=files, workdir=workdir, check_timeout_s=settings.verifier.timeout_sec,
+                      agent_timeout_s=settings.agent.timeout_sec)
 
 
 def read_task(folder: Path) -> FolderTask:
@@ -245,7 +300,7 @@ def task_folders(root: Path) -> list[Path]:
 def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
     """The splits `path` names; every task in exactly one split, train and val not empty."""
     try:
-        data = json.loads(_read_text(path, SPLITS_FILE))
+        data = json.loads(read_folder_text(path, SPLITS_FILE))
     except json.JSONDecodeError as exc:
         raise TasksFolderError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or set(data) - set(SPLIT_NAMES) or not all(

@@ -8,15 +8,17 @@ external agents get the same workspace (`prepare_workspace`) and the same check 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from raso.harness import Harness, Task
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits
 from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+from raso.safe_files import UnsafePathError, copy_file
 
 from .checks import CheckRunner
 from .env import ShellTaskEnv
@@ -24,8 +26,10 @@ from .folder import (
     DEFAULT_FRACTIONS,
     DEFAULT_SALT,
     SPLITS_FILE,
+    TASK_FOLDER_LIMITS,
     FolderTask,
     TasksFolderError,
+    read_folder_text,
     read_splits_file,
     read_task,
     seeded_splits,
@@ -88,7 +92,7 @@ class TasksHarness(Harness, WorkspaceTasks):
     def _splits(self) -> dict[str, list[str]]:
         ids = sorted(self.tasks_by_id)
         splits_path = self.folder / SPLITS_FILE
-        if splits_path.is_file():
+        if os.path.lexists(splits_path):  # a linked splits.json is refused, not followed
             return read_splits_file(splits_path, ids)
         return seeded_splits(ids, self.split_salt, DEFAULT_FRACTIONS)
 
@@ -100,7 +104,7 @@ class TasksHarness(Harness, WorkspaceTasks):
         return {name: [self._task(self.tasks_by_id[i]) for i in ids] for name, ids in self._splits.items()}
 
     def data_label(self) -> str:
-        rule = SPLITS_FILE if (self.folder / SPLITS_FILE).is_file() else f"seeded split (salt {self.split_salt!r})"
+        rule = SPLITS_FILE if os.path.lexists(self.folder / SPLITS_FILE) else f"seeded split (salt {self.split_salt!r})"
         return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks, {rule})"
 
     def folder_task(self, task_id: str) -> FolderTask:
@@ -112,11 +116,11 @@ class TasksHarness(Harness, WorkspaceTasks):
     # ------------------------------------------------------------------ descriptions
     def _folder_text(self, filename: str, what: str) -> str:
         path = self.folder / filename
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise TasksFolderError(
                 f"tasks folder {self.folder} has no {filename} ({what}): write it, or draft it with "
                 f"`raso harness describe tasks:{self.folder}` and review the draft")
-        text = path.read_text(encoding="utf-8").strip()
+        text = read_folder_text(path, filename).strip()  # never through a link: T and H are sent to the model
         if not text:
             raise TasksFolderError(f"{path} is empty; write {what}")
         return text
@@ -132,7 +136,7 @@ class TasksHarness(Harness, WorkspaceTasks):
     @property
     def workspace_description(self) -> str:
         """The folder's workspace_description.md, else its harness_description.md (H for external agents)."""
-        if (self.folder / WORKSPACE_DESCRIPTION).is_file():
+        if os.path.lexists(self.folder / WORKSPACE_DESCRIPTION):
             return self._folder_text(WORKSPACE_DESCRIPTION, "H for external agents")
         return self.harness_description
 
@@ -175,9 +179,15 @@ class TasksHarness(Harness, WorkspaceTasks):
         folder_task = self.folder_task(task.id)
         workspace = Path(workspace)
         for source, relative in folder_task.workspace_files:
-            dest = workspace / relative
+            parts = PurePosixPath(relative).parts
+            if not parts or relative.startswith("/") or ".." in parts:  # folder.py refuses these at load
+                raise TasksFolderError(f"task {task.id}: {relative!r} is not a path inside the workspace")
+            dest = workspace.joinpath(*parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(source.read_bytes())
+            try:  # never through a link, never a FIFO, never more than the task folder's limit
+                copy_file(source, dest, TASK_FOLDER_LIMITS.max_file_bytes)
+            except UnsafePathError as exc:
+                raise TasksFolderError(f"task {task.id}: {exc}") from None
         where = ("Work in the current folder: the check reads the files you leave there."
                  if folder_task.kind == "raso" else
                  f"Work in the current folder (the task's {folder_task.workdir}): its tests read the files you "
