@@ -42,6 +42,20 @@ def slugify(text: str, fallback: str = "skill") -> str:
     return slug[:MAX_NAME_CHARS].strip("-") or fallback
 
 
+def check_skill_name(name: object, source: str = "a skill") -> str:
+    """`name` if it is an Agent Skills name (lowercase letters, digits and single hyphens, at most 64 characters),
+    else SkillParseError in one line saying so and suggesting one. A skill's name is the name of its folder
+    wherever raso writes it, so a name that is a path (`../x`, `/home/me/skill`), holds a NUL or runs to
+    thousands of characters must never get that far."""
+    if isinstance(name, str) and len(name) <= MAX_NAME_CHARS and _SPEC_NAME.fullmatch(name):
+        return name
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 80 else f"{name[:60]!r}... ({len(name):,} chars)"
+    suggestion = slugify(name) if isinstance(name, str) else "my-skill"
+    raise SkillParseError(f"{source}: the skill name {shown} is not an Agent Skills name (lowercase letters, digits "
+                          f"and single hyphens, at most {MAX_NAME_CHARS} characters; it names the skill's folder); "
+                          f"rename it, e.g. to {suggestion!r}")
+
+
 def check_file_path(path: str) -> str:
     """`path` as a safe relative POSIX path inside a skill folder; SkillParseError saying why it is not one."""
     if not isinstance(path, str) or not path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import statistics
 import threading
 import time
@@ -25,7 +24,8 @@ from pydantic import BaseModel, Field
 from raso.harness import Harness, Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
 from raso.optimizer.types import Lesson
-from raso.skill import Skill
+from raso.safe_files import remove_tree
+from raso.skill import Skill, SkillParseError, check_skill_name
 
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
@@ -131,6 +131,16 @@ def _first_line(text: str | None, limit: int = 300) -> str:
     return lines[0][:limit] if lines else ""
 
 
+def _folder_name(skill: Skill) -> str:
+    """The skill's name as its folder's name in the run directory. A model's name never fails here (draft_to_skill
+    slugifies it) and the initial file's is checked on load; a hand-edited run directory can still hold a name that
+    is a path, and nothing is written for it (RunError): nothing outside the run directory is written or deleted."""
+    try:
+        return check_skill_name(skill.name, "a skill of this run")
+    except SkillParseError as exc:
+        raise RunError(str(exc)) from None
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -215,6 +225,7 @@ class Engine:
 
     def _save_version(self, version: int, skill: Skill) -> None:
         """Folder first: once the flat file exists, its folder is complete."""
+        _folder_name(skill)
         skill.save_folder(self.run_dir.skill_folder(version))
         skill.save(self.run_dir.skill_path(version))
 
@@ -228,17 +239,19 @@ class Engine:
                 Skill.load(flat).save_folder(folder)
         if self.run_dir.best_skill.is_file() and not self.run_dir.best_skill_folders.exists():
             best = Skill.load(self.run_dir.best_skill)
-            best.save_folder(self.run_dir.best_skill_folders / best.name)
+            best.save_folder(self.run_dir.best_skill_folders / _folder_name(best))
 
     def _save_best(self, skill: Skill) -> None:
         """SKILL.md at the top (as always) and `skill/<name>/` with the files beside it. A view only: a resume
         reads the versions."""
         skill.save(self.run_dir.best_skill)
         folders = self.run_dir.best_skill_folders
-        skill.save_folder(folders / skill.name)
+        name = _folder_name(skill)
+        skill.save_folder(folders / name)
         for stale in folders.iterdir():  # another name (never within one run's engine; a hand-edited run dir)
-            if stale.name != skill.name and not stale.name.startswith(".") and (stale / "SKILL.md").is_file():
-                shutil.rmtree(stale, ignore_errors=True)
+            if stale.name != name and not stale.name.startswith(".") and not stale.is_symlink() \
+                    and (stale / "SKILL.md").is_file():
+                remove_tree(stale)
 
     def checkpoint(self) -> None:
         """Views first, then the checkpoint itself: a kill in between leaves the previous checkpoint valid."""
@@ -438,7 +451,11 @@ class Engine:
     def _initialize(self) -> None:
         cfg = self.config
         if cfg.init_kind == "file":
-            skill = Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            try:  # the user's own file: a name that is not a folder name is their mistake to fix, not to rename
+                skill = Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+                check_skill_name(skill.name, f"the initial skill {cfg.init.method}")
+            except SkillParseError as exc:
+                raise RunError(f"{exc} (then `raso resume {self.run_dir.root}`)") from None
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init.method})
         else:
             if self.parts.initializer is None:
