@@ -122,45 +122,55 @@ def _open_regular(name: str | Path, dir_fd: int | None, what: str) -> tuple[int,
     return fd, info
 
 
-def read_bytes(path: str | Path, max_bytes: int) -> bytes:
-    """The bytes of the regular file `path`, at most `max_bytes`; UnsafePathError for a symbolic link, a special
-    file (never opened for reading: it could block), a file over the limit, or one that cannot be read."""
+def _open_source(path: str | Path, within: str | Path | None) -> tuple[int, os.stat_result, str]:
+    """Open the regular file `path` (with `within`: the name `path` directly inside the folder `within`, whose own
+    link is refused too, so a workspace swapped for a link reads nothing); its descriptor, stat and label."""
+    label = str(path) if within is None else f"{within}/{path}"
+    if within is not None and (os.sep in str(path) or str(path) in ("", ".", "..")):
+        raise UnsafePathError(f"{label}: not a name inside {within}")
+    folder = open_folder(within) if within is not None else None
     try:
-        mode = os.lstat(path).st_mode
-    except OSError as exc:
-        raise UnsafePathError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        raise UnsafePathError(f"{path}: a {kind_of(mode)}, not a regular file (links are not followed)")
-    fd, info = _open_regular(path, None, str(path))
+        try:
+            mode = os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode
+        except OSError as exc:
+            raise UnsafePathError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):  # checked before opening: a FIFO is never opened
+            raise UnsafePathError(f"{label}: a {kind_of(mode)}, not a regular file (links are not followed)")
+        fd, info = _open_regular(path, folder, label)
+    finally:
+        if folder is not None:
+            os.close(folder)
+    return fd, info, label
+
+
+def read_bytes(path: str | Path, max_bytes: int, within: str | Path | None = None) -> bytes:
+    """The bytes of the regular file `path` (or of the name `path` in the folder `within`), at most `max_bytes`;
+    UnsafePathError for a symbolic link, a special file (never opened: it could block), a file over the limit, or
+    one that cannot be read."""
+    fd, info, label = _open_source(path, within)
     try:
         if info.st_size > max_bytes:
-            raise UnsafePathError(f"{path}: {info.st_size:,} bytes, over the limit of {max_bytes:,} bytes")
-        return _read_fd(fd, max_bytes, str(path))
+            raise UnsafePathError(f"{label}: {info.st_size:,} bytes, over the limit of {max_bytes:,} bytes")
+        return _read_fd(fd, max_bytes, label)
     finally:
         os.close(fd)
 
 
-def copy_file(source: str | Path, dest: str | Path, max_bytes: int) -> int:
-    """Copy the regular file `source` to `dest` (replaced if it is a regular file; a link there is refused, never
-    written through), at most `max_bytes`; returns the bytes copied. UnsafePathError as for `read_bytes`; a copy
-    cut at the limit is removed."""
-    try:
-        mode = os.lstat(source).st_mode
-    except OSError as exc:
-        raise UnsafePathError(f"{source}: cannot be read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        raise UnsafePathError(f"{source}: a {kind_of(mode)}, not a regular file (links are not followed)")
-    fd, info = _open_regular(source, None, str(source))
+def copy_file(source: str | Path, dest: str | Path, max_bytes: int, within: str | Path | None = None) -> int:
+    """Copy the regular file `source` (or the name `source` in the folder `within`) to `dest` (replaced if it is a
+    regular file; a link there is refused, never written through), at most `max_bytes`; returns the bytes copied.
+    UnsafePathError as for `read_bytes`; a copy cut at the limit is removed."""
+    fd, info, label = _open_source(source, within)
     try:
         if info.st_size > max_bytes:
-            raise UnsafePathError(f"{source}: {info.st_size:,} bytes, over the limit of {max_bytes:,} bytes")
+            raise UnsafePathError(f"{label}: {info.st_size:,} bytes, over the limit of {max_bytes:,} bytes")
         try:
             out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                           0o755 if info.st_mode & 0o111 else 0o644)
         except OSError as exc:
             raise UnsafePathError(f"{dest}: cannot be written ({exc.strerror or exc})") from None
         try:
-            return _copy_fd(fd, out, max_bytes, str(source))
+            return _copy_fd(fd, out, max_bytes, label)
         except BaseException:
             os.unlink(dest)
             raise

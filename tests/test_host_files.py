@@ -359,3 +359,29 @@ def test_the_harbor_example_does_not_reward_rewriting_its_input() -> None:
         remove_tree(workspace)
     assert cheated.reward == 0.0
     assert honest.reward == 1.0
+
+
+# ------------------------------------------------------------------------------ other harnesses' scorers
+def test_the_spreadsheet_scorer_collects_nothing_through_a_workspace_swapped_for_a_link(tmp_path: Path,
+                                                                                       secret_dir: Path) -> None:
+    from harnesses.spreadsheet.workspace import _collected
+
+    write(secret_dir / "1_output.xlsx", SECRET)
+    workspace = tmp_path / "workspace"
+    workspace.symlink_to(secret_dir)
+    path, problem = _collected(workspace, "1_output.xlsx", tmp_path / "collected.xlsx")
+    assert path is None and problem is not None and "symbolic link" in problem
+    assert not (tmp_path / "collected.xlsx").exists()
+
+
+def test_the_officeqa_scorer_reads_no_answer_through_a_workspace_swapped_for_a_link(tmp_path: Path,
+                                                                                   secret_dir: Path) -> None:
+    from harnesses.officeqa import OfficeQAHarness
+
+    harness = OfficeQAHarness()
+    task = harness.tasks("val")[0]
+    write(secret_dir / "answer.txt", harness.question(task.id).answer)  # a host file that happens to hold it
+    workspace = tmp_path / "workspace"
+    workspace.symlink_to(secret_dir)
+    score = harness.score_workspace(task, workspace)
+    assert score.reward == 0.0 and "final_output" not in score.info

@@ -140,7 +140,7 @@ class OfficeQAHarness(Harness, WorkspaceTasks):
         """answer.txt's text (surrounding white space dropped) judged by reward.py's rules, as `answer[...]` is."""
         question = self.question(task.id)
         path = Path(workspace) / ANSWER_FILE
-        if path.is_symlink() or not path.is_file():
+        if Path(workspace).is_symlink() or path.is_symlink() or not path.is_file():  # never read through a link
             return WorkspaceScore(reward=0.0, soft_score=0.0, info={"error": f"no {ANSWER_FILE} in the workspace"})
         with path.open("rb") as handle:
             text = handle.read(MAX_ANSWER_FILE_BYTES).decode("utf-8", errors="replace")

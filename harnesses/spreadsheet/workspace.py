@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from harnesses.spreadsheet.loader import SpreadsheetTask
 from raso.harness.workspace import WorkspaceScore
+from raso.safe_files import UnsafePathError, copy_file
 
 if TYPE_CHECKING:
     from harnesses.spreadsheet.env import SpreadsheetEnv
@@ -62,7 +63,10 @@ def _collected(workspace: Path, name: str, dest: Path) -> tuple[Path | None, str
         return None, f"no {name} in the workspace"
     if produced.stat().st_size > MAX_OUTPUT_BYTES:
         return None, f"{name} exceeds {MAX_OUTPUT_BYTES // (1024 * 1024)} MB"
-    shutil.copyfile(produced, dest)
+    try:  # opened inside the workspace's own descriptor: a workspace the agent swapped for a link yields nothing
+        copy_file(name, dest, MAX_OUTPUT_BYTES, within=workspace)
+    except UnsafePathError as exc:
+        return None, str(exc)
     return dest, None
 
 
