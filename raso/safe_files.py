@@ -388,6 +388,25 @@ def list_files(folder: str | Path, limit: int, max_depth: int = TreeLimits.max_d
     return found, more
 
 
+def chown_tree(path: str | Path, uid: int, gid: int, max_depth: int = TreeLimits.max_depth) -> None:
+    """Give `path` and everything under it (to `max_depth` folders) to `uid`:`gid`, changing links themselves,
+    never what they point at; each entry is changed through its folder's descriptor, so no path is followed."""
+    top = open_folder(path)
+    try:
+        os.chown(top, uid, gid)
+
+        def on_entry(entry: Entry, _payload: object) -> bool | None:
+            try:
+                os.chown(entry.name, uid, gid, dir_fd=entry.dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                log.debug("chown %s/%s: %s", path, entry.relative, exc)
+            return True if stat.S_ISDIR(entry.info.st_mode) else None
+
+        walk_tree(top, on_entry, max_depth=max_depth)
+    finally:
+        os.close(top)
+
+
 def remove_tree(path: str | Path) -> bool:
     """Delete `path` (a folder with everything in it, a file or a link) without following links, without recursion
     and without failing: a folder's sub-folders are emptied by moving their entries up into it (so no path grows
@@ -456,5 +475,5 @@ def remove_tree(path: str | Path) -> bool:
         return False
 
 
-__all__ = ["Entry", "MiB", "TreeLimits", "UnsafePathError", "copy_file", "copy_tree", "kind_of", "list_files", "open_folder",
-           "read_bytes", "read_text", "remove_tree", "tree_problems", "walk_tree"]
+__all__ = ["Entry", "MiB", "TreeLimits", "UnsafePathError", "chown_tree", "copy_file", "copy_tree", "kind_of",
+           "list_files", "open_folder", "read_bytes", "read_text", "remove_tree", "tree_problems", "walk_tree"]

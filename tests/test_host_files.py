@@ -129,6 +129,21 @@ def test_remove_tree_removes_a_tree_1500_folders_deep_and_never_follows_a_link(t
     assert (secret_dir / "id_key").read_text() == SECRET
 
 
+def test_chown_tree_changes_links_not_their_targets_and_survives_a_deep_tree(tmp_path: Path, secret_dir: Path) -> None:
+    """What the sandbox does after a program ran as another uid (Sandbox's _chown_tree): os.walk recursed there."""
+    from raso.safe_files import chown_tree
+
+    uid, gid = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    tree = deep_tree(tmp_path / "work", 1500)
+    write(tree / "out.txt", "x")
+    (tree / "key").symlink_to(secret_dir / "id_key")
+    owner = os.stat(secret_dir / "id_key").st_uid
+    chown_tree(tree, uid, gid)
+    assert os.stat(tree / "out.txt").st_uid == uid and os.lstat(tree / "key").st_uid == uid
+    assert os.stat(tree / "d" / "d").st_uid == uid
+    assert os.stat(secret_dir / "id_key").st_uid == owner
+
+
 def test_a_workspace_listing_is_bounded_and_lists_no_linked_files(tmp_path: Path, secret_dir: Path) -> None:
     workspace = deep_tree(tmp_path / "workspace", 1500)
     write(workspace / "a.txt", "a")
@@ -385,3 +400,4 @@ def test_the_officeqa_scorer_reads_no_answer_through_a_workspace_swapped_for_a_l
     workspace.symlink_to(secret_dir)
     score = harness.score_workspace(task, workspace)
     assert score.reward == 0.0 and "final_output" not in score.info
+

@@ -56,6 +56,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from raso.safe_files import chown_tree, remove_tree
+
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
@@ -626,10 +628,9 @@ def _read_capped(path: Path, limit: int) -> str:
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    os.chown(root, uid, gid, follow_symlinks=False)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+    # the tree is the program's: iterative and through descriptors (a 10,000-deep tree neither recurses nor
+    # outgrows PATH_MAX; no link is followed)
+    chown_tree(root, uid, gid)
 
 
 class Sandbox:
@@ -687,7 +688,7 @@ class Sandbox:
                     result.output_error = "the program did not finish cleanly, so its output file is not used"
             return result
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)  # iterative: a program's 10,000-deep tree goes too
 
     def run_command(self, argv: Sequence[str], work_dir: Path, *, ro_binds: Sequence[Path] = (),
                     env: Mapping[str, str] | None = None, loopback_ports: Sequence[int] = (),
@@ -753,7 +754,7 @@ class Sandbox:
         finally:
             if forwarder is not None:
                 forwarder.close()
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
             if self.support.launcher:
                 _chown_tree(work, owner.st_uid, owner.st_gid)
 
