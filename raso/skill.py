@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 
 from raso.fileio import atomic_write_text, atomic_write_tree
+from raso.safe_files import Entry, UnsafePathError, open_folder, read_bytes, walk_tree
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _NAME_OK = re.compile(r"[^a-z0-9]+")
@@ -23,6 +25,7 @@ MAX_SKILL_FILES = 200
 MAX_SKILL_FILE_BYTES = 512 * 1024
 MAX_SKILL_FILES_BYTES = 4 * 1024 * 1024
 _MAX_PART_CHARS = 255
+MAX_SKILL_DEPTH = 16  # folders below the skill's own (scripts/lib/x.py is 2)
 
 # The Agent Skills specification (agentskills.io/specification): front-matter fields and their limits.
 AGENT_SKILL_FIELDS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
@@ -239,45 +242,58 @@ def _read_text(path: Path, *, max_chars: int | None) -> str:
 
 def _read_files(folder: Path) -> dict[str, str]:
     """The text files beside SKILL.md, by relative POSIX path; limits checked before reading (a huge folder is
-    refused without being read)."""
+    refused without being read). The walk is iterative and reads through descriptors without following links
+    (raso.safe_files), so a folder of any depth is refused in words, never with a RecursionError."""
     files: dict[str, str] = {}
     total = 0
-    for root, dirs, names in os.walk(folder, followlinks=False):
-        here = Path(root)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for entry in [*dirs, *sorted(n for n in names if not n.startswith("."))]:
-            if (here / entry).is_symlink():
-                raise SkillParseError(f"{here / entry}: a symbolic link in a skill folder (links are not "
-                                      "followed: copy the file in instead)")
-        for name in sorted(n for n in names if not n.startswith(".")):
-            path = here / name
-            relative = path.relative_to(folder).as_posix()
-            if relative == SKILL_FILE:
-                continue
-            if not path.is_file():
-                raise SkillParseError(f"{path}: not a regular file")
-            if len(files) >= MAX_SKILL_FILES:
-                raise SkillParseError(f"{folder}: more than {MAX_SKILL_FILES} files beside SKILL.md")
-            size = path.stat().st_size
-            if size > MAX_SKILL_FILE_BYTES:
-                raise SkillParseError(f"{path}: {size:,} bytes, over the limit of {MAX_SKILL_FILE_BYTES:,} per "
-                                      "skill file")
-            total += size
-            if total > MAX_SKILL_FILES_BYTES:
-                raise SkillParseError(f"{folder}: the files beside SKILL.md exceed {MAX_SKILL_FILES_BYTES:,} bytes "
-                                      "in all")
-            try:
-                text = path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError:
-                raise SkillParseError(f"{path}: not UTF-8 text; only text files can travel with a skill (binary "
-                                      "files are not supported)") from None
-            except OSError as exc:
-                raise SkillParseError(f"{path}: cannot read: {exc}") from exc
-            if "\x00" in text:
-                raise SkillParseError(f"{path}: binary content (NUL bytes); only text files can travel with a skill")
-            files[relative] = text
+
+    def on_entry(entry: Entry, _payload: object) -> bool | None:
+        nonlocal total
+        path = folder / entry.relative
+        if entry.name.startswith("."):
+            return None
+        mode = entry.info.st_mode
+        if stat.S_ISLNK(mode):
+            raise SkillParseError(f"{path}: a symbolic link in a skill folder (links are not followed: copy the "
+                                  "file in instead)")
+        if stat.S_ISDIR(mode):
+            if entry.depth > MAX_SKILL_DEPTH:
+                raise SkillParseError(f"{path}: folders deeper than {MAX_SKILL_DEPTH} levels in a skill folder")
+            return True
+        if entry.relative == SKILL_FILE:
+            return None
+        if not stat.S_ISREG(mode):
+            raise SkillParseError(f"{path}: not a regular file")
+        if len(files) >= MAX_SKILL_FILES:
+            raise SkillParseError(f"{folder}: more than {MAX_SKILL_FILES} files beside SKILL.md")
+        if entry.info.st_size > MAX_SKILL_FILE_BYTES:
+            raise SkillParseError(f"{path}: {entry.info.st_size:,} bytes, over the limit of {MAX_SKILL_FILE_BYTES:,} "
+                                  "per skill file")
+        total += entry.info.st_size
+        if total > MAX_SKILL_FILES_BYTES:
+            raise SkillParseError(f"{folder}: the files beside SKILL.md exceed {MAX_SKILL_FILES_BYTES:,} bytes in all")
+        try:
+            text = read_bytes(entry.name, MAX_SKILL_FILE_BYTES, within=path.parent).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SkillParseError(f"{path}: not UTF-8 text; only text files can travel with a skill (binary "
+                                  "files are not supported)") from None
+        except UnsafePathError as exc:
+            raise SkillParseError(f"cannot read {exc}") from None
+        if "\x00" in text:
+            raise SkillParseError(f"{path}: binary content (NUL bytes); only text files can travel with a skill")
+        files[entry.relative] = text
+        return None
+
+    try:
+        top = open_folder(folder)
+    except UnsafePathError as exc:
+        raise SkillParseError(str(exc)) from None
+    try:
+        walk_tree(top, on_entry, max_depth=MAX_SKILL_DEPTH + 1)
+    finally:
+        os.close(top)
     check_files(files)
-    return files
+    return dict(sorted(files.items()))
 
 
 def validate_agent_skill(skill: Skill, *, folder_name: str | None = None) -> list[str]:

@@ -274,6 +274,16 @@ def test_an_initial_skill_whose_name_is_not_a_folder_name_is_refused_and_nothing
     assert (mine / "notes.md").read_text() == "my notes\n"
 
 
+def test_a_skill_folder_1500_folders_deep_is_refused_in_words(tmp_path: Path) -> None:
+    from raso.skill import Skill, SkillParseError
+
+    folder = tmp_path / "deep-skill"
+    write(folder / "SKILL.md", "---\nname: deep-skill\ndescription: Deep.\n---\nBody.\n")
+    deep_tree(folder / "references", 1500)
+    with pytest.raises(SkillParseError, match=r"folders deeper than 16 levels in a skill folder"):
+        Skill.load_folder(folder)  # RecursionError in os.walk before
+
+
 # ------------------------------------------------------------------------------ bubblewrap: scoring for real
 def workspace_for(harness: TasksHarness, task_id: str) -> tuple[object, Path]:
     task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
