@@ -35,9 +35,21 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+_DEEP_TREES: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_deep_trees():
+    """Each test's deep trees go when it ends: pytest's own cleanup of old temp folders recurses (RecursionError)."""
+    yield
+    while _DEEP_TREES:
+        remove_tree(_DEEP_TREES.pop())
+
+
 def deep_tree(top: Path, depth: int) -> Path:
     """`top` with a chain of `depth` folders below it and a file at the bottom (built through descriptors: the path
     of the bottom is longer than the system allows)."""
+    _DEEP_TREES.append(top)
     top.mkdir(parents=True, exist_ok=True)
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
