@@ -423,3 +423,19 @@ def test_the_officeqa_scorer_reads_no_answer_through_a_workspace_swapped_for_a_l
     score = harness.score_workspace(task, workspace)
     assert score.reward == 0.0 and "final_output" not in score.info
 
+
+
+@pytest.mark.sandbox_os
+def test_describe_never_follows_a_link_in_a_users_tasks_folder_into_the_prompt(tmp_path: Path,
+                                                                               secret_dir: Path) -> None:
+    from raso.optimizer.describe import collect_sources
+
+    root = tmp_path / "tasks"
+    raso_task(root, "a")
+    raso_task(root, "b")
+    write(root / "notes.md", "How these tasks are checked.\n")
+    (root / "readme.md").symlink_to(secret_dir / "id_key")  # a downloaded folder's planted link
+    sources = collect_sources(TasksHarness(root))
+    assert any(f.path.endswith("notes.md") for f in sources.files)
+    assert SECRET not in "".join(f.text for f in sources.files)
+    assert any("readme.md (not read: a link" in name for name in sources.omitted)

@@ -18,6 +18,7 @@ from raso.fileio import atomic_write_text
 from raso.harness import SPLITS, Harness, Task
 from raso.llm.gateway import Gateway
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
+from raso.safe_files import MiB, UnsafePathError, read_bytes
 
 from .render import clip, profile_limits, quote_block
 
@@ -29,6 +30,7 @@ HARNESS_DRAFT = "harness_description.draft.md"
 # The texts being drafted are left out of what the model reads, so it describes the code, not the old text.
 DRAFTED_FILES = ("task_description.md", "harness_description.md")
 SOURCE_SUFFIXES = (".py", ".md")
+MAX_SOURCE_BYTES = 4 * MiB  # one file read for a draft (it is clipped far below this anyway)
 
 
 class DescribeLimits(BaseModel):
@@ -115,7 +117,11 @@ def collect_sources(harness: Harness | type[Harness], limits: DescribeLimits | N
         if len(files) >= limits.max_files or room < 200:
             omitted.append(name)
             continue
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        try:  # a user's folder may hold a link to any file here: it is never followed into the prompt
+            text = read_bytes(path, MAX_SOURCE_BYTES).decode("utf-8", errors="replace").strip()
+        except UnsafePathError:
+            omitted.append(f"{name} (not read: a link, a special file or over {MAX_SOURCE_BYTES // MiB} MB)")
+            continue
         shown = clip(text, room)
         files.append(SourceFile(path=name, text=shown, clipped=len(shown) < len(text)))
         used += len(shown)
