@@ -7,8 +7,10 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import logging
 import re
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -215,7 +217,8 @@ ATTACKS = {
 
 
 @pytest.mark.parametrize("name", ATTACKS)
-def test_every_framing_is_read_within_the_cap_and_answered(name, capfd):
+def test_every_framing_is_read_within_the_cap_and_answered(name, capfd, caplog):
+    caplog.set_level(logging.INFO, logger="raso.agent.endpoint")
     head, body, status = ATTACKS[name]
     model = ScriptedModel(["the one real answer"])
     gateway = _gateway(model)
@@ -231,6 +234,8 @@ def test_every_framing_is_read_within_the_cap_and_answered(name, capfd):
     assert answer.choices[0].message.content == "the one real answer"  # the endpoint still serves the session
     assert len(model.calls) == 1 and session.calls == 1 and gateway.ledger.totals()["calls"] == 1
     assert [e["status"] for e in session.errors] == [status] and session.failure() is None
+    assert [r.getMessage() for r in caplog.records if "refused" in r.getMessage()] == [
+        f"endpoint: refused a request ({status}): {reply['error']['message']}"]  # one line per refusal
     assert "Traceback" not in capfd.readouterr().err
 
 
@@ -296,3 +301,37 @@ def test_a_silent_connection_is_closed_after_the_read_timeout():
             waited = time.monotonic() - started
     assert status == 408 and "did not arrive within 1" in reply["error"]["message"]
     assert waited < 15
+
+
+def test_large_bodies_are_read_two_at_a_time_per_session():
+    """Two large bodies trickling in hold the session's two large-read slots: a third large one waits, then gets
+    429 (read timeout 2 s); a small request is answered meanwhile, and so is the large one once a slot is free."""
+    model = ScriptedModel(["small one answered", "large one answered"])
+    stop = threading.Event()
+    with ModelEndpoint(_gateway(model), read_timeout_s=2) as endpoint, endpoint.session("r1") as session:
+        def trickle(sock: socket.socket) -> None:
+            while not stop.wait(0.3):
+                sock.sendall(b"x")
+
+        slow = []
+        for _ in range(2):
+            sock = socket.create_connection(("127.0.0.1", endpoint.port), timeout=30)
+            sock.sendall(f"POST {SESSION_PREFIX}{session.token}{CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                         f"{session.api_key}\r\nContent-Length: {8 * MiB}\r\n\r\n".encode() + b"x" * (2 * MiB))
+            slow.append(sock)
+            threading.Thread(target=trickle, args=(sock,), daemon=True).start()
+        time.sleep(0.5)  # both are being read
+        large = json.dumps({"model": "m", "messages": [{"role": "user", "content": "y" * (2 * MiB)}]}).encode()
+        try:
+            refused, reply = _raw(session, CHAT, f"Content-Length: {len(large)}\r\n", [large])
+            small = _client(session).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        finally:
+            stop.set()
+            for sock in slow:
+                sock.close()
+        time.sleep(0.5)  # the slow ones' reads end and give their slots back
+        admitted, answer = _raw(session, CHAT, f"Content-Length: {len(large)}\r\n", [large])
+    assert refused == 429 and reply["error"]["type"] == "rate_limit_exceeded", reply
+    assert small.choices[0].message.content == "small one answered"
+    assert admitted == 200 and answer["choices"][0]["message"]["content"] == "large one answered"
+

@@ -8,10 +8,12 @@ attributed to their rollout and callers without both are refused. A session reco
 reply) and counts tokens, cost and calls. A gateway error (budget, an unreachable model) becomes an HTTP error in
 the format's shape, so the agent stops instead of waiting.
 
-What it reads is bounded whatever the caller sends: a body of at most MAX_BODY_BYTES in every framing
-(Content-Length, chunked with trailers; neither is 411), read into at most that much memory and refused (413) before
-more is read; JSON nested at most MAX_JSON_DEPTH deep (checked before parsing); a connection silent for
-`read_timeout_s` is closed. A refusal is one reply in the format's shape and a line in the log, never a traceback.
+What it reads is bounded whatever the caller sends: nothing before the session, path and key are known good; then a
+body of at most MAX_BODY_BYTES in every framing (Content-Length, chunked with trailers; neither is 411), read into at
+most that much memory and refused (413) before more is read, with at most LARGE_READS_PER_SESSION bodies over
+LARGE_BODY_BYTES being read for one session at once; JSON nested at most MAX_JSON_DEPTH deep (checked before
+parsing); a connection silent for `read_timeout_s` is closed. A refusal is one reply in the format's shape and a
+line in the log, never a traceback.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from .wire import FORMATS, ChatReply, ChatRequest, ToolCall
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+LARGE_BODY_BYTES = 1024 * 1024  # a body past this size needs one of its session's large-read slots
+LARGE_READS_PER_SESSION = 2  # so one rollout's parallel requests hold at most 2 x MAX_BODY_BYTES while read
 MAX_JSON_DEPTH = 100  # arrays and objects inside each other; far below the parser's recursion limit
 READ_TIMEOUT_S = 300.0  # a connection that sends nothing for this long (between requests too) is closed
 SESSION_PREFIX = "/s/"
@@ -64,6 +68,7 @@ class EndpointSession:
         self.cost_usd = 0.0
         self.calls = 0
         self._lock = threading.Lock()
+        self._large_reads = threading.BoundedSemaphore(LARGE_READS_PER_SESSION)
 
     @property
     def url(self) -> str:
@@ -253,8 +258,10 @@ class _Handler(BaseHTTPRequestHandler):
         fmt = fmt or self.endpoint.formats["openai-chat"]
         self._send_json(status, fmt.error(status, message))
 
-    def _read_body(self) -> bytearray:
-        """The request body, read by its framing into at most MAX_BODY_BYTES (raises _BodyError)."""
+    def _read_body(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> bytearray:
+        """The request body, read by its framing into at most MAX_BODY_BYTES (raises _BodyError). A body past
+        LARGE_BODY_BYTES first takes one of the session's large-read slots (appended to `held`, released by the
+        caller once the body is parsed)."""
         codings = [c.strip().lower() for v in self.headers.get_all("transfer-encoding") or [] for c in v.split(",")]
         lengths = self.headers.get_all("content-length") or []
         if codings:
@@ -262,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _BodyError(400, "a request may not have both Transfer-Encoding and Content-Length")
             if codings != ["chunked"]:
                 raise _BodyError(400, f"unsupported Transfer-Encoding {', '.join(codings)!r} (only chunked is read)")
-            return self._read_chunked()
+            return self._read_chunked(session, held)
         if not lengths:
             raise _BodyError(411, "a request body needs a Content-Length (or Transfer-Encoding: chunked)")
         text = {v.strip() for v in lengths}
@@ -271,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(value)
         if length > MAX_BODY_BYTES:
             raise _BodyError(413, f"request body too large: {length} bytes (at most {MAX_BODY_BYTES})")
+        if length > LARGE_BODY_BYTES:
+            self._take_large_read(session, held)
         data = bytearray(length)
         view, filled = memoryview(data), 0
         while filled < length:
@@ -280,7 +289,15 @@ class _Handler(BaseHTTPRequestHandler):
             filled += got
         return data
 
-    def _read_chunked(self) -> bytearray:
+    def _take_large_read(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> None:
+        if held:
+            return
+        if not session._large_reads.acquire(timeout=self.timeout):
+            raise _BodyError(429, f"more than {LARGE_READS_PER_SESSION} request bodies over {LARGE_BODY_BYTES} bytes "
+                                  f"at once for this session; retry when one is done")
+        held.append(session._large_reads)
+
+    def _read_chunked(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> bytearray:
         data = bytearray()
         while True:
             line = self._read_line("chunk size")
@@ -292,6 +309,8 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             if len(data) + size > MAX_BODY_BYTES:
                 raise _BodyError(413, f"request body too large: over {MAX_BODY_BYTES} bytes")
+            if len(data) + size > LARGE_BODY_BYTES:
+                self._take_large_read(session, held)
             while size:
                 piece = self.rfile.read(min(size, _READ_PIECE))
                 if not piece:
@@ -311,11 +330,42 @@ class _Handler(BaseHTTPRequestHandler):
             raise _BodyError(400, f"bad {what} line: " + ("over 4096 bytes" if len(line) > _MAX_LINE else "missing"))
         return line
 
+    def _read_request(self, session: EndpointSession, fmt: Any) -> ChatRequest | None:
+        """The request, read and parsed; None when it was refused (the reply is sent and the session has the error)."""
+        held: list[threading.BoundedSemaphore] = []
+        try:
+            try:
+                raw = self._read_body(session, held)
+            except _BodyError as exc:
+                self._refuse_body(exc.status, str(exc), fmt, session)
+                return None
+            except TimeoutError:
+                self._refuse_body(408, f"the request body did not arrive within {self.timeout} s", fmt, session)
+                return None
+            try:
+                if _nested_too_deep(raw):
+                    raise ValueError(f"the JSON body nests more than {MAX_JSON_DEPTH} levels deep, or its brackets "
+                                     "do not pair up")
+                body = json.loads(raw or b"null")
+                if not isinstance(body, dict):
+                    raise ValueError("the request body must be a JSON object")
+                return fmt.to_chat(body)
+            except Exception as exc:  # noqa: BLE001 - whatever the body makes the parser raise, the agent gets a 400
+                message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+                session._error(400, "request", message)
+                self._fail(400, f"bad request: {message}", fmt)
+                return None
+        finally:
+            for slot in held:
+                slot.release()
+
     def _refuse_body(self, status: int, message: str, fmt: Any, session: EndpointSession | None) -> None:
-        """Answer a refused body, then read and drop what the client still sends for a few seconds (bounded by
-        time, not memory) before closing, so a client still writing sees the reply rather than a reset."""
+        """Answer a request whose body is refused or left unread (recorded in `session` when given), then read and
+        drop what the client still sends for a few seconds (bounded by time, not memory) before closing, so a client
+        still writing sees the reply rather than a reset."""
         self.close_connection = True
-        if session is not None and self._authorized(session):
+        log.info("endpoint: refused a request (%d): %s", status, message)
+        if session is not None:
             session._error(status, "request", message)
         self._fail(status, message, fmt)
         if status == 408:
@@ -349,35 +399,19 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         session, path = self._route()
         fmt = self.endpoint._routes.get(path)
-        try:
-            raw = self._read_body()
-        except _BodyError as exc:
-            self._refuse_body(exc.status, str(exc), fmt, session)
-            return
-        except TimeoutError:
-            self._refuse_body(408, f"the request body did not arrive within {self.timeout} s", fmt, session)
-            return
+        # Who and where before what: no body is read for an unknown session or path, or without the session's key.
         if session is None:
-            self._fail(404, f"no such endpoint session: {self.path.split('?')[0]}")
+            self._refuse_body(404, f"no such endpoint session: {self.path.split('?')[0]}", fmt, None)
             return
         if fmt is None:
-            self._fail(404, f"no such path: POST {path} (served: {', '.join(sorted(self.endpoint._routes))})")
+            self._refuse_body(404, f"no such path: POST {path} (served: {', '.join(sorted(self.endpoint._routes))})",
+                              None, None)
             return
         if not self._authorized(session):
-            self._fail(401, "missing or wrong API key for this endpoint session", fmt)
+            self._refuse_body(401, "missing or wrong API key for this endpoint session", fmt, None)
             return
-        try:
-            if _nested_too_deep(raw):
-                raise ValueError(f"the JSON body nests more than {MAX_JSON_DEPTH} levels deep, or its brackets do "
-                                 "not pair up")
-            body = json.loads(raw or b"null")
-            if not isinstance(body, dict):
-                raise ValueError("the request body must be a JSON object")
-            request = fmt.to_chat(body)
-        except Exception as exc:  # noqa: BLE001 - whatever the body makes the parser raise, the agent gets a 400
-            message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-            session._error(400, "request", message)
-            self._fail(400, f"bad request: {message}", fmt)
+        request = self._read_request(session, fmt)
+        if request is None:
             return
         try:
             reply, cost = self.endpoint.answer(session, request)
