@@ -56,6 +56,32 @@ def test_idle_connections_neither_kill_the_relay_nor_lock_a_client_out():
     assert not thread.is_alive() and listener.fileno() == -1  # stop() ends the loop and closes what it held
 
 
+def test_an_unreachable_upstream_ends_that_connection_only():
+    closed = socket.create_server(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    relay = Relay()
+    listener = socket.create_server(("127.0.0.1", 0))
+    relay.add_listener(listener, socket.AF_INET, ("127.0.0.1", closed_port))
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    try:
+        outcomes = []
+        for _ in range(3):
+            with socket.create_connection(listener.getsockname(), timeout=10) as client:
+                client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                try:
+                    outcomes.append(client.recv(100))
+                except ConnectionResetError:
+                    outcomes.append(b"reset")
+        alive, pairs_left = thread.is_alive(), len(relay.pairs)
+    finally:
+        relay.stop()
+        thread.join(10)
+    assert set(outcomes) <= {b"", b"reset"} and len(outcomes) == 3  # each one closed, none left hanging
+    assert alive and pairs_left == 0
+
+
 @pytest.fixture
 def command_dir():
     folder = Path(tempfile.mkdtemp(prefix="raso-relay-"))

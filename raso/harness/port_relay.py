@@ -90,8 +90,11 @@ class Relay:
         try:
             client, _ = listener.accept()
         except OSError as exc:  # out of file descriptors (or a connection reset before accept): make room, go on
-            if exc.errno in (errno.EMFILE, errno.ENFILE) and self.pairs:
-                self._close(min(self.pairs, key=lambda p: p.last_active))
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                if self.pairs:
+                    self._close(min(self.pairs, key=lambda p: p.last_active))
+                else:  # nothing of ours to close: wait instead of spinning on a listener that stays readable
+                    time.sleep(0.05)
             return
         upstream = None
         try:
