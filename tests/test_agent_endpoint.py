@@ -1,17 +1,26 @@
 """The loopback model endpoint, driven by the real OpenAI SDK and raw HTTP against a gateway over a scripted model:
-plain and streamed replies, tool calls, errors in the format's shape, authentication per session, and every call
-in the gateway's ledger."""
+plain and streamed replies, tool calls, errors in the format's shape, authentication per session, every call in the
+gateway's ledger, and reads bounded for every framing an agent may send (memory, nesting, time)."""
 
 from __future__ import annotations
 
+import http.client
+import itertools
 import json
+import logging
+import re
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import openai
 import pytest
 
-from raso.agent.endpoint import ModelEndpoint
+from raso.agent.endpoint import SESSION_PREFIX, ModelEndpoint, _nested_too_deep
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.errors import BudgetExceededError
 from raso.llm.gateway import LLMGateway
@@ -144,3 +153,185 @@ def test_max_tokens_cap_bounds_what_the_agent_asks():
                                                          max_tokens=32000)
     assert model.params[0]["max_tokens"] == 3
     assert reply.choices[0].finish_reason == "length" and reply.choices[0].message.content == "one two three"
+
+
+# ---------------------------------------------------------------------------------------------------- bounded reads
+# Each attack goes over a raw socket, as an agent in the box could send it; the reply must be the right status in the
+# format's shape, the parent's peak memory must stay far below the body's size, and nothing may reach the model.
+MiB = 1024 * 1024
+CHAT = "/v1/chat/completions"
+
+
+def _peak_rss_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def _reset_peak_rss() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM starts again from the current RSS
+
+
+def _zeros(total: int, piece: int = MiB) -> Iterator[bytes]:
+    block = b"x" * piece  # the same block again and again: the sender itself holds 1 MiB
+    for _ in range(total // piece):
+        yield block
+
+
+def _raw(session, path: str, head: str, body: Iterable[bytes] = (), *, finish: bool = True,
+         read_timeout: float = 30) -> tuple[int, dict]:
+    """Send a request line, `head` (header lines) and `body` (pieces) on one connection (then end our side unless not
+    `finish`), and read one reply. A server that stops reading may reset the connection while we still send: the
+    reply is read all the same."""
+    with socket.create_connection(("127.0.0.1", session.endpoint.port), timeout=read_timeout) as sock:
+        sock.sendall(f"POST {SESSION_PREFIX}{session.token}{path} HTTP/1.1\r\n"
+                     f"Host: x\r\nAuthorization: Bearer {session.api_key}\r\n{head}\r\n".encode())
+        try:
+            for piece in body:
+                sock.sendall(piece)
+            if finish:
+                sock.shutdown(socket.SHUT_WR)
+        except OSError:  # reset or already closed by the server
+            pass
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
+
+
+ATTACKS = {
+    # name: (header lines, body pieces, status)
+    "negative length read to EOF": ("Content-Length: -1\r\n", lambda: _zeros(256 * MiB), 400),
+    "garbage length": ("Content-Length: 12abc\r\n", lambda: [b"{}"], 400),
+    "two different lengths": ("Content-Length: 2\r\nContent-Length: 3\r\n", lambda: [b"{}"], 400),
+    "length over the cap": (f"Content-Length: {256 * MiB}\r\n", lambda: _zeros(256 * MiB), 413),
+    "one huge chunk": ("Transfer-Encoding: chunked\r\n",
+                       lambda: itertools.chain([b"%x\r\n" % (256 * MiB)], _zeros(256 * MiB)), 413),
+    "many chunks past the cap": ("Transfer-Encoding: chunked\r\n",
+                                 lambda: itertools.chain.from_iterable((b"100000\r\n", b, b"\r\n")
+                                                                       for b in _zeros(64 * MiB)), 413),
+    "chunk size 2**60": ("Transfer-Encoding: chunked\r\n", lambda: [b"1000000000000000\r\n", b"x" * 1000], 413),
+    "garbage chunk size": ("Transfer-Encoding: chunked\r\n", lambda: [b"zz\r\n{}\r\n0\r\n\r\n"], 400),
+    "chunk longer than its size": ("Transfer-Encoding: chunked\r\n", lambda: [b"2\r\n{}}\r\n0\r\n\r\n"], 400),
+    "unknown transfer coding": ("Transfer-Encoding: gzip, chunked\r\n", lambda: [b"0\r\n\r\n"], 400),
+    "no length at all": ("Connection: close\r\n", lambda: [b'{"messages": []}'], 411),
+}
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_every_framing_is_read_within_the_cap_and_answered(name, capfd, caplog):
+    caplog.set_level(logging.INFO, logger="raso.agent.endpoint")
+    head, body, status = ATTACKS[name]
+    model = ScriptedModel(["the one real answer"])
+    gateway = _gateway(model)
+    with ModelEndpoint(gateway) as endpoint, endpoint.session("r1") as session:
+        _reset_peak_rss()
+        before = _peak_rss_mb()
+        got, reply = _raw(session, CHAT, head, body())
+        grown = _peak_rss_mb() - before
+        answer = _client(session).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert got == status, reply
+    assert reply["error"]["code"] == status and reply["error"]["message"]  # the OpenAI chat error shape
+    assert grown < 100, f"the parent grew by {grown:.0f} MB reading a refused body"
+    assert answer.choices[0].message.content == "the one real answer"  # the endpoint still serves the session
+    assert len(model.calls) == 1 and session.calls == 1 and gateway.ledger.totals()["calls"] == 1
+    assert [e["status"] for e in session.errors] == [status] and session.failure() is None
+    assert [r.getMessage() for r in caplog.records if "refused" in r.getMessage()] == [
+        f"endpoint: refused a request ({status}): {reply['error']['message']}"]  # one line per refusal
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("path, shape", [
+    ("/v1/messages", lambda r: r["type"] == "error" and r["error"]["type"] == "request_too_large"),
+    ("/v1/responses", lambda r: r["error"]["type"] == "invalid_request_error" and r["error"]["code"] == r["error"]["type"]),
+    (CHAT, lambda r: r["error"]["type"] == "invalid_request_error" and r["error"]["code"] == 413),
+])
+def test_a_refused_body_is_answered_in_the_format_of_its_path(path, shape):
+    with ModelEndpoint(_gateway(ScriptedModel([]))) as endpoint, endpoint.session("r1") as session:
+        status, reply = _raw(session, path, "Transfer-Encoding: chunked\r\n", [b"FFFFFFFFFFFF\r\n"])
+    assert status == 413 and shape(reply), reply
+    assert "request body too large" in json.dumps(reply)
+
+
+def test_chunked_body_with_trailers_keeps_the_connection_usable():
+    model = ScriptedModel(["first", "second"])
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode()
+    chunked = b"%x\r\n%s\r\n0\r\nX-One: a\r\nX-Two: b\r\n\r\n" % (len(body), body)
+    with ModelEndpoint(_gateway(model)) as endpoint, endpoint.session("r1") as session:
+        connection = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=30)
+        replies = []
+        for _ in range(2):  # the same connection twice: the trailers were read to their end
+            connection.request("POST", f"{SESSION_PREFIX}{session.token}{CHAT}", body=iter([chunked]),
+                               headers={"Authorization": f"Bearer {session.api_key}",
+                                        "Transfer-Encoding": "chunked"}, encode_chunked=False)
+            response = connection.getresponse()
+            replies.append((response.status, json.loads(response.read())))
+        connection.close()
+    assert [(s, r["choices"][0]["message"]["content"]) for s, r in replies] == [(200, "first"), (200, "second")]
+
+
+def test_deeply_nested_json_is_a_400_without_a_traceback(capfd):
+    model = ScriptedModel(["never"])
+    deep = b'{"model": "m", "messages": [{"role": "user", "content": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
+    fine = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [BASH],
+            "metadata": {"a": [[[[[[[[[[{"b": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}]]]]]]]]]]}}
+    with ModelEndpoint(_gateway(model)) as endpoint, endpoint.session("r1") as session:
+        status, reply = _raw(session, CHAT, f"Content-Length: {len(deep)}\r\n", [deep])
+        fine_status, _ = _post(f"{session.url}{CHAT}", fine, {"Authorization": f"Bearer {session.api_key}"})
+    assert status == 400 and "nests more than 100 levels" in reply["error"]["message"]
+    assert fine_status == 200  # brackets inside strings do not count, moderate nesting passes
+    assert "Traceback" not in capfd.readouterr().err
+    assert len(model.calls) == 1
+
+
+def test_nesting_depth_is_counted_exactly():
+    assert not _nested_too_deep(b"[" * 100 + b"]" * 100)
+    assert _nested_too_deep(b"[" * 101 + b"]" * 101)
+    assert not _nested_too_deep(b"{[" * 50 + b"]}" * 50)  # alternating kinds count one level each
+    assert _nested_too_deep(b"{[" * 50 + b"{}" + b"]}" * 50)
+    assert not _nested_too_deep(b'{"a": "' + b"[" * 500 + b'\\"[[", "b": [[[]]]}')  # strings, escapes included
+    assert _nested_too_deep(b"[}")  # brackets that do not pair up
+
+
+def test_a_silent_connection_is_closed_after_the_read_timeout():
+    with ModelEndpoint(_gateway(ScriptedModel([])), read_timeout_s=1) as endpoint, endpoint.session("r1") as session:
+        status, reply = _raw(session, CHAT, "Content-Length: 100\r\n", [], finish=False,
+                              read_timeout=20)  # 100 promised, 0 sent
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=20) as idle:
+            started = time.monotonic()
+            assert idle.recv(1) == b""  # closed by the endpoint, not by our 20 s timeout
+            waited = time.monotonic() - started
+    assert status == 408 and "did not arrive within 1" in reply["error"]["message"]
+    assert waited < 15
+
+
+def test_large_bodies_are_read_two_at_a_time_per_session():
+    """Two large bodies trickling in hold the session's two large-read slots: a third large one waits, then gets
+    429 (read timeout 2 s); a small request is answered meanwhile, and so is the large one once a slot is free."""
+    model = ScriptedModel(["small one answered", "large one answered"])
+    stop = threading.Event()
+    with ModelEndpoint(_gateway(model), read_timeout_s=2) as endpoint, endpoint.session("r1") as session:
+        def trickle(sock: socket.socket) -> None:
+            while not stop.wait(0.3):
+                sock.sendall(b"x")
+
+        slow = []
+        for _ in range(2):
+            sock = socket.create_connection(("127.0.0.1", endpoint.port), timeout=30)
+            sock.sendall(f"POST {SESSION_PREFIX}{session.token}{CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                         f"{session.api_key}\r\nContent-Length: {8 * MiB}\r\n\r\n".encode() + b"x" * (2 * MiB))
+            slow.append(sock)
+            threading.Thread(target=trickle, args=(sock,), daemon=True).start()
+        time.sleep(0.5)  # both are being read
+        large = json.dumps({"model": "m", "messages": [{"role": "user", "content": "y" * (2 * MiB)}]}).encode()
+        try:
+            refused, reply = _raw(session, CHAT, f"Content-Length: {len(large)}\r\n", [large])
+            small = _client(session).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        finally:
+            stop.set()
+            for sock in slow:
+                sock.close()
+        time.sleep(0.5)  # the slow ones' reads end and give their slots back
+        admitted, answer = _raw(session, CHAT, f"Content-Length: {len(large)}\r\n", [large])
+    assert refused == 429 and reply["error"]["type"] == "rate_limit_exceeded", reply
+    assert small.choices[0].message.content == "small one answered"
+    assert admitted == 200 and answer["choices"][0]["message"]["content"] == "large one answered"
+

@@ -7,14 +7,25 @@ Each rollout gets a session (`endpoint.session(tag)`): its own URL prefix `/s/<t
 attributed to their rollout and callers without both are refused. A session records its exchanges (request,
 reply) and counts tokens, cost and calls. A gateway error (budget, an unreachable model) becomes an HTTP error in
 the format's shape, so the agent stops instead of waiting.
+
+What it reads is bounded whatever the caller sends: nothing before the session, path and key are known good; then a
+body of at most MAX_BODY_BYTES in every framing (Content-Length, chunked with trailers; neither is 411), read into at
+most that much memory and refused (413) before more is read, with at most LARGE_READS_PER_SESSION bodies over
+LARGE_BODY_BYTES being read for one session at once; JSON nested at most MAX_JSON_DEPTH deep (checked before
+parsing); a connection silent for `read_timeout_s` is closed. A refusal is one reply in the format's shape and a
+line in the log, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
+import socket
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,7 +38,19 @@ from .wire import FORMATS, ChatReply, ChatRequest, ToolCall
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+LARGE_BODY_BYTES = 1024 * 1024  # a body past this size needs one of its session's large-read slots
+LARGE_READS_PER_SESSION = 2  # so one rollout's parallel requests hold at most 2 x MAX_BODY_BYTES while read
+MAX_JSON_DEPTH = 100  # arrays and objects inside each other; far below the parser's recursion limit
+READ_TIMEOUT_S = 300.0  # a connection that sends nothing for this long (between requests too) is closed
 SESSION_PREFIX = "/s/"
+_MAX_LINE = 4096  # a chunk-size or trailer line
+_MAX_TRAILER_LINES = 64
+_READ_PIECE = 1024 * 1024
+_LINGER_S = 5.0  # after refusing a body: how long its rest is read and dropped, so the client sees the reply
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_LEAF_CONTAINER = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 class EndpointSession:
@@ -45,6 +68,7 @@ class EndpointSession:
         self.cost_usd = 0.0
         self.calls = 0
         self._lock = threading.Lock()
+        self._large_reads = threading.BoundedSemaphore(LARGE_READS_PER_SESSION)
 
     @property
     def url(self) -> str:
@@ -93,11 +117,12 @@ class ModelEndpoint:
     (agents ask for tens of thousands of tokens; a small model's context holds far fewer)."""
 
     def __init__(self, gateway: Any, role: str = "agent", stage: str = "rollout", *,
-                 max_tokens_cap: int | None = None) -> None:
+                 max_tokens_cap: int | None = None, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.gateway = gateway
         self.role = role
         self.stage = stage
         self.max_tokens_cap = max_tokens_cap
+        self.read_timeout_s = read_timeout_s
         self.formats = {name: cls() for name, cls in FORMATS.items()}
         self._routes = {path: fmt for fmt in self.formats.values() for path in fmt.paths}
         self._sessions: dict[str, EndpointSession] = {}
@@ -112,9 +137,8 @@ class ModelEndpoint:
 
     def start(self) -> ModelEndpoint:
         if self._server is None:
-            handler = type("Handler", (_Handler,), {"endpoint": self})
-            self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-            self._server.daemon_threads = True
+            handler = type("Handler", (_Handler,), {"endpoint": self, "timeout": self.read_timeout_s})
+            self._server = _Server(("127.0.0.1", 0), handler)
             self._thread = threading.Thread(target=self._server.serve_forever, name="raso-model-endpoint", daemon=True)
             self._thread.start()
         return self
@@ -156,6 +180,36 @@ class ModelEndpoint:
                           prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                           model=completion.model)
         return reply, completion.cost_usd
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A connection that ends badly (reset, timed out mid-reply) is the caller's business: one line, no
+        # traceback on stderr (the stdlib's default).
+        exc = sys.exc_info()[1]
+        log.info("endpoint: a connection from %s ended: %s: %s", client_address, type(exc).__name__, exc)
+        log.debug("endpoint: connection error", exc_info=True)
+
+
+class _BodyError(Exception):
+    """A request body that is refused before (or while) it is read: an HTTP status and why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _nested_too_deep(raw: bytes | bytearray, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text `raw` nests arrays/objects more than `limit` deep (or its brackets do not pair up),
+    found without recursion: strings dropped, then the brackets alone, one level of leaf containers removed per pass."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _LEAF_CONTAINER.sub(b"", brackets)
+    return bool(brackets)
 
 
 def _status_of(exc: Exception) -> tuple[int, str]:
@@ -204,22 +258,128 @@ class _Handler(BaseHTTPRequestHandler):
         fmt = fmt or self.endpoint.formats["openai-chat"]
         self._send_json(status, fmt.error(status, message))
 
-    def _read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-            data = bytearray()
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return bytes(data)
-                data += self.rfile.read(size)
-                self.rfile.readline()
-                if len(data) > MAX_BODY_BYTES:
-                    raise ValueError("request body too large")
-        length = int(self.headers.get("content-length") or 0)
+    def _read_body(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> bytearray:
+        """The request body, read by its framing into at most MAX_BODY_BYTES (raises _BodyError). A body past
+        LARGE_BODY_BYTES first takes one of the session's large-read slots (appended to `held`, released by the
+        caller once the body is parsed)."""
+        codings = [c.strip().lower() for v in self.headers.get_all("transfer-encoding") or [] for c in v.split(",")]
+        lengths = self.headers.get_all("content-length") or []
+        if codings:
+            if lengths:
+                raise _BodyError(400, "a request may not have both Transfer-Encoding and Content-Length")
+            if codings != ["chunked"]:
+                raise _BodyError(400, f"unsupported Transfer-Encoding {', '.join(codings)!r} (only chunked is read)")
+            return self._read_chunked(session, held)
+        if not lengths:
+            raise _BodyError(411, "a request body needs a Content-Length (or Transfer-Encoding: chunked)")
+        text = {v.strip() for v in lengths}
+        if len(text) != 1 or not (value := text.pop()).isascii() or not value.isdigit():
+            raise _BodyError(400, f"bad Content-Length {', '.join(lengths)[:40]!r}: one non-negative number is needed")
+        length = int(value)
         if length > MAX_BODY_BYTES:
-            raise ValueError("request body too large")
-        return self.rfile.read(length) if length else b""
+            raise _BodyError(413, f"request body too large: {length} bytes (at most {MAX_BODY_BYTES})")
+        if length > LARGE_BODY_BYTES:
+            self._take_large_read(session, held)
+        data = bytearray(length)
+        view, filled = memoryview(data), 0
+        while filled < length:
+            got = self.rfile.readinto(view[filled:filled + _READ_PIECE])
+            if not got:
+                raise _BodyError(400, f"the request body ended after {filled} of {length} bytes")
+            filled += got
+        return data
+
+    def _take_large_read(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> None:
+        if held:
+            return
+        if not session._large_reads.acquire(timeout=self.timeout):
+            raise _BodyError(429, f"more than {LARGE_READS_PER_SESSION} request bodies over {LARGE_BODY_BYTES} bytes "
+                                  f"at once for this session; retry when one is done")
+        held.append(session._large_reads)
+
+    def _read_chunked(self, session: EndpointSession, held: list[threading.BoundedSemaphore]) -> bytearray:
+        data = bytearray()
+        while True:
+            line = self._read_line("chunk size")
+            size_text = line.split(b";", 1)[0].strip()
+            if not _CHUNK_SIZE.fullmatch(size_text):
+                raise _BodyError(400, f"bad chunk size line {bytes(line[:40])!r}")
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            if len(data) + size > MAX_BODY_BYTES:
+                raise _BodyError(413, f"request body too large: over {MAX_BODY_BYTES} bytes")
+            if len(data) + size > LARGE_BODY_BYTES:
+                self._take_large_read(session, held)
+            while size:
+                piece = self.rfile.read(min(size, _READ_PIECE))
+                if not piece:
+                    raise _BodyError(400, "the request body ended inside a chunk")
+                data += piece
+                size -= len(piece)
+            if self._read_line("chunk end").strip():
+                raise _BodyError(400, "a chunk's data is longer than its size")
+        for _ in range(_MAX_TRAILER_LINES):
+            if not self._read_line("trailer").strip():
+                return data
+        raise _BodyError(400, f"more than {_MAX_TRAILER_LINES} trailer lines")
+
+    def _read_line(self, what: str) -> bytes:
+        line = self.rfile.readline(_MAX_LINE + 1)
+        if not line.endswith(b"\n"):
+            raise _BodyError(400, f"bad {what} line: " + ("over 4096 bytes" if len(line) > _MAX_LINE else "missing"))
+        return line
+
+    def _read_request(self, session: EndpointSession, fmt: Any) -> ChatRequest | None:
+        """The request, read and parsed; None when it was refused (the reply is sent and the session has the error)."""
+        held: list[threading.BoundedSemaphore] = []
+        try:
+            try:
+                raw = self._read_body(session, held)
+            except _BodyError as exc:
+                self._refuse_body(exc.status, str(exc), fmt, session)
+                return None
+            except TimeoutError:
+                self._refuse_body(408, f"the request body did not arrive within {self.timeout} s", fmt, session)
+                return None
+            try:
+                if _nested_too_deep(raw):
+                    raise ValueError(f"the JSON body nests more than {MAX_JSON_DEPTH} levels deep, or its brackets "
+                                     "do not pair up")
+                body = json.loads(raw or b"null")
+                if not isinstance(body, dict):
+                    raise ValueError("the request body must be a JSON object")
+                return fmt.to_chat(body)
+            except Exception as exc:  # noqa: BLE001 - whatever the body makes the parser raise, the agent gets a 400
+                message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+                session._error(400, "request", message)
+                self._fail(400, f"bad request: {message}", fmt)
+                return None
+        finally:
+            for slot in held:
+                slot.release()
+
+    def _refuse_body(self, status: int, message: str, fmt: Any, session: EndpointSession | None) -> None:
+        """Answer a request whose body is refused or left unread (recorded in `session` when given), then read and
+        drop what the client still sends for a few seconds (bounded by time, not memory) before closing, so a client
+        still writing sees the reply rather than a reset."""
+        self.close_connection = True
+        log.info("endpoint: refused a request (%d): %s", status, message)
+        if session is not None:
+            session._error(status, "request", message)
+        self._fail(status, message, fmt)
+        if status == 408:
+            return
+        deadline = time.monotonic() + _LINGER_S
+        sink = bytearray(65536)
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            while (left := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(left)
+                if not self.connection.recv_into(sink):
+                    break
+        except OSError:
+            pass
 
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         session, path = self._route()
@@ -238,30 +398,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         session, path = self._route()
-        try:
-            raw = self._read_body()
-        except ValueError as exc:
-            self.close_connection = True
-            self._fail(413, str(exc))
-            return
-        if session is None:
-            self._fail(404, f"no such endpoint session: {self.path.split('?')[0]}")
-            return
         fmt = self.endpoint._routes.get(path)
+        # Who and where before what: no body is read for an unknown session or path, or without the session's key.
+        if session is None:
+            self._refuse_body(404, f"no such endpoint session: {self.path.split('?')[0]}", fmt, None)
+            return
         if fmt is None:
-            self._fail(404, f"no such path: POST {path} (served: {', '.join(sorted(self.endpoint._routes))})")
+            self._refuse_body(404, f"no such path: POST {path} (served: {', '.join(sorted(self.endpoint._routes))})",
+                              None, None)
             return
         if not self._authorized(session):
-            self._fail(401, "missing or wrong API key for this endpoint session", fmt)
+            self._refuse_body(401, "missing or wrong API key for this endpoint session", fmt, None)
             return
-        try:
-            body = json.loads(raw or b"null")
-            if not isinstance(body, dict):
-                raise ValueError("the request body must be a JSON object")
-            request = fmt.to_chat(body)
-        except ValueError as exc:
-            session._error(400, "request", str(exc))
-            self._fail(400, f"bad request: {exc}", fmt)
+        request = self._read_request(session, fmt)
+        if request is None:
             return
         try:
             reply, cost = self.endpoint.answer(session, request)

@@ -58,6 +58,8 @@ from pydantic import BaseModel, Field
 
 from raso.safe_files import chown_tree, remove_tree
 
+from . import port_relay
+
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
@@ -355,99 +357,32 @@ _main()
 """
 
 
-# Runs first inside a run that may reach some host loopback ports: listens on 127.0.0.1:<port> in the run's own
-# network namespace, passes each connection to the Unix socket <dir>/<port>.sock (the host side), then starts the
-# command and exits with its status.
-_RELAY = r"""
-import json, os, socket, sys, threading
-
-def pump(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-
-def serve(listener, path):
-    while True:
-        conn, _ = listener.accept()
-        upstream = socket.socket(socket.AF_UNIX)
-        try:
-            upstream.connect(path)
-        except OSError:
-            conn.close()
-            continue
-        for a, b in ((conn, upstream), (upstream, conn)):
-            threading.Thread(target=pump, args=(a, b), daemon=True).start()
-
-cfg, argv = json.loads(sys.argv[1]), sys.argv[2:]
-for port in cfg["ports"]:
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(16)
-    threading.Thread(target=serve, args=(listener, "%s/%d.sock" % (cfg["dir"], port)), daemon=True).start()
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(argv[0], argv)
-    finally:
-        os._exit(127)
-code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-os._exit(code if code >= 0 else 128 - code)
-"""
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+# Runs first inside a run that may reach some host loopback ports (raso/harness/port_relay.py, run by its source):
+# listens on 127.0.0.1:<port> in the run's own network namespace, passes each connection to the Unix socket
+# <dir>/<port>.sock (the host side), then starts the command and exits with its status.
+_RELAY = Path(port_relay.__file__).read_text(encoding="utf-8")
 
 
 class _PortForwarder:
-    """Host side of a run's loopback ports: each Unix socket <folder>/<port>.sock leads to 127.0.0.1:<port>."""
+    """Host side of a run's loopback ports: each Unix socket <folder>/<port>.sock leads to 127.0.0.1:<port>, through
+    one relay loop with the same per-run connection cap as the relay in the box (the run can reach the socket
+    directly too)."""
 
     def __init__(self, folder: Path, ports: Sequence[int]) -> None:
-        self.listeners: list[socket.socket] = []
+        self.relay = port_relay.Relay()
         for port in ports:
             path = folder / f"{port}.sock"
             listener = socket.socket(socket.AF_UNIX)
             listener.bind(str(path))
             os.chmod(path, 0o777)  # the run's uid connects to it
-            listener.listen(16)
-            self.listeners.append(listener)
-            threading.Thread(target=self._serve, args=(listener, port), daemon=True).start()
-
-    @staticmethod
-    def _serve(listener: socket.socket, port: int) -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
-            except OSError:
-                conn.close()
-                continue
-            upstream.settimeout(None)
-            for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+            listener.listen(64)
+            self.relay.add_listener(listener, socket.AF_INET, ("127.0.0.1", port))
+        self.thread = threading.Thread(target=self.relay.run, name="raso-port-forwarder", daemon=True)
+        self.thread.start()
 
     def close(self) -> None:
-        for listener in self.listeners:
-            try:
-                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-            except OSError:
-                pass
-            listener.close()
+        self.relay.stop()
+        self.thread.join(timeout=10)
 
 
 def _env_flag(name: str) -> bool:

@@ -169,7 +169,8 @@ class AnthropicMessages:
 
     def error(self, status: int, message: str) -> dict[str, Any]:
         kind = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
-                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                404: "not_found_error", 408: "invalid_request_error", 411: "invalid_request_error",
+                413: "request_too_large", 429: "rate_limit_error",
                 529: "overloaded_error"}.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
 

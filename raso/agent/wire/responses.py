@@ -149,7 +149,8 @@ class OpenAIResponses:
 
     def error(self, status: int, message: str) -> dict[str, Any]:
         kind = {400: "invalid_request_error", 401: "authentication_error", 402: "insufficient_quota",
-                404: "not_found_error", 429: "rate_limit_exceeded"}.get(status, "server_error")
+                404: "not_found_error", 408: "invalid_request_error", 411: "invalid_request_error",
+                413: "invalid_request_error", 429: "rate_limit_exceeded"}.get(status, "server_error")
         return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
 
 
