@@ -51,8 +51,10 @@ def _score_rows(results: list[CellResult], method_order: list[str], failures: li
     """Methods down, (harness, setting) across: mean ± s.e. and the 95% CI over seeds, in percent; a method whose
     every seed failed there is marked failed with the reason."""
     rows = aggregate(results, failures=failures)
-    columns = sorted({(r.harness, r.setting_index, r.harness_label, r.setting) for r in rows},
-                     key=lambda c: (c[1], c[0]))
+    named: dict[tuple[str, int], tuple[str, str]] = {}
+    for r in sorted(rows, key=lambda r: r.seeds == 0):  # a finished row names its column before a failed one
+        named.setdefault((r.harness, r.setting_index), (r.harness_label, r.setting))
+    columns = sorted(((h, si, *named[(h, si)]) for h, si in named), key=lambda c: (c[1], c[0]))
     methods = _ordered([r.method for r in rows], method_order)
     by_key = {(r.harness, r.setting_index, r.method): r for r in rows}
     by_cell: dict[tuple[str, int, str], list[float]] = defaultdict(list)

@@ -146,10 +146,12 @@ def aggregate(results: Sequence[CellResult | Mapping[str, Any]], *, reference: s
             **{f"{stage}_tokens": statistics.fmean(c.usage.stage(stage).tokens for c in cells) for stage in STAGES},
         )
         rows.append(row)
+    # a harness's label as its finished cells give it (with "[demo data]" when it is), else the config's
+    labels = {r.harness: r.harness_label for cells in groups.values() for r in cells}
     for (harness, method, setting_index), seeds_failed in sorted(failed.items(), key=lambda kv: kv[0]):
         f = seeds_failed[0]
         rows.append(TableRow(
-            harness=harness, harness_label=f.harness_label, data="", method=method, label=f.label,
+            harness=harness, harness_label=labels.get(harness, f.harness_label), data="", method=method, label=f.label,
             setting=f.setting, setting_index=setting_index, seeds=0, test_mean=None, test_se=None,
             val_best_mean=None, val_best_se=None, rollouts_mean=0.0, rollouts_used_mean=0.0, cost_usd_mean=0.0,
             wall_time_s_mean=0.0, commit=None, n_tasks=0, n_seeds=0, failed_seeds=len(seeds_failed),

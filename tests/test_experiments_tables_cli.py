@@ -205,11 +205,12 @@ def test_every_paper_config_states_the_papers_retriever_and_the_default_is_its_o
 
 
 def test_s0_and_the_decomposition_are_not_reused_across_models(tmp_path: Path) -> None:
+    from test_experiments_support import optimizer_reply
+
     from experiments.artifacts import SharedArtifacts
     from raso.engine.config import validate
     from raso.llm.scripted import ScriptedModel
     from raso.testing import CountingHarness
-    from test_experiments_support import optimizer_reply
 
     agent, first = scripted_models()
     second = ScriptedModel(optimizer_reply, name="exp-optimizer-2")

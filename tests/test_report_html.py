@@ -374,3 +374,10 @@ def test_the_experiment_page_pairs_like_the_markdown_and_carries_the_demo_banner
         path.write_text(json.dumps({**json.loads(path.read_text()), "demo_data": True, "data": "demo data (toy)"}))
     text = " ".join("".join(audit(build_experiment_html(root)).text).split())
     assert "Demo data, not the benchmark: Toy ran on the small data shipped with raso" in text
+    # a failed cell is a row marked failed in the score table (one column per harness), and listed with its reason
+    cell = {"harness": {"name": "toy"}, "seed": 0, "setting": {}, "setting_index": 0,
+            "method": {"name": "gepa", "init": "rfsi", "update": "gepa"}}
+    (root / "failures.json").write_text(json.dumps([{"cell": cell, "error": "OptimizerUnavailableError: down"}]))
+    text = " ".join("".join(audit(build_experiment_html(root)).text).split())
+    assert text.count("GEPAfailed (1 seed(s)): OptimizerUnavailableError: down Headline") == 1
+    assert "Failed cellsGEPA · toy · default · seed 0: OptimizerUnavailableError: down" in text
