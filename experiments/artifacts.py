@@ -6,6 +6,11 @@
 * each initial skill s0 per (harness, seed, initialization, retrieval options): every update method of a row starts
   from the same s0 file.
 
+The decomposition's and s0's folder names carry a key of everything that produces them (`producer_options`: the
+models and how they are reached, the prompt templates, the prompt limits, the init options, the task and harness
+descriptions; s0 adds its retrieval options): a changed model, prompt or option makes a new artifact instead of
+reusing another model's.
+
 Each artifact is written atomically with its own ledger of model calls (its cost is reported in the init stage of
 every cell that uses it) and reused when present, so an interrupted experiment never pays for it twice.
 """
@@ -79,6 +84,24 @@ def options_key(options: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def producer_options(cfg: OptimizeConfig, harness: Harness) -> dict[str, Any]:
+    """What makes a decomposition or an s0 (beyond the harness key and seed in its path): the models and how they
+    are reached (prices excluded: they change the cost, not the text), every prompt template's text, the prompt
+    limits, the init options and the harness's task and harness descriptions."""
+    from raso.api import prompt_library
+
+    library = prompt_library(harness)
+    prompts = hashlib.sha1("\n".join(f"{name}\0{library.template(name)}" for name in sorted(library.names()))
+                           .encode()).hexdigest()
+    return {"models": cfg.models.model_dump(mode="json", exclude={"prices"}),
+            "prompts": prompts,
+            # None: limits from the optimizer model's profile (the models above)
+            "limits": cfg.limits.model_dump(mode="json") if cfg.limits is not None else None,
+            "init": cfg.init.model_dump(mode="json", exclude={"method"}),
+            "descriptions": hashlib.sha1(f"{harness.task_description}\0{harness.harness_description}".encode())
+            .hexdigest()}
+
+
 class SharedArtifacts:
     """The shared artifacts of one experiment under `root` (= <results>/<experiment>/shared)."""
 
@@ -128,7 +151,8 @@ class SharedArtifacts:
         from raso.optimizer import roles
         from raso.optimizer.render import limits_for
 
-        folder = self.root / harness_key / f"seed{seed}" / f"decomposition-m{cfg.init.num_requirements}"
+        key = options_key(producer_options(cfg, harness))
+        folder = self.root / harness_key / f"seed{seed}" / f"decomposition-m{cfg.init.num_requirements}-{key}"
         path = folder / "requirements.json"
         with _lock(path):
             if path.exists():
@@ -150,7 +174,7 @@ class SharedArtifacts:
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
         retrieval = {} if init == "rfsi" else {"k": cfg.retrieval.k, "retrieval": cfg.retrieval.retriever_options(),
                                                "index": str(cfg.retrieval.index)}
-        key = options_key({**retrieval, "m": cfg.init.num_requirements})
+        key = options_key({**retrieval, "m": cfg.init.num_requirements, **producer_options(cfg, harness)})
         folder = self.root / harness_key / f"seed{seed}" / f"{init}-{key}"
         path = folder / "SKILL.md"
         with _lock(path):
@@ -177,4 +201,5 @@ class SharedArtifacts:
         return {key: own.get(key, 0) + shared.get(key, 0) for key in own}
 
 
-__all__ = ["SharedArtifacts", "check_fraction_index", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key"]
+__all__ = ["SharedArtifacts", "check_fraction_index", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key",
+           "producer_options"]

@@ -27,7 +27,7 @@ from raso.skill import Skill
 from .accounting import engine_budget, reported_rollouts
 from .artifacts import SharedArtifacts, ledger_totals, ledgered_gateway
 from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, HarnessSpec
-from .proposals import cell_notes
+from .proposals import cell_notes, gepa_failures
 from .results import CellNotes, CellResult, CurvePoint, GitInfo, StageUsage, TaskScore, UpdateSummary, Usage
 from .routing import TaskRouter
 
@@ -58,6 +58,7 @@ def cell_optimize_config(config: ExperimentConfig, cell: Cell, **extra: Any) -> 
         "models.optimizer": config.optimizer_model, "models.api_base": config.api_base,
         "models.optimizer_api_base": config.optimizer_api_base, "schedule.seed": cell.seed,
         "schedule.test": False,  # the runner scores every method on test itself, the same way
+        "retrieval.kind": cell.method.retriever,  # `raso@two_stage`: the row's own retriever (None: the config's)
         **extra,
     }
     values = merge(merge(nested(config.optimize), nested(setting)), nested({k: v for k, v in own.items() if v is not None}))
@@ -98,6 +99,7 @@ class UpdateOutcome:
     usage: Usage
     curve: list[CurvePoint]
     checkpoint: Path | None  # the engine's checkpoint (its candidate records); None for GEPA
+    failures: dict[str, Any] | None = None  # GEPA's proposal counts (the engine's are read from `checkpoint`)
 
 
 class CellRunner:
@@ -203,10 +205,12 @@ class CellRunner:
             curve.append(CurvePoint(rollouts=rollouts, cost_usd=None, val=best_so_far))
         summary = UpdateSummary(
             val_best=outcome.best_val, val_initial=outcome.initial_val, rollouts_used=outcome.rollouts_used,
-            accepted=outcome.candidates - 1, stop_reason="GEPA budget", s0_evaluated=True,
+            accepted=outcome.candidates - 1, stop_reason=outcome.stop_reason, s0_evaluated=True,
             gepa=outcome.model_dump(mode="json", exclude={"best_skill"}))
         return UpdateOutcome(skill=Skill.parse(outcome.best_skill), summary=summary, curve=curve,
-                             usage=Usage.from_dict(ledger_totals(run_dir / "ledger.calls.jsonl")), checkpoint=None)
+                             usage=Usage.from_dict(ledger_totals(run_dir / "ledger.calls.jsonl")), checkpoint=None,
+                             failures=gepa_failures(outcome.reflection_calls, outcome.reflection_failures,
+                                                    outcome.reflection_note))
 
     def evaluate_test(self, skill: Skill | None, router: TaskRouter | None = None
                       ) -> tuple[float, float | None, list[TaskScore], Usage]:
@@ -249,7 +253,8 @@ class CellRunner:
         used = update.summary.rollouts_used if update else 0
         data = self.harness.data_label()
         notes = CellNotes.from_dict(cell_notes(self.harness, checkpoint=update.checkpoint if update else None,
-                                               init_json=self.init_json))
+                                               init_json=self.init_json,
+                                               update_failures=update.failures if update else None))
         result = CellResult(
             experiment=self.config.name, table=self.config.table, cell=self.cell.key,
             method=self.cell.method.name, label=self.cell.method.label, harness=self.cell.harness.key,

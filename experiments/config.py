@@ -4,6 +4,9 @@ A cell is one (method, harness, seed, setting). A method is either an initializa
 zero rollouts (``none``, ``skillrouter``, ``rfsi``, ``rasi``, ``rasi_raw``), or ``INIT+UPDATE``: an update method
 run from the shared s0 of that initialization (``rfsi+textgrad``, ``rasi+rasu``, ...). Short names: ``textgrad``,
 ``gepa``, ``rfsu``, ``rasu`` start from RFSI (the paper's update table); ``raso`` is ``rasi+rasu``.
+A method that retrieves (RASI or RASU in it) may name its own retriever after ``@``: ``raso@two_stage`` is full
+RASO with the shipped two-stage retriever, its own labelled row beside the config's retriever (the paper's section
+BM25) where a table compares methods.
 A setting is a dict of option overrides for one point of a sweep axis (``{k: 3}``, ``{corpus_fraction: 0.1}``).
 """
 
@@ -16,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from raso.choices import RetrievalKind, choices_of
 from raso.engine.config import ConfigError, OptimizeConfig, has_key, nested, read_config_file
 
 from .accounting import Convention
@@ -40,10 +44,20 @@ class Method(BaseModel):
     name: str
     init: str
     update: str | None = None
+    retriever: str | None = None  # `@KIND`: this row's own retrieval.kind (None: the config's)
 
     @classmethod
     def parse(cls, name: str) -> "Method":
         raw = name.strip().lower()
+        base, at, retriever = raw.partition("@")
+        if at:
+            kinds = choices_of(RetrievalKind)
+            method = cls.parse(base)
+            if retriever not in kinds:
+                raise ValueError(f"unknown retriever in method {name!r}: after @ comes one of {', '.join(kinds)}")
+            if not method.init.startswith("rasi") and not (method.update or "").startswith("rasu"):
+                raise ValueError(f"method {name!r}: {base} retrieves nothing, so it takes no @retriever")
+            return method.model_copy(update={"name": raw, "retriever": retriever})
         full = ALIASES.get(raw, raw)
         init, _, update = full.partition("+")
         if not update:
@@ -63,13 +77,15 @@ class Method(BaseModel):
         labels = {"none": "No skill", "skillrouter": "SkillRouter", "rfsi": "RFSI", "rasi": "RASI",
                   "rasi_raw": "RASI (raw sections)", "rfsu": "RFSU", "rasu": "RASU", "rasu_raw": "RASU (raw sections)",
                   "textgrad": "TextGrad", "gepa": "GEPA"}
+        retriever = f" [{self.retriever.replace('_', '-')} retriever]" if self.retriever else ""
+        base = self.name.partition("@")[0]
         if self.update is None:
-            return labels[self.init]
-        if self.name == "raso":
-            return "RASO (RASI + RASU)"
-        if self.name in ALIASES:
-            return labels[self.update]
-        return f"{labels[self.init]} + {labels[self.update]}"
+            return labels[self.init] + retriever
+        if base == "raso":
+            return "RASO (RASI + RASU)" + retriever
+        if base in ALIASES:
+            return labels[self.update] + retriever
+        return f"{labels[self.init]} + {labels[self.update]}{retriever}"
 
 
 class HarnessSpec(BaseModel):
@@ -115,6 +131,11 @@ class ExperimentConfig(BaseModel):
                                         "None = the whole schedule's count")
     test_limit: int | None = Field(default=None, ge=1, description="score on the first N test tasks")
     gepa_minibatch: int = Field(default=3, ge=1, description="GEPA's reflection minibatch (its own default)")
+    reference: str | None = Field(default=None, description="the method every row's paired difference is taken "
+                                  "against; default: `none` in an init table, `rfsi` in an update table (ablations "
+                                  "and sweeps name their full method)")
+    reference_setting: int | None = Field(default=None, ge=0, description="sweeps: the index in `settings` of the "
+                                          "point every row is paired with (the paper's default); None: its own")
     jobs: int = Field(default=1, ge=1, description="cells run in parallel")
     backend: Backend = "loky"
     cluster: str | None = Field(default=None, description="Ray or Dask scheduler address for backend ray/dask")
@@ -173,6 +194,18 @@ class ExperimentConfig(BaseModel):
         self.optimize = optimize  # under the nested names, however the file spelled them
         return self
 
+    @model_validator(mode="after")
+    def _reference_is_run(self) -> "ExperimentConfig":
+        if self.reference is not None:
+            name = Method.parse(self.reference).name
+            if name not in {m.name for m in self.parsed_methods()}:
+                raise ValueError(f"reference: {self.reference!r} is not one of the methods ({', '.join(self.methods)})")
+            self.reference = name
+        if self.reference_setting is not None and self.reference_setting >= len(self.settings):
+            raise ValueError(f"reference_setting: {self.reference_setting} is not an index of the {len(self.settings)} "
+                             "setting(s)")
+        return self
+
     def parsed_methods(self) -> list[Method]:
         return [Method.parse(m) for m in self.methods]
 
@@ -198,7 +231,8 @@ class Cell(BaseModel):
 
     @property
     def key(self) -> str:
-        return f"{self.harness.key}/{self.method.name.replace('+', '_')}/s{self.setting_index}_seed{self.seed}"
+        method = self.method.name.replace('+', '_').replace('@', '-')
+        return f"{self.harness.key}/{method}/s{self.setting_index}_seed{self.seed}"
 
 
 def expand_cells(config: ExperimentConfig) -> list[Cell]:

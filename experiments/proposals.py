@@ -24,6 +24,19 @@ def proposal_failures(candidates: Iterable[CandidateRecord | dict[str, Any]]) ->
     return {"iterations": len(records), "no_candidate": failed, "no_candidate_note": note}
 
 
+def gepa_failures(reflection_calls: int, reflection_failures: int, note: str) -> dict[str, Any]:
+    """The same numbers for GEPA, whose proposal step is its reflection call (one per iteration that reached
+    it): `{"iterations": M, "no_candidate": N, "no_candidate_note": "reflection failed: N of M iterations (...)"}`."""
+    return {"iterations": reflection_calls, "no_candidate": reflection_failures, "no_candidate_note": note}
+
+
+def produced_nothing(failures: dict[str, Any]) -> bool:
+    """Whether an update's optimizer produced no candidate at all (no iteration reached a proposal, or every
+    proposal failed): its reported skill is then s0, and the table must say so whatever the method."""
+    iterations, failed = failures.get("iterations"), failures.get("no_candidate")
+    return iterations is not None and (iterations == 0 or failed == iterations)
+
+
 def init_notes(init_json: Path | None) -> dict[str, Any]:
     """From an init.json (InitResult.to_dict()): the share of requirements with a supported lesson and whether
     skill-init's assembled fallback made s0 (both None when there is no such record, e.g. s0 from a file)."""
@@ -33,15 +46,20 @@ def init_notes(init_json: Path | None) -> dict[str, Any]:
     return {"supported_share": record.get("supported_share"), "assembled_fallback": record.get("assembled_fallback")}
 
 
-def cell_notes(harness: Any, *, checkpoint: Path | None = None, init_json: Path | None = None) -> dict[str, Any]:
+def cell_notes(harness: Any, *, checkpoint: Path | None = None, init_json: Path | None = None,
+               update_failures: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cell's `result.json` says beside its scores: the data it ran on (`harness.data_label()`), how often
-    its update proposal produced nothing (from the engine's checkpoint), and its init's supported-lesson share
-    and assembled fallback (from init.json)."""
+    its update proposal produced nothing (from the engine's checkpoint, or `update_failures` for a method that
+    runs outside the engine: GEPA's `gepa_failures`) and whether it produced nothing at all, and its init's
+    supported-lesson share and assembled fallback (from init.json)."""
     failures: dict[str, Any] = {"iterations": None, "no_candidate": None, "no_candidate_note": ""}
-    if checkpoint is not None and Path(checkpoint).is_file():
+    if update_failures is not None:
+        failures = dict(update_failures)
+    elif checkpoint is not None and Path(checkpoint).is_file():
         state = json.loads(Path(checkpoint).read_text(encoding="utf-8"))
         failures = proposal_failures(state.get("candidates") or [])
-    return {"data": harness.data_label(), **failures, **init_notes(init_json)}
+    return {"data": harness.data_label(), **failures, "produced_nothing": produced_nothing(failures),
+            **init_notes(init_json)}
 
 
-__all__ = ["cell_notes", "init_notes", "proposal_failures"]
+__all__ = ["cell_notes", "gepa_failures", "init_notes", "produced_nothing", "proposal_failures"]

@@ -85,6 +85,8 @@ class CellNotes(Record):
     iterations: int | None = None
     no_candidate: int | None = None
     no_candidate_note: str = ""
+    produced_nothing: bool = Field(default=False, description="the update's optimizer produced no candidate at all: "
+                                   "the reported skill is s0")
     supported_share: float | None = None
     assembled_fallback: bool | None = None
 
@@ -187,6 +189,8 @@ class TableRow(Record):
     val_best_se: float | None
     rollouts_mean: float
     rollouts_used_mean: float
+    rollouts_used_max: int = Field(default=0, description="the most rollouts any seed's update ran")
+    budget_rollouts: int = Field(default=0, description="the update's rollout budget (0: no update)")
     cost_usd_mean: float
     wall_time_s_mean: float
     commit: str | None
@@ -198,7 +202,13 @@ class TableRow(Record):
     diff_high: float | None = None
     diff_excludes_zero: bool | None = None
     diff_n: int | None = None
+    diff_tasks: int | None = None
+    diff_seeds: int | None = None
+    reference_setting: str | None = Field(default=None, description="sweeps: the setting of the reference row")
     no_candidate_note: str = ""
+    produced_nothing_seeds: int = Field(default=0, description="seeds whose optimizer produced no candidate at all")
+    failed_seeds: int = Field(default=0, description="seeds whose cell failed (not in the scores)")
+    failure: str = Field(default="", description="the first failed seed's error, when any failed")
     supported_share_mean: float | None = None
     assembled_fallbacks: int = 0
     init_cost_usd: float = 0.0
@@ -207,6 +217,26 @@ class TableRow(Record):
     init_tokens: float = 0.0
     update_tokens: float = 0.0
     test_tokens: float = 0.0
+
+
+class Headline(Record):
+    """The headline claim of a table for one harness (and setting): `method` (full RASO) minus the strongest
+    `baseline`, paired over test tasks and seeds, with its 95 % bootstrap interval."""
+
+    harness: str
+    harness_label: str
+    setting: str
+    setting_index: int
+    method: str
+    label: str
+    baseline: str
+    baseline_label: str
+    mean: float
+    low: float
+    high: float
+    excludes_zero: bool
+    tasks: int
+    seeds: int
 
 
 class TableResult(Record):
@@ -219,7 +249,8 @@ class TableResult(Record):
     data: dict[str, str] = Field(default_factory=dict, description="harness key -> the data its cells ran on")
     demo_harnesses: list[str] = Field(default_factory=list)
     commits: list[str] = Field(default_factory=list)
+    headline: list[Headline] = Field(default_factory=list, description="RASO vs the strongest baseline per harness")
 
 
-__all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Record", "RoutedSkill",
+__all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Headline", "Record", "RoutedSkill",
            "StageUsage", "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage"]

@@ -158,7 +158,7 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     elif (root / "failures.json").exists():
         (root / "failures.json").unlink()
     results = [r for r in (load_result(config, c) for c in cells) if r is not None]
-    tables = write_tables(config, results)
+    tables = write_tables(config, results, failed)
     tables["html"] = write_experiment_html(root)
     summary = ExperimentSummary(
         name=config.name, results_dir=str(root), cells=len(cells), ran=len(todo) - len(failed),

@@ -1,7 +1,8 @@
-"""Paired differences with bootstrap confidence intervals, for the tables.
+"""Paired differences with bootstrap confidence intervals, for the tables and report.html (one computation).
 
 A method is compared with its row's reference (the `none` method of an init table: no skill; the `rfsi` method of an
-update table: the s0 every update starts from) on the same test tasks and seeds: d[seed, task] = reward of the
+update table: the s0 every update starts from; in an ablation or a sweep, the full method the config names as its
+`reference`, at its `reference_setting`) on the same test tasks and seeds: d[seed, task] = reward of the
 method − reward of the reference. The 95 % interval is a paired bootstrap over seeds and tasks (both resampled with
 replacement, a fixed generator seed, so a table is reproducible); an interval that excludes 0 is marked. `n` is
 test tasks × seeds.
@@ -45,9 +46,25 @@ class PairedDifference:
         return f"{self.mean * scale:+.2f} [{self.low * scale:+.2f}, {self.high * scale:+.2f}]{mark}"
 
 
-def reference_for(methods: Sequence[str]) -> str | None:
-    """The reference method among `methods` (None when the table has none: no differences are shown)."""
+def reference_for(methods: Sequence[str], configured: str | None = None) -> str | None:
+    """The reference method among `methods`: the `configured` one (an experiment's `reference`) when given,
+    else the first of REFERENCES present (None when the table has none: no differences are shown)."""
+    if configured is not None:
+        return configured if configured in methods else None
     return next((m for m in REFERENCES if m in methods), None)
+
+
+def is_baseline(method: str) -> bool:
+    """Whether a method (a parsed name such as `rfsi+gepa`, `textgrad`, `none`) uses no part of RASO (no
+    retrieval-augmented init or update): the methods the headline compares RASO with."""
+    from .config import Method
+
+    parsed = Method.parse(method)
+    return not parsed.init.startswith("rasi") and not (parsed.update or "").startswith("rasu")
+
+
+#: The method a table's headline is about, in order of preference (update tables: full RASO; init tables: RASI).
+HEADLINE_METHODS = ("raso", "rasi+rasu", "rasi")
 
 
 CellLike = CellResult | Mapping[str, Any]
@@ -90,4 +107,5 @@ def cell_n(cells: Sequence[CellLike]) -> tuple[int, int]:
     return max((len(CellResult.from_dict(c).test_per_task) for c in cells), default=0), len(cells)
 
 
-__all__ = ["BOOTSTRAP_SEED", "PairedDifference", "REFERENCES", "cell_n", "paired_difference", "reference_for"]
+__all__ = ["BOOTSTRAP_SEED", "HEADLINE_METHODS", "PairedDifference", "REFERENCES", "cell_n", "is_baseline",
+           "paired_difference", "reference_for"]

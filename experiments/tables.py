@@ -22,9 +22,9 @@ from typing import Any
 from raso.engine.config import dotted
 from raso.fileio import atomic_write_text
 
-from .config import ExperimentConfig
-from .results import CellResult, TableResult, TableRow
-from .stats import cell_n, paired_difference, reference_for
+from .config import Cell, ExperimentConfig
+from .results import CellResult, Headline, Record, TableResult, TableRow
+from .stats import HEADLINE_METHODS, cell_n, is_baseline, paired_difference, reference_for
 
 STAGES = ("init", "update", "test")
 
@@ -54,45 +54,135 @@ def _typed(results: Sequence[CellResult | Mapping[str, Any]]) -> list[CellResult
     return [CellResult.from_dict(r) for r in results]
 
 
-def aggregate(results: Sequence[CellResult | Mapping[str, Any]]) -> list[TableRow]:
-    """One row per (harness, method, setting): seeds pooled."""
+class FailedCell(Record):
+    """A cell that did not finish (from the runner's failures): which one and why. Tables show it as a row marked
+    failed instead of dropping it."""
+
+    harness: str
+    harness_label: str
+    method: str
+    label: str
+    setting_index: int = 0
+    setting: str = "default"
+    seed: int
+    error: str
+
+    @classmethod
+    def from_failure(cls, failure: Mapping[str, Any]) -> "FailedCell":
+        """From one entry of failures.json (`{"cell": Cell data, "error": "Type: message", ...}`)."""
+        cell = Cell.model_validate(failure["cell"])
+        return cls(harness=cell.harness.key, harness_label=cell.harness.label, method=cell.method.name,
+                   label=cell.method.label, setting_index=cell.setting_index, setting=cell.setting_label,
+                   seed=cell.seed, error=str(failure.get("error") or "no error recorded"))
+
+    @property
+    def reason(self) -> str:
+        """The error's first line, short enough for a table cell (no `|`: it would split the markdown row)."""
+        first = (self.error.splitlines() or ["?"])[0].replace("|", "/")
+        return first if len(first) <= 160 else first[:157] + "..."
+
+
+def failed_cells(failures: Sequence[Mapping[str, Any] | FailedCell] | None) -> list[FailedCell]:
+    return [f if isinstance(f, FailedCell) else FailedCell.from_failure(f) for f in failures or []]
+
+
+def aggregate(results: Sequence[CellResult | Mapping[str, Any]], *, reference: str | None = None,
+              reference_setting: int | None = None,
+              failures: Sequence[Mapping[str, Any] | FailedCell] | None = None) -> list[TableRow]:
+    """One row per (harness, method, setting): seeds pooled, each paired with the reference (`reference`, else
+    `stats.reference_for`'s default) at `reference_setting` (None: the row's own setting). Seeds that failed are
+    counted in `failed_seeds`; a (harness, method, setting) whose every seed failed is a row marked failed."""
     groups: dict[tuple[str, str, int], list[CellResult]] = defaultdict(list)
     for r in _typed(results):
         groups[(r.harness, r.method, r.setting_index)].append(r)
-    reference = reference_for(sorted({method for _, method, _ in groups}))
+    failed: dict[tuple[str, str, int], list[FailedCell]] = defaultdict(list)
+    for f in failed_cells(failures):
+        failed[(f.harness, f.method, f.setting_index)].append(f)
+    reference = reference_for(sorted({method for _, method, _ in groups}), reference)
     rows = []
     for (harness, method, setting_index), cells in sorted(groups.items(), key=lambda kv: kv[0]):
         first = cells[0]
         n_tasks, n_seeds = cell_n(cells)
-        ref_cells = groups.get((harness, reference, setting_index)) or groups.get((harness, reference, 0)) or []
+        ref_setting = setting_index if reference_setting is None else reference_setting
+        ref_cells: list[CellResult] = []
+        if reference is not None:
+            ref_cells = groups.get((harness, reference, ref_setting)) or (
+                groups.get((harness, reference, 0)) or [] if reference_setting is None else [])
+        is_reference = method == reference and setting_index == ref_setting
         diff = (paired_difference(cells, ref_cells, reference)
-                if reference is not None and method != reference and ref_cells else None)
+                if reference is not None and not is_reference and ref_cells else None)
         test, test_se = mean_se([c.test_mean for c in cells])
         val, val_se = mean_se([c.val_best for c in cells])
         no_candidate = [c.notes for c in cells if c.notes.no_candidate]
         shares = [c.notes.supported_share for c in cells if c.notes.supported_share is not None]
+        seeds_failed = failed.pop((harness, method, setting_index), [])
         row = TableRow(
             harness=harness, harness_label=first.harness_label, data=first.data, method=method, label=first.label,
             setting=first.setting_label, setting_index=setting_index, seeds=len(cells), test_mean=test,
             test_se=test_se, val_best_mean=val, val_best_se=val_se,
             rollouts_mean=statistics.fmean(c.rollouts for c in cells),
             rollouts_used_mean=statistics.fmean(c.rollouts_used for c in cells),
+            rollouts_used_max=max(c.rollouts_used for c in cells),
+            budget_rollouts=max(c.budget_rollouts for c in cells),
             cost_usd_mean=statistics.fmean(c.cost_usd() for c in cells),
             wall_time_s_mean=statistics.fmean(c.wall_time_s for c in cells),
             commit=first.git.commit, n_tasks=n_tasks, n_seeds=n_seeds,
-            reference=diff.reference if diff else None, diff_mean=diff.mean if diff else None,
+            reference=diff.reference if diff else None,
+            reference_setting=(ref_cells[0].setting_label if diff and ref_cells else None),
+            diff_mean=diff.mean if diff else None,
             diff_low=diff.low if diff else None, diff_high=diff.high if diff else None,
             diff_excludes_zero=diff.excludes_zero if diff else None, diff_n=diff.n if diff else None,
-            no_candidate_note=(f"no candidate: {sum(n.no_candidate or 0 for n in no_candidate)} of "
+            diff_tasks=diff.tasks if diff else None, diff_seeds=diff.seeds if diff else None,
+            # "no candidate" (engine methods) or "reflection failed" (GEPA), as the cells' own notes say
+            no_candidate_note=(f"{no_candidate[0].no_candidate_note.split(':')[0] or 'no candidate'}: "
+                               f"{sum(n.no_candidate or 0 for n in no_candidate)} of "
                                f"{sum(n.iterations or 0 for n in no_candidate)} iterations in {len(no_candidate)} "
                                f"of {len(cells)} seed(s)") if no_candidate else "",
+            produced_nothing_seeds=sum(1 for c in cells if c.notes.produced_nothing),
             supported_share_mean=statistics.fmean(shares) if shares else None,
             assembled_fallbacks=sum(1 for c in cells if c.notes.assembled_fallback),
+            failed_seeds=len(seeds_failed), failure=seeds_failed[0].reason if seeds_failed else "",
             **{f"{stage}_cost_usd": statistics.fmean(c.cost_usd(stage) for c in cells) for stage in STAGES},
             **{f"{stage}_tokens": statistics.fmean(c.usage.stage(stage).tokens for c in cells) for stage in STAGES},
         )
         rows.append(row)
+    # a harness's label as its finished cells give it (with "[demo data]" when it is), else the config's
+    labels = {r.harness: r.harness_label for cells in groups.values() for r in cells}
+    for (harness, method, setting_index), seeds_failed in sorted(failed.items(), key=lambda kv: kv[0]):
+        f = seeds_failed[0]
+        rows.append(TableRow(
+            harness=harness, harness_label=labels.get(harness, f.harness_label), data="", method=method, label=f.label,
+            setting=f.setting, setting_index=setting_index, seeds=0, test_mean=None, test_se=None,
+            val_best_mean=None, val_best_se=None, rollouts_mean=0.0, rollouts_used_mean=0.0, cost_usd_mean=0.0,
+            wall_time_s_mean=0.0, commit=None, n_tasks=0, n_seeds=0, failed_seeds=len(seeds_failed),
+            failure=f.reason))
     return rows
+
+
+def headline(results: Sequence[CellResult | Mapping[str, Any]]) -> list[Headline]:
+    """Per (harness, setting): the table's headline method (full RASO; RASI in an init table) against the
+    strongest baseline (the method using no part of RASO with the best mean test score), as a paired difference
+    with its bootstrap interval (the same computation as every other difference)."""
+    groups: dict[tuple[str, int], dict[str, list[CellResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in _typed(results):
+        groups[(r.harness, r.setting_index)][r.method].append(r)
+    out = []
+    for (harness, setting_index), methods in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        target = next((m for m in HEADLINE_METHODS if m in methods), None)
+        means = {m: statistics.fmean(c.test_mean for c in cells if c.test_mean is not None)
+                 for m, cells in methods.items() if is_baseline(m) and any(c.test_mean is not None for c in cells)}
+        if target is None or not means:
+            continue
+        strongest = max(sorted(means), key=lambda m: means[m])
+        diff = paired_difference(methods[target], methods[strongest], strongest)
+        if diff is None:
+            continue
+        first = methods[target][0]
+        out.append(Headline(harness=harness, harness_label=first.harness_label, setting=first.setting_label,
+                            setting_index=setting_index, method=target, label=first.label, baseline=strongest,
+                            baseline_label=methods[strongest][0].label, mean=diff.mean, low=diff.low,
+                            high=diff.high, excludes_zero=diff.excludes_zero, tasks=diff.tasks, seeds=diff.seeds))
+    return out
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -132,13 +222,27 @@ def score_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
                 continue
             label = next(c.label for c in cells if c)
             line = ([next(c.setting for c in cells if c)] if sweep else []) + [label]
-            line += [f"{fmt(c.test_mean, c.test_se)} (n={c.n_tasks}×{c.n_seeds})" if c else "–"
-                     for c in cells]
+            line += [score_cell(c) for c in cells]
             if len(harnesses) > 1:
                 means = [c.test_mean for c in cells if c and c.test_mean is not None]
                 line.append(f"{statistics.fmean(means) * 100:.2f}" if len(means) == len(harnesses) else "–")
             body.append(line)
     return _markdown(header, body)
+
+
+def score_cell(row: TableRow | None) -> str:
+    """A score cell: mean ± s.e. (n = tasks × seeds), the most rollouts any seed's update ran against its budget,
+    and failed seeds; a row whose every seed failed says so with the reason."""
+    if row is None:
+        return "–"
+    if row.seeds == 0:
+        return f"**failed** ({row.failed_seeds} seed(s)): {row.failure}"
+    text = f"{fmt(row.test_mean, row.test_se)} (n={row.n_tasks}×{row.n_seeds})"
+    if row.budget_rollouts:
+        text += f"; rollouts {row.rollouts_used_max}/{row.budget_rollouts}"
+    if row.failed_seeds:
+        text += f"; **{row.failed_seeds} seed(s) failed**"
+    return text
 
 
 def difference_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
@@ -147,11 +251,26 @@ def difference_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
     shown = [r for r in rows if r.diff_mean is not None]
     if not shown:
         return ""
-    header = ["Method", "Harness", f"Δ vs {shown[0].reference} (points) [95 % CI]", "n (tasks × seeds)"]
-    body = [[r.label + (f" ({r.setting})" if len(config.settings) > 1 else ""), r.harness_label,
+    sweep = len(config.settings) > 1
+    reference = shown[0].reference + (f" ({shown[0].reference_setting})" if sweep and shown[0].reference_setting
+                                      and config.reference_setting is not None else "")
+    header = ["Method", "Harness", f"Δ vs {reference} (points) [95 % CI]", "n (tasks × seeds)"]
+    body = [[r.label + (f" ({r.setting})" if sweep else ""), r.harness_label,
              f"{r.diff_mean * 100:+.2f} [{r.diff_low * 100:+.2f}, {r.diff_high * 100:+.2f}]"
              + ("*" if r.diff_excludes_zero else ""),
-             f"{r.diff_n // max(r.n_seeds, 1)} × {r.n_seeds}"] for r in shown]
+             f"{r.diff_tasks} × {r.diff_seeds}"] for r in shown if r.diff_low is not None and r.diff_high is not None]
+    return _markdown(header, body)
+
+
+def headline_table(config: ExperimentConfig, lines: list[Headline]) -> str:
+    """The headline per harness: RASO minus the strongest baseline, with its interval; "" when the table has
+    no headline method or no baseline."""
+    if not lines:
+        return ""
+    header = ["Method", "Strongest baseline", "Harness", "Δ (points) [95 % CI]", "n (tasks × seeds)"]
+    body = [[h.label, h.baseline_label, h.harness_label + (f" ({h.setting})" if len(config.settings) > 1 else ""),
+             f"{h.mean * 100:+.2f} [{h.low * 100:+.2f}, {h.high * 100:+.2f}]" + ("*" if h.excludes_zero else ""),
+             f"{h.tasks} × {h.seeds}"] for h in lines]
     return _markdown(header, body)
 
 
@@ -159,13 +278,17 @@ def cost_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
     """Per method and harness: the headline cost of producing the skill (init + update: USD and tokens), then each
     stage, the test evaluation in its own column (means over seeds)."""
     header = ["Method", "Harness", "Rollouts", "USD (init + update)", "Tokens (init + update)", "USD init",
-              "USD update", "Tokens init", "Tokens update", "USD test", "Tokens test"]
+              "USD update", "Tokens init", "Tokens update", "USD test", "Tokens test", "Rollouts used / budget"]
+    failed = [[r.label + (f" ({r.setting})" if len(config.settings) > 1 else ""), r.harness_label,
+               f"**failed** ({r.failed_seeds} seed(s)): {r.failure}"] + ["–"] * (len(header) - 3)
+              for r in rows if r.seeds == 0]
     body = [[r.label + (f" ({r.setting})" if len(config.settings) > 1 else ""), r.harness_label,
              f"{r.rollouts_mean:.0f}", f"{r.init_cost_usd + r.update_cost_usd:.4f}",
              f"{r.init_tokens + r.update_tokens:.0f}", f"{r.init_cost_usd:.4f}",
              f"{r.update_cost_usd:.4f}", f"{r.init_tokens:.0f}", f"{r.update_tokens:.0f}",
-             f"{r.test_cost_usd:.4f}", f"{r.test_tokens:.0f}"] for r in rows]
-    return _markdown(header, body)
+             f"{r.test_cost_usd:.4f}", f"{r.test_tokens:.0f}",
+             f"{r.rollouts_used_max}/{r.budget_rollouts}" if r.budget_rollouts else "–"] for r in rows if r.seeds]
+    return _markdown(header, body + failed)
 
 
 def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path: Path, *, log: bool) -> Path:
@@ -237,25 +360,33 @@ def _plot_curves(config: ExperimentConfig, results: list[CellResult], path: Path
     return path
 
 
-def table_result(config: ExperimentConfig, results: Sequence[CellResult | Mapping[str, Any]]) -> TableResult:
-    """The table as data: its rows, the data each harness ran on, which harnesses ran on demo data."""
+def table_result(config: ExperimentConfig, results: Sequence[CellResult | Mapping[str, Any]],
+                 failures: Sequence[Mapping[str, Any] | FailedCell] | None = None) -> TableResult:
+    """The table as data: its rows (failed cells as rows marked failed), the headline, the data each harness ran
+    on, which harnesses ran on demo data."""
     typed = _typed(results)
     data = {r.harness: r.data for r in typed}
-    return TableResult(name=config.name, table=config.table, model=config.model, rows=aggregate(typed), data=data,
+    rows = aggregate(typed, reference=config.reference, reference_setting=config.reference_setting,
+                     failures=failures)
+    return TableResult(name=config.name, table=config.table, model=config.model, rows=rows, data=data,
                        demo_harnesses=sorted({r.harness for r in typed if r.demo_data}),
-                       commits=sorted({str(r.git.commit) for r in typed}))
+                       commits=sorted({str(r.git.commit) for r in typed}), headline=headline(typed))
 
 
 def notes_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
-    """Per row with something to say: how often its update produced no candidate, its init's share of
+    """Per row with something to say: whether its optimizer produced nothing at all (the reported skill is s0),
+    how often its update produced no candidate, its init's share of
     requirements with a supported lesson, how many of its s0 came from the assembled fallback; "" if none."""
-    shown = [r for r in rows if r.no_candidate_note or r.supported_share_mean is not None or r.assembled_fallbacks]
+    shown = [r for r in rows if r.no_candidate_note or r.supported_share_mean is not None or r.assembled_fallbacks
+             or r.produced_nothing_seeds]
     if not shown:
         return ""
     header = ["Method", "Harness", "Update proposals", "Supported lessons (share of requirements)",
               "s0 from the assembled fallback"]
     body = [[r.label + (f" ({r.setting})" if len(config.settings) > 1 else ""), r.harness_label,
-             r.no_candidate_note or "–",
+             "; ".join(filter(None, [
+                 f"**optimizer produced nothing** in {r.produced_nothing_seeds} of {r.seeds} seed(s): the reported "
+                 "skill is s0" if r.produced_nothing_seeds else "", r.no_candidate_note])) or "–",
              f"{r.supported_share_mean:.0%}" if r.supported_share_mean is not None else "–",
              f"{r.assembled_fallbacks} of {r.seeds}"] for r in shown]
     return _markdown(header, body)
@@ -271,13 +402,15 @@ def data_lines(table: TableResult) -> str:
     return "\n".join(lines)
 
 
-def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mapping[str, Any]]) -> dict[str, Path]:
+def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mapping[str, Any]],
+                 failures: Sequence[Mapping[str, Any] | FailedCell] | None = None) -> dict[str, Path]:
     """Write <table>.csv, <table>.md, <table>.json (TableResult), cells.csv, per_task.csv, cost.md and the
-    table's PNGs; return their paths."""
+    table's PNGs; return their paths. `failures` (failures.json's entries) become rows marked failed."""
     root = config.results_root
     root.mkdir(parents=True, exist_ok=True)
     typed = _typed(results)
-    table = table_result(config, typed)
+    failed = failed_cells(failures)
+    table = table_result(config, typed, failed)
     rows = table.rows
     out: dict[str, Path] = {}
     out["csv"] = atomic_write_text(root / f"{config.table}.csv", _csv([r.to_dict() for r in rows]))
@@ -292,10 +425,17 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
                 for r in typed for t in r.test_per_task]
     out["per_task"] = atomic_write_text(root / "per_task.csv", _csv(per_task))
     seeds = sorted({r.seed for r in typed})
-    footer = (f"\n\nTest score (%), mean ± standard error over seeds {seeds}, n = test tasks × seeds; config "
+    footer = (f"\n\nTest score (%), mean ± standard error over seeds {seeds}, n = test tasks × seeds; \"rollouts "
+              "U/B\": the most rollouts any seed's update ran (U, s0's val evaluation included) against its budget "
+              f"(B); config "
               f"`{config.name}` ({config.table}); model `{config.model}`; commit(s) "
               f"{', '.join(c[:10] for c in table.commits)}.\n\nData:\n{data_lines(table)}\n")
     main = cost_table(config, rows) if config.table == "cost" else score_table(config, rows)
+    headlines = headline_table(config, table.headline)
+    if headlines:
+        footer += (f"\nHeadline: {table.headline[0].label} minus the strongest baseline (the method "
+                   "using no part of RASO with the best mean test score), paired over test tasks and seeds, 95 % "
+                   f"bootstrap interval; * marks an interval that excludes 0.\n\n{headlines}\n")
     differences = difference_table(config, rows)
     if differences:
         footer += (f"\nPaired difference from the reference, 95 % bootstrap interval over test tasks and seeds "
@@ -303,17 +443,21 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
     notes = notes_table(config, rows)
     if notes:
         footer += f"\nNotes per row:\n\n{notes}\n"
+    if failed:
+        footer += "\nFailed cells (not in the scores; rerun the experiment to retry them):\n\n" + "\n".join(
+            f"- {f.label} · {f.harness_label} · {f.setting} · seed {f.seed}: {f.reason}" for f in failed) + "\n"
     out["markdown"] = atomic_write_text(root / f"{config.table}.md", f"# {config.name}\n\n{main}{footer}")
     out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows)}\n")
-    if rows and config.table == "k_sweep":
-        out["plot"] = _plot_sweep(config, rows, "retrieval.k", root / "k_sweep.png", log=False)
-    elif rows and config.table == "corpus_fraction":
-        out["plot"] = _plot_sweep(config, rows, "corpus_fraction", root / "corpus_fraction.png", log=True)
+    scored = [r for r in rows if r.seeds]  # a row whose every seed failed has no point to plot
+    if scored and config.table == "k_sweep":
+        out["plot"] = _plot_sweep(config, scored, "retrieval.k", root / "k_sweep.png", log=False)
+    elif scored and config.table == "corpus_fraction":
+        out["plot"] = _plot_sweep(config, scored, "corpus_fraction", root / "corpus_fraction.png", log=True)
     curves = _plot_curves(config, typed, root / "curves.png")
     if curves is not None:
         out["curves"] = curves
     return out
 
 
-__all__ = ["aggregate", "cost_table", "data_lines", "difference_table", "fmt", "mean_se", "notes_table", "score_table",
-           "table_result", "write_tables"]
+__all__ = ["FailedCell", "aggregate", "cost_table", "data_lines", "difference_table", "failed_cells", "fmt", "headline",
+           "headline_table", "mean_se", "notes_table", "score_cell", "score_table", "table_result", "write_tables"]

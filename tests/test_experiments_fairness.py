@@ -246,5 +246,86 @@ def test_cell_notes_name_the_data_the_failed_proposals_and_the_init_support(tmp_
     (tmp_path / "init.json").write_text(_json.dumps({"supported_share": 0.6, "assembled_fallback": True}))
     notes = cell_notes(CountingHarness(), checkpoint=tmp_path / "checkpoint.json", init_json=tmp_path / "init.json")
     assert notes == {"data": "toy tasks", "iterations": 2, "no_candidate": 1,
-                     "no_candidate_note": "no candidate: 1 of 2 iterations", "supported_share": 0.6,
-                     "assembled_fallback": True}
+                     "no_candidate_note": "no candidate: 1 of 2 iterations", "produced_nothing": False,
+                     "supported_share": 0.6, "assembled_fallback": True}
+
+
+# ---------------------------------------------------------------- GEPA within its budget, never silently idle (36)
+
+def _reflection_outage(error: Any) -> Any:
+    """The scripted optimizer, except that GEPA's reflection prompt raises `error()` (an endpoint that is down)."""
+    from test_experiments_support import optimizer_reply
+
+    from raso.llm.scripted import ScriptedModel
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        if "Provide the new instructions" in str(messages[-1].get("content")):
+            raise error()
+        return optimizer_reply(messages)
+
+    return ScriptedModel(reply, name="down-optimizer")
+
+
+def test_gepa_counts_a_candidates_validation_before_accepting_it_and_never_passes_the_budget(tmp_path: Path) -> None:
+    from experiments.baselines.gepa_baseline import validated_at
+
+    # gepa records a discovery count before the candidate's val run: found at 14, validated (3 tasks) at 17
+    done = validated_at([0, 14], [{"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0}])
+    assert done == [3, 17] and best_within_budget([0.0, 1.0], done, 16) == 0
+
+    agent_model, optimizer_model = scripted_models()
+    gw = _gateway(agent_model, optimizer_model)
+    harness = CountingHarness(n_tasks=6)
+    budget = 16  # s0 on val (3) + one iteration (3 + 3 + 3) leaves 4: gepa 0.1.4 alone starts another and ends at 26
+    outcome = run_gepa(harness, ExecutionAgent(gw, AgentConfig(role="agent")), gw, seed_skill=S0,
+                       train=harness.tasks("train"), val=harness.tasks("val"), budget_rollouts=budget,
+                       run_dir=tmp_path / "gepa", seed=1)
+    ran = list((tmp_path / "gepa" / "trajectories").glob("gepa*/*.json"))
+    assert outcome.rollouts_used == len(ran) <= budget
+    assert all(at <= budget for at in outcome.validated_at)  # every candidate reported was validated within it
+    assert outcome.validated_at[outcome.chosen] <= budget and outcome.best_val == 1.0
+    assert outcome.stop_reason.startswith("GEPA budget")
+    again = run_gepa(harness, ExecutionAgent(gw, AgentConfig(role="agent")), gw, seed_skill=S0,
+                     train=harness.tasks("train"), val=harness.tasks("val"), budget_rollouts=budget,
+                     run_dir=tmp_path / "gepa", seed=1)
+    assert again.rollouts_used == outcome.rollouts_used and again.val_scores == outcome.val_scores  # rerun: done
+
+
+def test_gepa_stops_at_once_when_its_optimizer_is_down(tmp_path: Path) -> None:
+    import litellm
+
+    from raso.engine import OptimizerUnavailableError
+
+    agent_model, _ = scripted_models()
+    optimizer_model = _reflection_outage(lambda: litellm.APIConnectionError(
+        message="connection refused", model="scripted", llm_provider="scripted"))
+    gw = _gateway(agent_model, optimizer_model)
+    harness = CountingHarness(n_tasks=6)
+    with pytest.raises(OptimizerUnavailableError, match="GEPA's reflection"):
+        run_gepa(harness, ExecutionAgent(gw, AgentConfig(role="agent")), gw, seed_skill=S0,
+                 train=harness.tasks("train"), val=harness.tasks("val"), budget_rollouts=40,
+                 run_dir=tmp_path / "gepa", seed=1)
+    ran = list((tmp_path / "gepa" / "trajectories").glob("gepa*/*.json"))
+    assert len(ran) == 3 + 3  # s0's validation and the one minibatch before the failed reflection, not 40
+
+
+def test_gepa_records_failed_reflections_and_the_table_says_it_produced_nothing(tmp_path: Path) -> None:
+    import litellm
+
+    from experiments.proposals import cell_notes, gepa_failures
+
+    agent_model, _ = scripted_models()
+    optimizer_model = _reflection_outage(lambda: litellm.ContextWindowExceededError(
+        message="prompt too long", model="scripted", llm_provider="scripted"))
+    gw = _gateway(agent_model, optimizer_model)
+    harness = CountingHarness(n_tasks=6)
+    outcome = run_gepa(harness, ExecutionAgent(gw, AgentConfig(role="agent")), gw, seed_skill=S0,
+                       train=harness.tasks("train"), val=harness.tasks("val"), budget_rollouts=12,
+                       run_dir=tmp_path / "gepa", seed=1)
+    assert outcome.candidates == 1 and outcome.reflection_calls >= 2
+    assert outcome.reflection_failures == outcome.reflection_calls
+    assert outcome.reflection_note.startswith(f"reflection failed: {outcome.reflection_calls} of "
+                                              f"{outcome.reflection_calls} iterations (LLMContextWindowError")
+    notes = cell_notes(harness, update_failures=gepa_failures(outcome.reflection_calls, outcome.reflection_failures,
+                                                              outcome.reflection_note))
+    assert notes["produced_nothing"] is True and notes["no_candidate_note"] == outcome.reflection_note

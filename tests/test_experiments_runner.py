@@ -60,7 +60,7 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     summary, agent, optimizer = _run(tmp_path, "init_table.yaml")
     root = Path(summary.results_dir)
     results = read_results(root)
-    assert summary.cells == len(results) == 4 * 3
+    assert summary.cells == len(results) == 5 * 3  # RASI also with the shipped two-stage retriever: its own row
     by = _by_method(results)
     assert [r.test_mean for r in by["none"]] == [0.0] * 3
     assert [r.test_mean for r in by["rfsi"]] == [0.0] * 3   # no lesson: the plain skill
@@ -81,7 +81,7 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     assert "| No skill | 0.00 ± 0.00 (n=" in table and "| RASI | 100.00 ± 0.00 (n=" in table
     assert table.index("No skill") < table.index("SkillRouter") < table.index("RFSI") < table.index("| RASI")
     rows = list(csv.DictReader((root / "per_task.csv").open()))
-    assert len(rows) == 12 * 6  # every cell's per-task rewards, for paired comparisons
+    assert len(rows) == 15 * 6  # every cell's per-task rewards, for paired comparisons
     # every result file carries the config and the commit
     assert all(r.config["name"] == "init_table" and r.git.commit is not None for r in results)
     # more seeds may join the table later; a changed budget or model may not mix into it
@@ -96,7 +96,7 @@ def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None
     root = Path(summary.results_dir)
     results = read_results(root)
     by = _by_method(results)
-    assert sorted(by) == ["gepa", "raso", "rasu", "rfsi", "rfsu", "textgrad"]
+    assert sorted(by) == ["gepa", "raso", "raso@two_stage", "rasu", "rfsi", "rfsu", "textgrad"]
     assert [r.test_mean for r in by["rfsi"]] == [0.0] * 3  # the shared s0 itself: the reference row
     assert "Δ vs rfsi" in (root / "update.md").read_text()
     updates = [r for r in results if r.method != "rfsi"]
@@ -107,7 +107,7 @@ def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None
     # one shared s0 file per seed for the four update methods, identical text
     for seed in (0, 1, 2):
         s0 = {(root / "cells" / r.cell / "s0.md").read_text() for r in results
-              if r.seed == seed and r.method != "raso"}
+              if r.seed == seed and not r.method.startswith("raso")}
         assert len(s0) == 1 and MARKER not in next(iter(s0))
     # identical budgets; no method spends more than it
     budgets = {r.budget_rollouts for r in updates}
@@ -123,13 +123,13 @@ def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None
     agent_calls, optimizer_calls = len(agent.calls), len(optimizer.calls)
     again = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
                                                                     optimize=TWO_EPOCHS))
-    assert (again.ran, again.skipped) == (0, 18)
+    assert (again.ran, again.skipped) == (0, 21)
     assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)
     cell = next(r for r in results if r.method == "rfsu")
     (root / "cells" / cell.cell / "result.json").unlink()
     third = run_experiment(CONFIGS / "update_table.yaml", overrides(tmp_path, agent, optimizer, seeds=[0, 1, 2],
                                                                     optimize=TWO_EPOCHS))
-    assert (third.ran, third.skipped) == (1, 17)
+    assert (third.ran, third.skipped) == (1, 20)
     assert (len(agent.calls), len(optimizer.calls)) == (agent_calls, optimizer_calls)  # replayed, not re-paid
     redone = json.loads((root / "cells" / cell.cell / "result.json").read_text())
     assert redone["test_per_task"] == [t.to_dict() for t in cell.test_per_task]
@@ -191,7 +191,7 @@ def test_cli_runs_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert code == 0, out
     summary = json.loads(out)
-    assert summary["cells"] == 4 and summary["failed"] == []
+    assert summary["cells"] == 5 and summary["failed"] == []
     assert (tmp_path / "out" / "init_table" / "init.md").exists()
 
 

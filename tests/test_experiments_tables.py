@@ -47,7 +47,7 @@ def test_score_table_has_methods_down_harnesses_across(tmp_path: Path) -> None:
 
 def test_sweep_table_and_cost_table(tmp_path: Path) -> None:
     config = load_experiment(CONFIGS / "k_sweep.yaml", {"harnesses": ["spreadsheet"], "results_dir": str(tmp_path),
-                                                        "settings": [{"k": 1}, {"k": 3}]})
+                                                        "settings": [{"k": 1}, {"k": 3}], "reference_setting": 0})
     results = [_result("raso", "RASO (RASI + RASU)", s, t, setting=i, cost=0.5)
                for i, t in enumerate([0.2, 0.6]) for s in range(3)]
     rows = aggregate(results)
@@ -58,5 +58,44 @@ def test_sweep_table_and_cost_table(tmp_path: Path) -> None:
     cost = cost_table(config, rows).splitlines()
     # the headline is init + update (USD, tokens); the test evaluation has its own column
     assert cost[0].split(" | ")[3:5] == ["USD (init + update)", "Tokens (init + update)"]
-    assert cost[2].split(" | ")[2:11] == ["6", "1.0000", "30", "0.5000", "0.5000", "15", "15", "0.5000", "15 |"]
+    # the last column: rollouts used / budget ("–" without an update budget)
+    assert cost[2].split(" | ")[2:12] == ["6", "1.0000", "30", "0.5000", "0.5000", "15", "15", "0.5000", "15", "– |"]
     assert write_tables(config, results)["plot"].read_bytes().startswith(b"\x89PNG")
+
+
+def test_cells_show_rollouts_used_beside_the_budget_and_failed_cells_are_rows(tmp_path: Path) -> None:
+    config = load_experiment(CONFIGS / "update_table.yaml", {"harnesses": ["spreadsheet"],
+                                                             "results_dir": str(tmp_path), "seeds": [0, 1]})
+    results = [{**_result("gepa", "GEPA", s, 0.5), "rollouts_used": used, "budget_rollouts": 16}
+               for s, used in ((0, 14), (1, 16))]
+    results += [{**_result("rasu", "RASU", 0, 0.75), "rollouts_used": 10, "budget_rollouts": 16}]
+    cell = {"harness": {"name": "spreadsheet"}, "seed": 1, "setting": {}, "setting_index": 0}
+    failures = [{"cell": {**cell, "method": {"name": "raso", "init": "rasi", "update": "rasu"}},
+                 "error": "OptimizerUnavailableError: the optimizer model could not be used | 503"},
+                {"cell": {**cell, "method": {"name": "rasu", "init": "rfsi", "update": "rasu"}},
+                 "error": "InfrastructureError: 3 of 3 rollouts got no agent result"}]
+    text = write_tables(config, results, failures)["markdown"].read_text()
+    assert "| GEPA | 50.00 ± 0.00 (n=1×2); rollouts 16/16 |" in text
+    assert "| RASU | 75.00 (n=1×1); rollouts 10/16; **1 seed(s) failed** |" in text
+    # a method whose every seed failed is a row marked failed, with its reason (no `|` to split the row)
+    assert ("| RASO (RASI + RASU) | **failed** (1 seed(s)): OptimizerUnavailableError: the optimizer model could "
+            "not be used / 503 |") in text
+    assert "- RASU · spreadsheet · default · seed 1: InfrastructureError: 3 of 3 rollouts got no agent result" in text
+    rows = {r.method: r for r in aggregate(results, failures=failures)}
+    assert rows["raso"].seeds == 0 and rows["raso"].failed_seeds == 1 and rows["rasu"].failed_seeds == 1
+
+
+def test_a_cell_whose_optimizer_produced_nothing_says_so(tmp_path: Path) -> None:
+    config = load_experiment(CONFIGS / "update_table.yaml", {"harnesses": ["spreadsheet"],
+                                                             "results_dir": str(tmp_path), "seeds": [0]})
+    idle = {"iterations": 4, "no_candidate": 4, "no_candidate_note": "reflection failed: 4 of 4 iterations (x)",
+            "produced_nothing": True}
+    results = [{**_result("gepa", "GEPA", 0, 0.5), "notes": idle},
+               {**_result("rfsu", "RFSU", 0, 0.5), "notes": {**idle, "no_candidate_note": "no candidate: 4 of 4 "
+                                                              "iterations"}},
+               _result("rasu", "RASU", 0, 0.75)]
+    text = write_tables(config, results)["markdown"].read_text()
+    for label, what in (("GEPA", "reflection failed"), ("RFSU", "no candidate")):  # every method alike
+        assert (f"| {label} | spreadsheet | **optimizer produced nothing** in 1 of 1 seed(s): the reported skill is "
+                f"s0; {what}: 4 of 4 iterations in 1 of 1 seed(s) |") in text
+    assert "| RASU | spreadsheet |" not in text.split("Notes per row:")[1]

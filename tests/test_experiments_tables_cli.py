@@ -41,7 +41,7 @@ def test_dry_run_gives_the_papers_rollout_counts(tmp_path: Path, benchmark: str)
         rollout_convention=CONVENTION[benchmark]))
     plan = plan_experiment(config)
     by_method = {c.method: c for c in plan.cells}
-    assert set(by_method) == {"rfsi", "textgrad", "gepa", "rfsu", "rasu", "raso"}
+    assert set(by_method) == {"rfsi", "textgrad", "gepa", "rfsu", "rasu", "raso", "raso@two_stage"}
     assert PAPER_TABLE10[benchmark][:2] == (train, val)
     for method in ("textgrad", "rfsu", "rasu", "raso"):
         cell = by_method[method]
@@ -64,7 +64,7 @@ def test_table_command_dry_run_prints_cells_and_calls_no_model(tmp_path: Path,
                  "--harness-arg", "SizedHarness.val=3", "--seeds", "0,1", "--results-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "12 cell(s)" in out and "DEMO DATA" in out and "demo data (toy counting games)" in out
+    assert "14 cell(s)" in out and "DEMO DATA" in out and "demo data (toy counting games)" in out  # 7 methods x 2
     assert f"{SIZED}-" in out and "/textgrad/s0_seed1 |" in out and "| 6/3/2 |" in out
     assert "estimated total:" in out
     assert agent.calls == [] and optimizer.calls == [] and not (tmp_path / "update_table").exists()
@@ -179,3 +179,71 @@ def test_corpus_fraction_keeps_the_blocklists_of_a_shared_corpus_index(shared_co
     assert record["skills"] == max(1, round(0.01 * record["of_skills"])) and record["of_skills"] > 10
     # the leakage guard, which refused the subsample before it kept the blocklists, lets it through
     check_index_blocklist(cfg.updated({"retrieval.index": str(sub)}), load_harness("spreadsheet"))
+
+
+# ---------------------------------------------------------------- issue 36: retriever, s0 keys, rollouts in tables
+
+def test_every_paper_config_states_the_papers_retriever_and_the_default_is_its_own_row(tmp_path: Path) -> None:
+    from experiments.cells import cell_optimize_config
+    from experiments.config import expand_cells
+
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        config = load_experiment(path, {"harnesses": ["raso.testing.toy:CountingHarness"], "seeds": [0],
+                                        "results_dir": str(tmp_path)})
+        for cell in expand_cells(config):
+            retrieval = cell_optimize_config(config, cell).retrieval
+            if cell.method.retriever is not None:  # the shipped default, as a labelled row of its own
+                assert retrieval.kind == cell.method.retriever == "two_stage", path.name
+                assert cell.method.label.endswith("[two-stage retriever]")
+            else:  # the paper's section BM25 (no per-skill cap), K = 5 unless the sweep sets K
+                assert retrieval.kind == "bm25", (path.name, cell.method.name)
+                assert retrieval.k == cell.setting.get("retrieval.k", 5), path.name
+    methods = {name: load_experiment(CONFIGS / f"{name}.yaml").methods for name in ("init_table", "update_table")}
+    assert "rasi@two_stage" in methods["init_table"] and "raso@two_stage" in methods["update_table"]
+    with pytest.raises(ConfigError, match="retrieves nothing"):
+        load_experiment(CONFIGS / "update_table.yaml", {"methods": ["gepa@two_stage"]})
+
+
+def test_s0_and_the_decomposition_are_not_reused_across_models(tmp_path: Path) -> None:
+    from test_experiments_support import optimizer_reply
+
+    from experiments.artifacts import SharedArtifacts
+    from raso.engine.config import validate
+    from raso.llm.scripted import ScriptedModel
+    from raso.testing import CountingHarness
+
+    agent, first = scripted_models()
+    second = ScriptedModel(optimizer_reply, name="exp-optimizer-2")
+    harness = CountingHarness(n_tasks=6)
+    shared = SharedArtifacts(tmp_path / "shared")
+
+    def s0(optimizer: ScriptedModel) -> Path:
+        cfg = validate({"harness": "raso.testing.toy:CountingHarness",
+                        "models": {"target": agent.model, "optimizer": optimizer.model},
+                        "init": {"num_requirements": 2}, "retrieval": {"k": 2}}, "test")
+        return shared.initial_skill(harness, "toy", cfg, init="rasi", seed=0)
+
+    made_by_first = s0(first)
+    assert s0(first) == made_by_first and first.calls  # the same models: reused
+    made_by_second = s0(second)
+    assert made_by_second != made_by_first  # another optimizer: its own s0 and decomposition, made by it
+    assert calls_matching(second, '"requirements": {') == 1 and calls_matching(second, '"lesson": {') >= 1
+    decompositions = sorted((tmp_path / "shared" / "toy" / "seed0").glob("decomposition-*"))
+    assert len(decompositions) == 2
+
+
+def test_a_toy_update_table_shows_every_methods_rollouts_within_its_budget(tmp_path: Path) -> None:
+    import re
+
+    agent, optimizer = scripted_models()
+    summary = run_experiment(CONFIGS / "update_table.yaml", overrides(
+        tmp_path, agent, optimizer, seeds=[0], jobs=1, budget_rollouts=15,
+        methods=["rfsi", "textgrad", "gepa", "rfsu", "rasu", "raso"], optimize={**SMALL_OPTIONS, "epochs": 3}))
+    assert summary.failed == []
+    table = (Path(summary.results_dir) / "update.md").read_text()
+    shown = {label: (int(used), int(budget)) for label, used, budget in
+             re.findall(r"^\| ([^|]+?) \| [^|]*; rollouts (\d+)/(\d+)", table, flags=re.MULTILINE)}
+    assert set(shown) == {"TextGrad", "GEPA", "RFSU", "RASU", "RASO (RASI + RASU)"}
+    assert all(used <= budget for used, budget in shown.values()), shown
+    for result in read_results(Path(summary.results_dir)):
+        assert result.rollouts_used <= result.budget_rollouts or result.method == "rfsi"

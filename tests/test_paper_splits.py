@@ -89,3 +89,23 @@ def test_every_harness_names_its_data(shared_envdata):
     assert WebShopHarness().data_label().startswith("demo data")
     data = shared_envdata / "alfworld"
     assert AlfworldHarness(data_dir=data).data_label() == f"default split of {data}"
+
+
+def test_a_path_to_the_shipped_data_is_labelled_demo_however_it_is_spelt(tmp_path, monkeypatch):
+    import shutil
+
+    from harnesses.officeqa.loader import PACKAGED_DATA_DIR as OFFICEQA_DATA
+    from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR as SPREADSHEET_DATA
+    from harnesses.webshop.catalog import DATA_DIR as WEBSHOP_DATA
+
+    monkeypatch.chdir(OFFICEQA_DATA.parent)  # a relative data_dir, as a config file would give it
+    assert OfficeQAHarness(data_dir="data").data_label().startswith("demo data")
+    monkeypatch.chdir(SPREADSHEET_DATA.parent)
+    assert SpreadsheetHarness(data_dir="./data", recalc="none").data_label().startswith("demo data")
+    assert WebShopHarness(data_dir=WEBSHOP_DATA).data_label().startswith("demo data")
+    # other files are not the demo; WebShop's "paper" split is a seeded rule at the paper's sizes, and says so
+    copy = shutil.copytree(WEBSHOP_DATA, tmp_path / "webshop")
+    own = WebShopHarness(data_dir=copy)
+    assert own.data_label() == f"default split of {copy.resolve()}"
+    own.split = "paper"  # (the paper split itself refuses a catalog this small; only its label is checked here)
+    assert own.data_label() == f"paper-size seeded split of {copy.resolve()} (the paper's sizes, not its task ids)"

@@ -232,7 +232,7 @@ def test_experiment_page_has_cis_paired_differences_and_cell_links(run_dir: Path
     low, high = t_interval([100 / 3, 0.0])
     assert "16.67 ± 16.67" in text and f"[{low:.2f}, {high:.2f}]" in text
     # per task, seeds averaged: RFSI t1 0, t2 50, t3 0; RASO t1 100, t2 100, t3 50 -> diffs 100, 50, 50
-    assert "+66.67 ± 16.67" in text and "3 / 0 / 0" in text
+    assert "3 / 0 / 0" in text
     assert 'href="cells/toy/raso/s0_seed0/run/report.html"' in page
     assert page.count("run report</a>") == 1 and HOSTILE in text
 
@@ -352,3 +352,32 @@ def test_a_candidate_identical_to_its_parent_shows_as_not_evaluated(tmp_path: Pa
     row = lineage[lineage.index('<tr class="not-evaluated">'):]
     cells = [" ".join(c.split()) for c in audit(row[:row.index("</tr>")]).text if c.strip()]
     assert cells[4:10] == ["-", f"{d['current_val']:.3f}", "(stored)", "-", "-", "-"]
+
+
+def test_the_experiment_page_pairs_like_the_markdown_and_carries_the_demo_banner(tmp_path: Path) -> None:
+    from experiments.html_report import build_experiment_html
+    from experiments.runner import read_results
+    from experiments.stats import paired_difference
+
+    root = _experiment(tmp_path / "exp")
+    cells = read_results(root)
+    expected = paired_difference([c for c in cells if c.method == "raso"], [c for c in cells if c.method == "rfsi"],
+                                 "rfsi")
+    text = " ".join("".join(audit(build_experiment_html(root)).text).split())
+    # the paired row: the markdown's bootstrap over tasks and seeds (not a t-interval over seed-averaged tasks)
+    assert f"3 × 2 {expected.mean * 100:+.2f} [{expected.low * 100:+.2f}, {expected.high * 100:+.2f}]" in text
+    assert "Demo data, not the benchmark" not in text
+    # the headline (RASO vs the strongest baseline, here RFSI) with the same interval
+    assert (f"{HOSTILE}RFSIToy {expected.mean * 100:+.2f}[{expected.low * 100:+.2f}, {expected.high * 100:+.2f}]"
+            "3 × 2") in text
+    for path in (root / "cells").glob("**/result.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "demo_data": True, "data": "demo data (toy)"}))
+    text = " ".join("".join(audit(build_experiment_html(root)).text).split())
+    assert "Demo data, not the benchmark: Toy ran on the small data shipped with raso" in text
+    # a failed cell is a row marked failed in the score table (one column per harness), and listed with its reason
+    cell = {"harness": {"name": "toy"}, "seed": 0, "setting": {}, "setting_index": 0,
+            "method": {"name": "gepa", "init": "rfsi", "update": "gepa"}}
+    (root / "failures.json").write_text(json.dumps([{"cell": cell, "error": "OptimizerUnavailableError: down"}]))
+    text = " ".join("".join(audit(build_experiment_html(root)).text).split())
+    assert text.count("GEPAfailed (1 seed(s)): OptimizerUnavailableError: down Headline") == 1
+    assert "Failed cellsGEPA · toy · default · seed 0: OptimizerUnavailableError: down" in text

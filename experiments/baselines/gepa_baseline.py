@@ -10,10 +10,17 @@ each rollout in the reflective dataset is rendered within the same per-trajector
 (`PromptLimits.trajectory_chars_each`).
 
 Budget: GEPA counts metric calls (= rollouts here) and gets the cell's whole rollout budget as `max_metric_calls`.
-It checks that stopper only between iterations, so its last iteration can run past the budget (gepa 0.1.4); the
-reported candidate is therefore the best (by val score) among those *discovered within the budget*
-(`discovery_eval_counts` <= budget), so no method gets more rollouts than another. The adapter counts the rollouts
-it really ran and the cell reports that count too.
+It checks that stopper only between iterations, and it records a candidate's discovery count *before* that
+candidate's validation run (gepa 0.1.4, core/engine.py), so on its own its last iteration runs past the budget and
+a candidate validated past it looks found within it. The adapter therefore refuses any evaluation that would pass
+the budget (`GEPABudgetReached`): GEPA stops there, and the result is read from the state GEPA saved at the start
+of that iteration, so every candidate in it was validated within the budget. The reported candidate is the best
+(by val score) among those whose validation *ended* within the budget (`best_within_budget`), and the adapter's
+count of the rollouts it really ran (never more than the budget) is what the cell reports.
+Reflection: gepa catches a failed reflection call and goes on to the next iteration (reflective_mutation.py), so an
+unreachable optimizer would spend the whole budget on minibatches and return the seed with no word. The reflection
+model here records every call and failure (`ReflectionLog`: "reflection failed: N of M"); an unreachable or
+unauthorised optimizer stops GEPA at once and the run raises OptimizerUnavailableError, as the engine's methods do.
 Infrastructure: a rollout that got no agent result (`not rollout.counts`: an outage, an unusable model, the USD
 budget) is never scored as 0: the adapter raises InfrastructureError, nothing of that evaluation enters GEPA's
 state, and the next run resumes.
@@ -23,6 +30,7 @@ directory again; the rollout count includes those of an interrupted iteration (t
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,15 +38,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from raso.engine.errors import InfrastructureError, ModelUnusableError
+from raso.engine.errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
+from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness, Rollout, RolloutRunner, Task
 from raso.llm import LLMGateway
+from raso.llm.errors import LLMAuthError, failure_kind
 from raso.optimizer.render import PromptLimits, limits_for
 from raso.skill import Skill
 
 from .common import rollout_feedback, score_feedback, skill_from_text, task_and_harness
 
 COMPONENT = "skill"
+REFLECTION_LOG = "reflection.json"  # the ReflectionLog's counts, beside GEPA's state
 
 #: GEPA's reflection instruction, preceded by T and H (`{context}`); `<curr_param>` and `<side_info>` are GEPA's
 #: placeholders (the current skill and the reflective dataset).
@@ -50,6 +61,10 @@ def reflection_template(task_description: str, harness_description: str, limits:
     return REFLECTION_TEMPLATE.replace("{context}", task_and_harness(task_description, harness_description, limits))
 
 
+class GEPABudgetReached(Exception):
+    """The adapter's refusal to run an evaluation that would pass the rollout budget; it ends the GEPA run."""
+
+
 class HarnessGEPAAdapter:
     """A GEPA adapter over a raso harness. It does not inherit gepa's GEPAAdapter protocol class (a Protocol),
     so it must say `propose_new_texts = None`: gepa 0.1.4 treats a missing attribute as "no custom proposer" only
@@ -58,8 +73,10 @@ class HarnessGEPAAdapter:
     propose_new_texts = None
 
     def __init__(self, harness: Harness, agent: RolloutRunner, *, seed_skill: Skill, workers: int = 2,
-                 trajectories_dir: Path | None = None, limits: PromptLimits | None = None) -> None:
+                 trajectories_dir: Path | None = None, limits: PromptLimits | None = None,
+                 budget: int | None = None) -> None:
         self.harness = harness
+        self.budget = budget  # rollouts this adapter may run in all (None: no limit of its own)
         self.limits = limits or PromptLimits()
         self.agent = agent
         self.seed_skill = seed_skill
@@ -69,6 +86,7 @@ class HarnessGEPAAdapter:
         done = sorted(trajectories_dir.glob("gepa[0-9]*")) if trajectories_dir is not None else []
         self._batches = len(done)
         self.rollouts_used = sum(len(list(d.glob("*.json"))) for d in done)
+        self._in_flight = 0
         self._lock = threading.Lock()
 
     def skill_of(self, candidate: Mapping[str, str]) -> Skill:
@@ -77,20 +95,31 @@ class HarnessGEPAAdapter:
     def evaluate(self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False) -> Any:
         from gepa import EvaluationBatch
 
-        from raso.agent.evaluate import evaluate
-
         with self._lock:
+            if self.budget is not None and self.rollouts_used + self._in_flight + len(batch) > self.budget:
+                raise GEPABudgetReached(f"{len(batch)} more rollouts would pass the budget of {self.budget} "
+                                        f"({self.rollouts_used} used)")
+            self._in_flight += len(batch)
             self._batches += 1
             index = self._batches
-        out_dir = self.trajectories_dir / f"gepa{index:04d}" if self.trajectories_dir is not None else None
-        result = evaluate(self.harness, self.agent, batch, skills=[self.skill_of(candidate)],
-                          max_workers=self.workers, trajectories_dir=out_dir)
+        try:
+            result = self._run(batch, candidate, index)
+        finally:
+            with self._lock:
+                self._in_flight -= len(batch)
         rollouts = list(result.rollouts)
         with self._lock:
             self.rollouts_used += len(rollouts)
         refuse_uncounted(rollouts)
         return EvaluationBatch(outputs=rollouts, scores=[r.reward for r in rollouts],
                                trajectories=rollouts if capture_traces else None)
+
+    def _run(self, batch: list[Task], candidate: dict[str, str], index: int) -> Any:
+        from raso.agent.evaluate import evaluate
+
+        out_dir = self.trajectories_dir / f"gepa{index:04d}" if self.trajectories_dir is not None else None
+        return evaluate(self.harness, self.agent, batch, skills=[self.skill_of(candidate)],
+                        max_workers=self.workers, trajectories_dir=out_dir)
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -113,25 +142,90 @@ def refuse_uncounted(rollouts: Sequence[Rollout]) -> None:
                "nothing was scored: rerun the experiment to resume GEPA from its saved state")
 
 
-def gateway_reflection_lm(gateway: LLMGateway, *, role: str = "optimizer",
-                          stage: str = "gepa.reflection") -> Callable[[str | list[dict[str, Any]]], str]:
-    """GEPA's LanguageModel protocol ((prompt | messages) -> text) over raso's gateway."""
+class ReflectionLog:
+    """Every reflection call of a GEPA run and how it ended. gepa swallows a failed reflection (that iteration
+    proposes nothing), so this log is how the run knows: `failures` of `calls` failed, `first_error` says why,
+    and `fatal` holds an error that means the optimizer cannot be used at all (unreachable, refused credentials,
+    the USD budget): GEPA is stopped at once (`should_stop`) instead of spending its budget on minibatches."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failures = 0
+        self.first_error: str | None = None
+        self.fatal: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path) -> "ReflectionLog":
+        """The counts a previous (interrupted) run of the same GEPA state saved, or a fresh log."""
+        log = cls()
+        if path.is_file():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            log.calls, log.failures, log.first_error = int(saved["calls"]), int(saved["failures"]), saved["first_error"]
+        return log
+
+    def save(self, path: Path) -> None:
+        atomic_write_json(path, {"calls": self.calls, "failures": self.failures, "first_error": self.first_error})
+
+    def record(self, error: BaseException | None) -> None:
+        with self._lock:
+            self.calls += 1
+            if error is None:
+                return
+            self.failures += 1
+            if self.first_error is None:
+                self.first_error = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+            if self.fatal is None and (failure_kind(error) in ("infrastructure", "unusable", "budget")
+                                       or isinstance(error, LLMAuthError)):
+                self.fatal = error
+
+    def should_stop(self, _state: Any = None) -> bool:
+        """GEPA's stopper protocol: stop once the optimizer is known to be unusable."""
+        return self.fatal is not None
+
+    @property
+    def note(self) -> str:
+        """ "reflection failed: N of M iterations (first error)" when any failed, else "". """
+        if not self.failures:
+            return ""
+        return f"reflection failed: {self.failures} of {self.calls} iterations ({self.first_error})"
+
+
+def gateway_reflection_lm(gateway: LLMGateway, *, role: str = "optimizer", stage: str = "gepa.reflection",
+                          log: ReflectionLog | None = None) -> Callable[[str | list[dict[str, Any]]], str]:
+    """GEPA's LanguageModel protocol ((prompt | messages) -> text) over raso's gateway; each call and its failure,
+    if any, is recorded in `log`."""
 
     def reflect(prompt: str | list[dict[str, Any]]) -> str:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-        return gateway.complete(role, messages, stage=stage).text
+        try:
+            text = gateway.complete(role, messages, stage=stage).text
+        except Exception as exc:
+            if log is not None:
+                log.record(exc)
+            raise  # gepa logs it and proposes nothing this iteration; `log` keeps the count
+        if log is not None:
+            log.record(None)
+        return text
 
     return reflect
 
 
-def best_within_budget(val_scores: Sequence[float], discovery_eval_counts: Sequence[int], budget: int) -> int:
-    """Index of the best-scoring candidate discovered within `budget` metric calls (the seed, index 0, always
-    is; ties go to the earlier one)."""
+def best_within_budget(val_scores: Sequence[float], validated_at: Sequence[int], budget: int) -> int:
+    """Index of the best-scoring candidate whose validation ended within `budget` metric calls (`validated_at`:
+    the metric calls spent once each candidate's val evaluation was done, not GEPA's discovery count, which is
+    taken before it). The seed, index 0, always counts; ties go to the earlier one."""
     best = 0
-    for index, (score, cost) in enumerate(zip(val_scores, discovery_eval_counts)):
+    for index, (score, cost) in enumerate(zip(val_scores, validated_at)):
         if cost <= budget and score > val_scores[best]:
             best = index
     return best
+
+
+def validated_at(discovery_eval_counts: Sequence[int], val_subscores: Sequence[Mapping[Any, float]]) -> list[int]:
+    """Per candidate, the metric calls spent once its val evaluation was done: GEPA's discovery count (taken before
+    that evaluation) plus the val tasks it scored (an upper bound when GEPA's cache served some of them)."""
+    return [int(found) + len(scores) for found, scores in zip(discovery_eval_counts, val_subscores)]
 
 
 class GEPAOutcome(BaseModel):
@@ -148,6 +242,11 @@ class GEPAOutcome(BaseModel):
     gepa_best: int = Field(default=0, description="GEPA's own best index (may have been found past the budget)")
     val_scores: list[float] = Field(default_factory=list, description="per candidate, in discovery order")
     discovery_eval_counts: list[int] = Field(default_factory=list, description="metric calls when each was found")
+    validated_at: list[int] = Field(default_factory=list, description="metric calls once each one's val run ended")
+    stop_reason: str = "GEPA budget"
+    reflection_calls: int = 0
+    reflection_failures: int = 0
+    reflection_note: str = Field(default="", description='"reflection failed: N of M iterations (...)" or ""')
 
 
 def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, seed_skill: Skill,
@@ -155,33 +254,64 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
              reflection_minibatch: int = 3, workers: int = 2) -> GEPAOutcome:
     """Optimize `seed_skill` with GEPA on `train`, selecting on `val`, within `budget_rollouts` rollouts."""
     import gepa
+    from gepa.core.result import GEPAResult
+    from gepa.core.state import GEPAState
 
+    if budget_rollouts < len(val):
+        raise ValueError(f"a GEPA budget of {budget_rollouts} rollouts cannot pay for the seed's validation on "
+                         f"{len(val)} val tasks")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     limits = limits_for(gateway)
     adapter = HarnessGEPAAdapter(harness, agent, seed_skill=seed_skill, workers=workers,
-                                 trajectories_dir=run_dir / "trajectories", limits=limits)
-    max_calls = budget_rollouts
-    result = gepa.optimize(
-        seed_candidate={COMPONENT: seed_skill.to_markdown()}, trainset=list(train), valset=list(val),
-        adapter=adapter, reflection_lm=gateway_reflection_lm(gateway), max_metric_calls=max_calls,
-        reflection_prompt_template=reflection_template(harness.task_description, harness.harness_description, limits),
-        reflection_minibatch_size=reflection_minibatch, run_dir=str(run_dir / "gepa_state"), seed=seed,
-        track_best_outputs=False, display_progress_bar=False,
-    )
+                                 trajectories_dir=run_dir / "trajectories", limits=limits, budget=budget_rollouts)
+    log = ReflectionLog.load(run_dir / REFLECTION_LOG)  # a resumed run keeps counting
+    state_dir = run_dir / "gepa_state"
+    stop_reason = "GEPA budget"
+    try:
+        result = gepa.optimize(
+            seed_candidate={COMPONENT: seed_skill.to_markdown()}, trainset=list(train), valset=list(val),
+            adapter=adapter, reflection_lm=gateway_reflection_lm(gateway, log=log), max_metric_calls=budget_rollouts,
+            stop_callbacks=[log.should_stop],
+            reflection_prompt_template=reflection_template(harness.task_description, harness.harness_description,
+                                                           limits),
+            reflection_minibatch_size=reflection_minibatch, run_dir=str(state_dir), seed=seed,
+            track_best_outputs=False, display_progress_bar=False,
+        )
+    except GEPABudgetReached:
+        log.save(run_dir / REFLECTION_LOG)
+        # the iteration that would have passed the budget is dropped; GEPA saved its state at that iteration's
+        # start, so every candidate in it was validated within the budget
+        result = GEPAResult.from_state(GEPAState.load(str(state_dir)), run_dir=str(state_dir), seed=seed)
+        stop_reason = "GEPA budget (the next evaluation would have passed it)"
+    except BaseException:
+        log.save(run_dir / REFLECTION_LOG)
+        raise
+    else:
+        log.save(run_dir / REFLECTION_LOG)
+    if log.fatal is not None:
+        if failure_kind(log.fatal) != "budget":
+            raise OptimizerUnavailableError(
+                f"the optimizer model could not be used for GEPA's reflection ({log.first_error}); GEPA stopped "
+                f"after {adapter.rollouts_used} rollouts and its state is saved: fix the cause and rerun the "
+                "experiment to resume it") from log.fatal
+        stop_reason = f"USD budget reached ({log.first_error})"
     # GEPAResult has no best_score in 0.1.4: the best candidate's score is val_aggregate_scores[best_idx].
     scores = [float(s) for s in result.val_aggregate_scores]
     found_at = [int(n) for n in result.discovery_eval_counts]
-    chosen = best_within_budget(scores, found_at, budget_rollouts) if scores else 0
+    done_at = validated_at(found_at, result.val_subscores)
+    chosen = best_within_budget(scores, done_at, budget_rollouts) if scores else 0
     best_skill = adapter.skill_of(result.candidates[chosen])
     return GEPAOutcome(
         best_skill=best_skill.to_markdown(), best_val=scores[chosen] if scores else None,
         initial_val=scores[0] if scores else None, candidates=len(result.candidates),
         rollouts_used=adapter.rollouts_used, gepa_metric_calls=result.total_metric_calls,
-        max_metric_calls=max_calls, chosen=chosen, gepa_best=int(result.best_idx), val_scores=scores,
-        discovery_eval_counts=found_at,
+        max_metric_calls=budget_rollouts, chosen=chosen, gepa_best=int(result.best_idx), val_scores=scores,
+        discovery_eval_counts=found_at, validated_at=done_at, stop_reason=stop_reason,
+        reflection_calls=log.calls, reflection_failures=log.failures, reflection_note=log.note,
     )
 
 
-__all__ = ["COMPONENT", "REFLECTION_TEMPLATE", "GEPAOutcome", "HarnessGEPAAdapter", "best_within_budget",
-           "gateway_reflection_lm", "reflection_template", "refuse_uncounted", "run_gepa"]
+__all__ = ["COMPONENT", "REFLECTION_TEMPLATE", "GEPABudgetReached", "GEPAOutcome", "HarnessGEPAAdapter", "ReflectionLog",
+           "best_within_budget", "gateway_reflection_lm", "reflection_template", "refuse_uncounted", "run_gepa",
+           "validated_at"]

@@ -49,7 +49,8 @@ class OfficeQAHarness(Harness, WorkspaceTasks):
                  page_chars: int = DEFAULT_PAGE_CHARS, search_k: int = 5, max_open_pages: int = 2,
                  max_observation_chars: int = 5000, index_cache_dir: str | Path | None = None,
                  cpu_seconds: int = 10, wall_seconds: float = 20.0, split: str = "default") -> None:
-        self.data_dir = Path(data_dir).expanduser() if data_dir is not None else PACKAGED_DATA_DIR
+        # resolved, so a relative or linked path to the shipped demo data is recognised (and labelled) as it
+        self.data_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else PACKAGED_DATA_DIR
         self.split = check_split_option(split)
         if self.split == "paper" and self.data_dir == PACKAGED_DATA_DIR:
             raise demo_refusal("officeqa", "OfficeQA Full (officeqa_full.csv and its Treasury Bulletin pages, "

@@ -55,7 +55,8 @@ class SpreadsheetHarness(Harness, WorkspaceTasks):
         if prompt_mode not in get_args(PromptMode):
             raise ValueError(f"unknown prompt_mode {prompt_mode!r}; choose one of {list(get_args(PromptMode))}")
         self.prompt_mode = prompt_mode
-        self.data_dir = Path(data_dir) if data_dir is not None else PACKAGED_DATA_DIR
+        # resolved, so a relative or linked path to the shipped demo data is recognised (and labelled) as it
+        self.data_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else PACKAGED_DATA_DIR
         self.split = check_split_option(split)
         if self.split == "paper" and self.data_dir == PACKAGED_DATA_DIR:
             raise demo_refusal("spreadsheet", "SpreadsheetBench Verified-400 (spreadsheetbench_verified_400.tar.gz "

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from harnesses.paper_splits import PAPER_SIZES, check_split_option, data_label, demo_refusal, sample_split
 from harnesses.webshop.action_space import webshop_action_is_valid, webshop_action_space
-from harnesses.webshop.catalog import Catalog, CatalogError, Goal
+from harnesses.webshop.catalog import SMALL_CATALOG, Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
 from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
@@ -106,6 +106,8 @@ class WebShopHarness(Harness):
             attributes_path = attributes_path or _find_one(folder, "items_ins_v2*.json")
             human_goals_path = human_goals_path or _find_one(folder, "items_human_ins*.json")
             reviews_path = reviews_path or _find_one(folder, "reviews*.json", required=False)
+        # the goal file, resolved: whether it is the small one shipped with raso decides the demo label
+        self.goals_file = Path(human_goals_path or SMALL_CATALOG["human_goals"]).expanduser().resolve()
         if products_path is None and attributes_path is None and human_goals_path is None:
             self.catalog = Catalog.small(seed=seed)
         elif products_path and attributes_path and human_goals_path:
@@ -152,9 +154,14 @@ class WebShopHarness(Harness):
         return self._splits
 
     def data_label(self) -> str:
-        if self.data_dir is None and len(self.catalog.goals) <= OFFICIAL_VAL_END:
+        """The shipped small catalog (however its path was given) is demo data. WebShop has no published
+        paper manifest: its "paper" split is the paper's sizes drawn by a seeded rule, and says so."""
+        if self.goals_file == SMALL_CATALOG["human_goals"].resolve():
             return "demo data (the small WebShop catalog shipped with raso)"
-        return data_label(self.split, self.data_dir or "the given WebShop files")
+        where = self.data_dir.expanduser().resolve() if self.data_dir is not None else self.goals_file.parent
+        if self.split == "paper":
+            return f"paper-size seeded split of {where} (the paper's sizes, not its task ids)"
+        return data_label(self.split, where)
 
     @staticmethod
     def _task(goal: Goal) -> Task:
