@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from corpus_tools.card import CARD_FILE, corpus_identity, corpus_record
+from corpus_tools.card import CARD_FILE, STARTER_NAME, corpus_identity, corpus_record
 from raso.engine.config import OptimizeConfig
 from raso.engine.replay import PersistentLedger, UnitGateway
 from raso.engine.run_dir import atomic_write_json
@@ -177,10 +177,13 @@ class SharedArtifacts:
                                                               "adapt": init != "rasi_raw"})
             ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").for_unit(f"seed{seed}/{init}")
             result = default_initializer(options, requirements=requirements).init(ctx)
-            corpus = corpus_record(cfg.retrieval.index) if init != "rfsi" else None
-            atomic_write_json(folder / "init.json", {**result.to_dict(), "retrieval": {**retrieval, "index": (
-                str(cfg.retrieval.index) if cfg.retrieval.index is not None else "starter corpus")} if retrieval else {},
-                "corpus": corpus, "decomposition": str(decomposition)})
+            recorded = dict(retrieval)
+            if recorded:  # the index by name ('starter corpus', never 'None'); the key above is left as it was
+                recorded["index"] = str(cfg.retrieval.index) if cfg.retrieval.index is not None else STARTER_NAME
+            atomic_write_json(folder / "init.json", {
+                **result.to_dict(), "retrieval": recorded,
+                "corpus": corpus_record(cfg.retrieval.index) if init != "rfsi" else None,
+                "decomposition": str(decomposition)})
             result.skill.save(path)  # last: its presence marks the artifact complete
         return path
 
