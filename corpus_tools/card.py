@@ -17,6 +17,8 @@ from typing import Any
 
 CARD_FILE = "corpus_card.json"
 STARTER_NAME = "starter corpus"
+#: How a result written before results named their corpus is labelled.
+CORPUS_NOT_RECORDED = "corpus not recorded (made before results named their corpus)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +84,21 @@ def corpus_identity(index_dir: str | Path | None) -> CorpusIdentity:
     digest = hashlib.sha256((directory / "meta.json").read_bytes()).hexdigest()
     return CorpusIdentity(name=directory.name, skills=_skill_count(directory), digest=digest,
                           path=str(directory.resolve()))
+
+
+def corpus_record(index_dir: str | Path | None) -> dict[str, Any]:
+    """`corpus_identity(index_dir).to_dict()` for a run or result to record; an index that cannot be read is
+    recorded by its path with the reason (recording never stops a run: loading the index does, where it is used)."""
+    try:
+        return corpus_identity(index_dir).to_dict()
+    except (OSError, ValueError, KeyError) as exc:
+        return {"name": str(index_dir), "error": f"{type(exc).__name__}: {exc}", "path": str(index_dir)}
+
+
+def record_label(record: dict[str, Any] | None) -> str:
+    """The one-line label of a recorded corpus (from `corpus_record`); `CORPUS_NOT_RECORDED` when there is none."""
+    if not record:
+        return CORPUS_NOT_RECORDED
+    if "error" in record:
+        return f"{record.get('name')} (unreadable when recorded: {record['error']})"
+    return CorpusIdentity.from_dict(record).label()

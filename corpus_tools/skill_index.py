@@ -38,7 +38,10 @@ from corpus_tools.index_build import (
 from corpus_tools.sections import Section
 from corpus_tools.tokenizer import tokenize
 
-SKILL_SCORINGS = ("bm25", "tfidf")
+SKILL_SCORINGS = ("bm25", "tfidf", "fused")
+#: "fused": each lexical score's best this many skills are pooled (min-max scaled, averaged; a skill the other
+#: score did not propose counts 0 there).
+FUSION_CANDIDATES = 100
 
 
 class SkillIndex:
@@ -91,9 +94,12 @@ class SkillIndex:
 
     def top(self, query: str, n: int, exclude_repos: Iterable[str] = (), exclude_skills: Iterable[str] = (),
             scoring: str = "bm25") -> tuple[np.ndarray, np.ndarray]:
-        """(skill documents, scores) of the best `n` skills for `query`, best first."""
+        """(skill documents, scores) of the best `n` skills for `query`, best first: by BM25, by TF-IDF (cosine,
+        sublinear tf), or `fused` (the mean of both, each min-max scaled over its own best FUSION_CANDIDATES)."""
         if scoring == "bm25":
             return self.index.top_k(query, n, exclude_repos, exclude_skills)
+        if scoring == "fused":
+            return self._fused(query, n, tuple(exclude_repos), tuple(exclude_skills))
         if scoring != "tfidf":
             raise ValueError(f"unknown skill scoring {scoring!r}; choose one of {', '.join(SKILL_SCORINGS)}")
         if self._tfidf is None:
@@ -112,6 +118,23 @@ class SkillIndex:
             cand, scores = shard._filter(cand, acc[cand], exclude_repos, exclude_skills)
             results.append(SectionIndex._select(cand, scores, n))
         return merge_top_k(results, self.offsets, n)
+
+
+    def _fused(self, query: str, n: int, exclude_repos: tuple[str, ...], exclude_skills: tuple[str, ...]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        pool = max(n, FUSION_CANDIDATES)
+        fused: dict[int, float] = {}
+        for scoring in ("bm25", "tfidf"):
+            docs, scores = self.top(query, pool, exclude_repos, exclude_skills, scoring)
+            scores = np.asarray(scores, dtype=np.float64)
+            if len(scores) == 0:
+                continue
+            span = scores.max() - scores.min()
+            scaled = (scores - scores.min()) / span if span > 0 else np.ones(len(scores))
+            for doc, value in zip(np.asarray(docs).tolist(), scaled.tolist()):
+                fused[doc] = fused.get(doc, 0.0) + value / 2
+        ranked = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:n]
+        return (np.asarray([d for d, _ in ranked], dtype=np.int64), np.asarray([v for _, v in ranked], dtype=np.float64))
 
 
 def section_scores(index: Any, query: str, docs: np.ndarray) -> np.ndarray:

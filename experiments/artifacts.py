@@ -1,6 +1,6 @@
 """What cells of one experiment share, built once and kept under <results>/<experiment>/shared/:
 
-* the section index (a seeded subsample of it for the corpus-fraction sweep);
+* the section index (nested seeded subsamples of it for the corpus-fraction sweep, each with a corpus card);
 * the requirement decomposition per (harness, seed): RFSI and RASI use the same pairs, so RFSI differs from RASI
   only in the lessons (the paper's control);
 * each initial skill s0 per (harness, seed, initialization, retrieval options): every update method of a row starts
@@ -21,12 +21,12 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus_tools.card import CARD_FILE, STARTER_NAME, corpus_identity, corpus_record
 from raso.engine.config import OptimizeConfig
 from raso.engine.replay import PersistentLedger, UnitGateway
 from raso.engine.run_dir import atomic_write_json
@@ -80,6 +80,12 @@ def check_fraction_index(index: str | Path | None) -> None:
                          "paper's experiment")
 
 
+def nested_skill_order(skills: Iterable[str], seed: int) -> list[str]:
+    """The skills ranked by a hash of (seed, skill id): every corpus fraction of a seed takes a prefix of this
+    order, so smaller subsamples are nested in larger ones (and a skill's rank never depends on the others)."""
+    return sorted(skills, key=lambda skill: hashlib.sha256(f"corpus:{seed}:{skill}".encode()).digest())
+
+
 def options_key(options: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
@@ -110,32 +116,40 @@ class SharedArtifacts:
 
     # ------------------------------------------------------------------ corpus
     def index_path(self, cfg: OptimizeConfig, fraction: float | None, seed: int) -> Path | None:
-        """The index directory a cell retrieves from: the configured (or starter) one, or its seeded
-        `fraction` subsample (by whole skills), built once. The subsample keeps the base index's blocklists (the
-        leakage guard reads them) and records what it was sampled from."""
+        """The index directory a cell retrieves from: the configured (or starter) one, or its `fraction`
+        subsample (by whole skills), built once. Subsamples of one seed are nested: the skills are ranked once by a
+        seeded hash and each fraction takes a prefix of that ranking, so the 1 % is part of the 10 %, which is part
+        of the 100 %. The subsample keeps the base index's blocklists (the leakage guard reads them) and carries a
+        corpus card naming the corpus it was drawn from, the fraction and its size."""
         if fraction is None or fraction >= 1.0:
             return Path(cfg.retrieval.index) if cfg.retrieval.index is not None else None
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"corpus_fraction must be in (0, 1], got {fraction}")
         check_fraction_index(cfg.retrieval.index)
-        target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}"
+        target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}-nested"
         with _lock(target):
-            if (target / "meta.json").exists():  # save() renames a complete directory into place
+            if (target / CARD_FILE).exists():  # written last, after save() renamed a complete index into place
                 return target
             from corpus_tools.blocklist import index_blocklists
             from corpus_tools.index import SectionIndex
             from raso.api import load_index
 
             base = load_index(cfg)
-            skills = sorted(base.skills)
-            keep = set(random.Random(f"corpus:{seed}:{fraction}").sample(skills, max(1, round(fraction * len(skills)))))
+            base_corpus = corpus_identity(cfg.retrieval.index)
+            skills = nested_skill_order(base.skills, seed)
+            keep = set(skills[:max(1, round(fraction * len(skills)))])
             sub = SectionIndex.build(s for s in base.iter_sections() if s.skill_id in keep)
             sub.meta.update({"blocklists": index_blocklists(cfg.retrieval.index),
-                             "subsample_of": str(cfg.retrieval.index), "fraction": fraction, "seed": seed})
+                             "subsample_of": str(cfg.retrieval.index), "fraction": fraction, "seed": seed,
+                             "nested": True})
             sub.save(target)
-            atomic_write_json(target.parent / f"{target.name}.json",
-                              {"fraction": fraction, "seed": seed, "skills": len(keep), "of_skills": len(skills),
-                               "sections": len(sub)})
+            sizes = {"fraction": fraction, "seed": seed, "skills": len(keep), "of_skills": len(skills),
+                     "sections": len(sub), "nested": True, "subsample_of": base_corpus.to_dict()}
+            atomic_write_json(target.parent / f"{target.name}.json", sizes)
+            digest = hashlib.sha256(f"{base_corpus.digest}:nested:{seed}:{fraction!r}".encode()).hexdigest()
+            atomic_write_json(target / CARD_FILE, {
+                "name": f"{base_corpus.name}, nested {fraction:g} subsample (seed {seed})", "skills": len(keep),
+                "digest": digest, "demo": base_corpus.demo, **sizes})
         return target
 
     @staticmethod
@@ -187,8 +201,13 @@ class SharedArtifacts:
                                                               "adapt": init != "rasi_raw"})
             ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").for_unit(f"seed{seed}/{init}")
             result = default_initializer(options, requirements=requirements).init(ctx)
-            atomic_write_json(folder / "init.json", {**result.to_dict(), "retrieval": retrieval,
-                                                     "decomposition": str(decomposition)})
+            recorded = dict(retrieval)
+            if recorded:  # the index by name ('starter corpus', never 'None'); the key above is left as it was
+                recorded["index"] = str(cfg.retrieval.index) if cfg.retrieval.index is not None else STARTER_NAME
+            atomic_write_json(folder / "init.json", {
+                **result.to_dict(), "retrieval": recorded,
+                "corpus": corpus_record(cfg.retrieval.index) if init != "rfsi" else None,
+                "decomposition": str(decomposition)})
             result.skill.save(path)  # last: its presence marks the artifact complete
         return path
 
@@ -201,5 +220,5 @@ class SharedArtifacts:
         return {key: own.get(key, 0) + shared.get(key, 0) for key in own}
 
 
-__all__ = ["SharedArtifacts", "check_fraction_index", "empty_usage", "ledger_totals", "ledgered_gateway", "options_key",
-           "producer_options"]
+__all__ = ["SharedArtifacts", "check_fraction_index", "empty_usage", "ledger_totals", "ledgered_gateway",
+           "nested_skill_order", "options_key", "producer_options"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_tools.card import corpus_record
 from raso.api import load_harness
 from raso.engine.config import OptimizeConfig, merge, nested, validate
 from raso.engine.replay import UnitGateway
@@ -259,6 +260,7 @@ class CellRunner:
             experiment=self.config.name, table=self.config.table, cell=self.cell.key,
             method=self.cell.method.name, label=self.cell.method.label, harness=self.cell.harness.key,
             harness_label=harness_row_label(self.cell.harness, data), data=data, demo_data=is_demo(data),
+            corpus=corpus_record(self.cfg.retrieval.index),
             seed=self.cell.seed, setting=self.cell.setting, setting_label=self.cell.setting_label,
             setting_index=self.cell.setting_index,
             test_mean=test_mean, test_success_rate=success_rate, test_per_task=per_task,

@@ -77,6 +77,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="an optimize option of every cell by its dotted name, e.g. --set schedule.epochs=1 "
                      "--set agent.max_steps=8 (repeatable; VALUE parsed as JSON/YAML)")
+    run.add_argument("--allow-starter-corpus", action="store_true", default=None,
+                     help="let split=paper harnesses retrieve from the starter corpus (a demo; refused otherwise)")
     run.add_argument("--dry-run", action="store_true",
                      help="print every cell (its data, models, budget, rollouts, expected model calls and "
                      "estimated USD) and exit without calling a model")
@@ -99,6 +101,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model, "optimizer_model": args.optimizer_model, "api_base": args.api_base,
         "harnesses": args.harnesses, "jobs": args.jobs, "backend": args.backend, "cluster": args.cluster,
         "results_dir": str(args.results_dir) if args.results_dir else None, "test_limit": args.test_limit,
+        "allow_starter_corpus": args.allow_starter_corpus,
     }
     if args.harness_arg:
         values["harness_args"] = list(args.harness_arg)

@@ -72,6 +72,11 @@ class Method(BaseModel):
         return cls(name=raw, init=init, update=update)
 
     @property
+    def uses_corpus(self) -> bool:
+        """Whether the method retrieves from the corpus (RASI's init, SkillRouter's routing, RASU's update)."""
+        return self.init in ("rasi", "rasi_raw", "skillrouter") or self.update in ("rasu", "rasu_raw")
+
+    @property
     def label(self) -> str:
         """The row name in the paper's tables."""
         labels = {"none": "No skill", "skillrouter": "SkillRouter", "rfsi": "RFSI", "rasi": "RASI",
@@ -141,6 +146,10 @@ class ExperimentConfig(BaseModel):
     cluster: str | None = Field(default=None, description="Ray or Dask scheduler address for backend ray/dask")
     results_dir: Path = Path("experiments/results")
     mlflow_uri: str | None = Field(default=None, description="log cells to this MLflow tracking URI")
+    allow_starter_corpus: bool = Field(
+        default=False, description="let a harness with split=paper retrieve from the starter corpus (a few hundred "
+        "skills shipped for demos, never the paper's corpus); refused otherwise, as split=paper refuses demo data. "
+        "Every result and table names the corpus either way")
 
     @field_validator("harnesses", mode="before")
     @classmethod

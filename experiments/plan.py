@@ -31,6 +31,7 @@ class CellPlan(BaseModel):
     harness: str
     data: str
     demo_data: bool
+    corpus: str  # the corpus its retrieval would use (corpus_tools.card), its nested subsample for a fraction
     target_model: str
     optimizer_model: str
     n_train: int
@@ -71,6 +72,7 @@ class _Planner:
     def __init__(self, config: ExperimentConfig) -> None:
         self.config = config
         self.harnesses: dict[str, Harness] = {}
+        self.corpora: dict[str | None, str] = {}
 
     def harness(self, cell: Cell) -> Harness:
         from raso.api import load_harness
@@ -78,6 +80,16 @@ class _Planner:
         if cell.harness.key not in self.harnesses:
             self.harnesses[cell.harness.key] = load_harness(cell.harness.name, cell.harness.options)
         return self.harnesses[cell.harness.key]
+
+    def corpus(self, index: Any, fraction: float | None) -> str:
+        """The label of the corpus a cell would retrieve from (read once per index)."""
+        from corpus_tools.card import corpus_record, record_label
+
+        key = str(index) if index is not None else None
+        if key not in self.corpora:
+            self.corpora[key] = record_label(corpus_record(index))
+        base = self.corpora[key]
+        return base if fraction is None or fraction >= 1.0 else f"nested {fraction:g} subsample of {base}"
 
     def cell(self, cell: Cell) -> CellPlan:
         config, method = self.config, cell.method
@@ -132,8 +144,11 @@ class _Planner:
         data = harness.data_label()
         counted = rollouts["train"] + rollouts["val"] + (
             rollouts["s0_val"] if config.rollout_convention == "candidates+s0" else 0)
+        corpus = self.corpus(cfg.retrieval.index, float(fraction) if fraction is not None else None)
+        if not method.uses_corpus:
+            corpus += " (not used by this method)"
         return CellPlan(counted_rollouts=counted, cell=cell.key, method=method.name, harness=cell.harness.key, data=data,
-                        demo_data=is_demo(data), target_model=planned.models.target, optimizer_model=optimizer,
+                        demo_data=is_demo(data), corpus=corpus, target_model=planned.models.target, optimizer_model=optimizer,
                         n_train=n_train, n_val=n_val, n_test=n_test, budget_rollouts=budget, rollouts=rollouts,
                         init_calls=round(init_calls), optimizer_calls=round(propose_calls),
                         agent_calls=round(agent_calls), usd=usd, notes=notes)
@@ -156,6 +171,8 @@ def format_experiment_plan(plan: ExperimentPlan) -> str:
                      "(and NAME.split=paper) for the paper's setting.")
     data = {c.harness: c.data for c in plan.cells}
     lines += ["", "data per harness:"] + [f"  {h}: {d}" for h, d in data.items()]
+    corpora = sorted({c.corpus for c in plan.cells})
+    lines += ["", "corpus:"] + [f"  {label}" for label in corpora]
     lines += ["", "rollouts: train minibatches / candidates' val evaluations / s0's val evaluation / test; 'counted' is "
               "the paper's count (Table 10) under the config's rollout convention", "",
               "| cell | models (target / optimizer) | tasks train/val/test | budget | rollouts train/val/s0/test | "

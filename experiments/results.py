@@ -134,6 +134,9 @@ class CellResult(Record):
     harness_label: str = ""
     data: str = DATA_NOT_RECORDED
     demo_data: bool = False
+    corpus: dict[str, Any] = Field(default_factory=dict, description="the corpus of the cell's index "
+                                   "(corpus_tools.card.corpus_record: name, skills, digest, demo); empty in results "
+                                   "made before cells named their corpus")
     seed: int
     setting: dict[str, Any] = Field(default_factory=dict)
     setting_label: str = ""
@@ -165,6 +168,18 @@ class CellResult(Record):
     def model_post_init(self, __context: Any) -> None:
         if not self.harness_label:
             self.harness_label = self.harness
+
+    @property
+    def corpus_label(self) -> str:
+        """The cell's corpus in one line ("starter corpus, 266 skills, demo"), or that it was not recorded."""
+        from corpus_tools.card import record_label
+
+        return record_label(self.corpus)
+
+    @property
+    def demo_corpus(self) -> bool:
+        """Whether the cell retrieved from the starter corpus (a demo, never the paper's corpus)."""
+        return bool(self.corpus.get("demo"))
 
     def cost_usd(self, *stages: str) -> float:
         """USD of the given stages (all three when none is named)."""
@@ -248,6 +263,9 @@ class TableResult(Record):
     rows: list[TableRow]
     data: dict[str, str] = Field(default_factory=dict, description="harness key -> the data its cells ran on")
     demo_harnesses: list[str] = Field(default_factory=list)
+    corpora: dict[str, str] = Field(default_factory=dict, description="setting label -> the corpus its cells "
+                                    "retrieved from (one label per distinct corpus of the setting)")
+    demo_corpus: bool = Field(default=False, description="whether any cell used the starter corpus (a demo)")
     commits: list[str] = Field(default_factory=list)
     headline: list[Headline] = Field(default_factory=list, description="RASO vs the strongest baseline per harness")
 

@@ -113,14 +113,16 @@ def write_short_bench(args: argparse.Namespace) -> int:
 SECTION_RETRIEVERS: dict[str, dict[str, object]] = {
     "RASO bm25 (sections)": {"kind": "bm25", "vet": False},
     "RASO two_stage (skill-level BM25 -> sections, <= 2 per skill)": {"kind": "two_stage", "top_skills": None,
-                                                                      "vet": False},
+                                                                      "skill_scoring": "bm25", "vet": False},
     "RASO two_stage, untuned (top 10 skills, skill weight 1)": {"kind": "two_stage", "skill_weight": 1.0,
-                                                                "vet": False},
+                                                                "skill_scoring": "bm25", "vet": False},
     "RASO two_stage, skill-level TF-IDF": {"kind": "two_stage", "top_skills": None, "skill_scoring": "tfidf",
                                            "vet": False},
-    "RASO two_stage, vetted (the default)": {"kind": "two_stage", "top_skills": None},
-    "RASO two_stage+dense (skill stage fused with MiniLM, weight 0.3)": {"kind": "two_stage", "top_skills": None,
-                                                                         "skill_dense_weight": 0.3, "vet": False},
+    "RASO two_stage, skill-level BM25 + TF-IDF fused": {"kind": "two_stage", "top_skills": None,
+                                                         "skill_scoring": "fused", "vet": False},
+    "RASO two_stage, vetted (the default: fused skill stage)": {"kind": "two_stage", "top_skills": None},
+    "RASO two_stage+dense (skill stage BM25 fused with MiniLM, weight 0.3)": {
+        "kind": "two_stage", "top_skills": None, "skill_scoring": "bm25", "skill_dense_weight": 0.3, "vet": False},
     "RASO tfidf (skills -> sections)": {"kind": "tfidf", "vet": False},
     "RASO field, bm25 (whole-skill BM25 -> sections)": {"kind": "field", "field_method": "bm25", "encoder": "none",
                                                         "vet": False},
@@ -178,30 +180,49 @@ class SavedTextVectors:
         self._unsaved = 0
 
 
-def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str, dict[str, float]]:
-    """RASO's section retrievers over a section index of the pool's SKILL.md files, rated as skill
-    rankings: the skills of the top `depth` sections in order of first appearance."""
+def pool_section_index(pool):
+    """A section index of the pool's SKILL.md files, streamed to disk like `raso corpus build` (the skill level
+    and the vetting flags come with it)."""
     import tempfile
 
     from corpus_tools.index import SectionIndex
     from corpus_tools.index_build import write_index
     from corpus_tools.ingest import SkillRecord
-    from corpus_tools.retrieval.metrics import mean_metrics
     from corpus_tools.sections import split_sections
-    from raso.api import make_retriever
-    from raso.engine.config import OptimizeConfig
-    from raso.retrieval.retrievers import RetrievalOptions
+    from corpus_tools.vetting import flag_bits
 
     records = [SkillRecord(id=s.id, name=s.name, description=s.description, body=s.body, text=s.body, metadata={},
                            repo=s.repo, path="SKILL.md", commit="", license="") for s in pool]
     t = time.perf_counter()
-    from corpus_tools.vetting import flag_bits
-
-    # Streamed to disk like `raso corpus build`: the skill level and the vetting flags come with it.
     work = tempfile.mkdtemp(prefix="retrieval-benchmark-index-")
     index = SectionIndex.load(write_index((s for r in records for s in split_sections(r, include_references=False)),
                                           Path(work) / "index", flagger=flag_bits))
     log(f"section index over the pool: {len(index)} sections ({time.perf_counter() - t:.0f}s)")
+    return index
+
+
+def rate_section_retriever(retriever, queries, depth: int = 50) -> dict[str, float]:
+    """A section retriever rated as a skill ranker: the skills of its top `depth` sections, first appearance
+    first; plus its median ms per query."""
+    from corpus_tools.retrieval.metrics import mean_metrics
+
+    rankings, times = [], []
+    for q in queries:
+        t = time.perf_counter()
+        hits = retriever.search(q.text, k=depth, exclude_skills=q.exclude)
+        times.append(time.perf_counter() - t)
+        rankings.append(list(dict.fromkeys(h.section.skill_id for h in hits)))
+    return {**mean_metrics(rankings, [q.gold for q in queries]), "ms/query": 1000 * float(np.median(times))}
+
+
+def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str, dict[str, float]]:
+    """RASO's section retrievers over a section index of the pool's SKILL.md files, rated as skill
+    rankings: the skills of the top `depth` sections in order of first appearance."""
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+    from raso.retrieval.retrievers import RetrievalOptions
+
+    index = pool_section_index(pool)
     rows: dict[str, dict[str, float]] = {}
     for label, spec in SECTION_RETRIEVERS.items():
         options = RetrievalOptions(**{"top_skills": 10, "candidates": 20, **spec})
@@ -212,15 +233,67 @@ def section_retriever_rows(pool, queries, encoder, depth: int = 50) -> dict[str,
         retriever = make_retriever(OptimizeConfig(retrieval=options), index=index,
                                    skills=pool if options.kind != "bm25" else None,
                                    encoder=encoder if dense else None)
-        rankings, times = [], []
-        for q in queries:
-            t = time.perf_counter()
-            hits = retriever.search(q.text, k=depth, exclude_skills=q.exclude)
-            times.append(time.perf_counter() - t)
-            rankings.append(list(dict.fromkeys(h.section.skill_id for h in hits)))
-        rows[label] = {**mean_metrics(rankings, [q.gold for q in queries]), "ms/query": 1000 * float(np.median(times))}
+        rows[label] = rate_section_retriever(retriever, queries, depth)
         log(f"{label}: R@5 {100 * rows[label]['R@5']:.1f}")
     return rows
+
+
+# label -> the two_stage options of one skill-stage scoring (everything else as shipped); dense rows need the
+# `dense` extra
+SKILL_STAGES: dict[str, dict[str, object]] = {
+    "BM25": {"skill_scoring": "bm25"},
+    "TF-IDF": {"skill_scoring": "tfidf"},
+    "fused (BM25 + TF-IDF)": {"skill_scoring": "fused"},
+    "BM25 + MiniLM 0.3": {"skill_scoring": "bm25", "skill_dense_weight": 0.3},
+    "TF-IDF + MiniLM 0.3": {"skill_scoring": "tfidf", "skill_dense_weight": 0.3},
+    "fused + MiniLM 0.3": {"skill_scoring": "fused", "skill_dense_weight": 0.3},
+}
+
+
+def skill_stage_study(args: argparse.Namespace) -> int:
+    """The `two_stage` retriever (shipped options, vetted as RASI/RASU run it) with each skill-stage scoring on
+    every query set: the reference-file queries (long and short) and the instruction-style queries."""
+    from corpus_tools.retrieval.dataset import build_instruction_benchmarks, load_pool
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+    from raso.retrieval.retrievers import RetrievalOptions, encoder_from_spec
+
+    t = time.perf_counter()
+    pool = load_pool(args.corpus)
+    long_q = sample_queries(build_reference_benchmark(args.corpus, style="long", pool=pool).split("test"), args.limit)
+    short = RetrievalDataset.load(REPO / "experiments" / "data" / "reference_short_queries.jsonl",
+                                  corpus_dir=args.corpus)
+    sets = {f"reference, long ({len(long_q)})": long_q}
+    short_q = sample_queries(short.split("test"), args.limit)
+    sets[f"reference, short ({len(short_q)})"] = short_q
+    for dataset in build_instruction_benchmarks(args.instruction_queries, pool=pool,
+                                                roots={"repo": REPO, "shared": Path(args.corpus).parent}):
+        sets[f"{dataset.name} ({len(dataset.queries)})"] = dataset.queries
+    log(f"pool {len(pool)} skills; query sets: {', '.join(sets)} ({time.perf_counter() - t:.0f}s)")
+    index = pool_section_index(pool)
+    encoder = None if args.no_dense else encoder_from_spec("minilm")
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    cpu = time.process_time()
+    for label, spec in SKILL_STAGES.items():
+        options = RetrievalOptions(kind="two_stage", **spec)
+        if options.skill_dense_weight > 0 and encoder is None:
+            log(f"{label}: skipped (no dense encoder: the `dense` extra is not installed, or --no-dense)")
+            continue
+        retriever = make_retriever(OptimizeConfig(retrieval=options), index=index,
+                                   encoder=encoder if options.skill_dense_weight > 0 else None)
+        rows[label] = {name: rate_section_retriever(retriever, queries) for name, queries in sets.items()}
+        log(f"{label}: " + ", ".join(f"{n} R@5 {100 * r['R@5']:.1f}" for n, r in rows[label].items()))
+    header = "| skill stage | " + " | ".join(f"{name}: R@5 / R@10 / MRR" for name in sets) + " |"
+    lines = [header, "|---|" + "---|" * len(sets)]
+    for label, by_set in rows.items():
+        lines.append(f"| {label} | " + " | ".join(
+            f"{100 * r['R@5']:.1f} / {100 * r['R@10']:.1f} / {r['MRR']:.3f}" for r in by_set.values()) + " |")
+    lines += ["", f"CPU s of the scoring (this process): {time.process_time() - cpu:.1f}"]
+    print("\n".join(lines))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "skill_stage.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
 
 
 def main() -> int:
@@ -252,9 +325,17 @@ def main() -> int:
                              "their top sections")
     parser.add_argument("--section-limit", type=int, default=300,
                         help="test queries for the section retriever rows (hybrid encodes its candidates)")
+    parser.add_argument("--skill-stage", action="store_true",
+                        help="rate two_stage's skill-stage scorings (BM25, TF-IDF, fused; with MiniLM when the "
+                             "dense extra is installed) on the reference queries (--limit each) and the "
+                             "instruction-style queries, then exit")
+    parser.add_argument("--instruction-queries", default=str(REPO / "experiments" / "data" / "instruction_queries.json"),
+                        help="the instruction-query judgements (task ids and gold skills; texts read from the tasks)")
     args = parser.parse_args()
     if args.write_short_bench:
         return write_short_bench(args)
+    if args.skill_stage:
+        return skill_stage_study(args)
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -114,17 +114,30 @@ def _refuse_mixed_results(config: ExperimentConfig, results: list[CellResult]) -
 
 
 def preflight(config: ExperimentConfig) -> None:
-    """Checks before any cell runs (ConfigError / ValueError with the reason): every harness option is one its
-    harness takes, and a corpus-fraction sweep has a real corpus index to subsample."""
+    """Checks before any cell runs, the dry run's too (ConfigError / ValueError with the reason): every harness
+    option is one its harness takes, every configured corpus index exists, a corpus-fraction sweep has a real
+    corpus index to subsample, and a paper-split harness does not retrieve from the starter corpus (unless
+    `allow_starter_corpus`)."""
     from .artifacts import check_fraction_index
 
     check_harness_options(config.harnesses)
+    retrieves = any(m.uses_corpus for m in config.parsed_methods())
     for setting in config.settings:
+        options = merge(nested(config.optimize), nested({k: v for k, v in setting.items()
+                                                         if k not in RUNNER_SETTING_KEYS}))
+        index = (options.get("retrieval") or {}).get("index")
+        if index is not None and not (Path(index) / "meta.json").is_file():
+            what = "does not exist" if not Path(index).exists() else "is not a corpus index (no meta.json)"
+            raise ConfigError(f"retrieval.index {index} {what}: build one with `raso corpus build SOURCE --out DIR` "
+                              "and pass --set retrieval.index=DIR")
         fraction = setting.get("corpus_fraction")
         if fraction is not None and float(fraction) < 1.0:
-            options = merge(nested(config.optimize), nested({k: v for k, v in setting.items()
-                                                             if k not in RUNNER_SETTING_KEYS}))
-            check_fraction_index((options.get("retrieval") or {}).get("index"))
+            check_fraction_index(index)
+        paper = [h.label for h in config.harnesses if h.options.get("split") == "paper"]
+        if index is None and retrieves and paper and not config.allow_starter_corpus:
+            raise ConfigError(f"{', '.join(paper)}: split=paper refuses the starter corpus (a few hundred skills "
+                              "shipped for demos, not the paper's corpus); pass --set retrieval.index=DIR with an "
+                              "index built by `raso corpus build`, or --allow-starter-corpus to run on it anyway")
 
 
 def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,

@@ -366,10 +366,15 @@ def table_result(config: ExperimentConfig, results: Sequence[CellResult | Mappin
     on, which harnesses ran on demo data."""
     typed = _typed(results)
     data = {r.harness: r.data for r in typed}
+    corpora: dict[str, set[str]] = {}
+    for r in typed:
+        corpora.setdefault(r.setting_label, set()).add(r.corpus_label)
     rows = aggregate(typed, reference=config.reference, reference_setting=config.reference_setting,
                      failures=failures)
     return TableResult(name=config.name, table=config.table, model=config.model, rows=rows, data=data,
                        demo_harnesses=sorted({r.harness for r in typed if r.demo_data}),
+                       corpora={k: "; ".join(sorted(v)) for k, v in corpora.items()},
+                       demo_corpus=any(r.demo_corpus for r in typed),
                        commits=sorted({str(r.git.commit) for r in typed}), headline=headline(typed))
 
 
@@ -402,6 +407,21 @@ def data_lines(table: TableResult) -> str:
     return "\n".join(lines)
 
 
+def corpus_lines(table: TableResult) -> str:
+    """Which corpus the table's cells retrieved from (per setting when they differ); the starter corpus is called
+    out first."""
+    lines = []
+    if table.demo_corpus:
+        lines.append("**Starter corpus, not the paper's corpus:** cells retrieved from the few hundred skills shipped "
+                     "with raso for demos (--set retrieval.index=DIR names a built corpus index).")
+    labels = set(table.corpora.values())
+    if len(labels) == 1:
+        lines.append(f"- every cell: {labels.pop()}")
+    else:
+        lines += [f"- {setting}: {label}" for setting, label in sorted(table.corpora.items())]
+    return "\n".join(lines)
+
+
 def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mapping[str, Any]],
                  failures: Sequence[Mapping[str, Any] | FailedCell] | None = None) -> dict[str, Path]:
     """Write <table>.csv, <table>.md, <table>.json (TableResult), cells.csv, per_task.csv, cost.md and the
@@ -415,7 +435,8 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
     out: dict[str, Path] = {}
     out["csv"] = atomic_write_text(root / f"{config.table}.csv", _csv([r.to_dict() for r in rows]))
     out["json"] = atomic_write_text(root / f"{config.table}.json", json.dumps(table.to_dict(), indent=1))
-    cells = [{"cell": r.cell, "harness": r.harness, "data": r.data, "method": r.method, "seed": r.seed,
+    cells = [{"cell": r.cell, "harness": r.harness, "data": r.data, "corpus": r.corpus_label, "method": r.method,
+              "seed": r.seed,
               "setting_label": r.setting_label, "test_mean": r.test_mean, "val_best": r.val_best,
               "rollouts": r.rollouts, "rollouts_used": r.rollouts_used, "wall_time_s": r.wall_time_s,
               "cost_usd": r.cost_usd(), "commit": r.git.commit} for r in typed]
@@ -429,7 +450,8 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
               "U/B\": the most rollouts any seed's update ran (U, s0's val evaluation included) against its budget "
               f"(B); config "
               f"`{config.name}` ({config.table}); model `{config.model}`; commit(s) "
-              f"{', '.join(c[:10] for c in table.commits)}.\n\nData:\n{data_lines(table)}\n")
+              f"{', '.join(c[:10] for c in table.commits)}.\n\nData:\n{data_lines(table)}\n"
+              f"\nCorpus:\n{corpus_lines(table)}\n")
     main = cost_table(config, rows) if config.table == "cost" else score_table(config, rows)
     headlines = headline_table(config, table.headline)
     if headlines:
@@ -459,5 +481,6 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
     return out
 
 
-__all__ = ["FailedCell", "aggregate", "cost_table", "data_lines", "difference_table", "failed_cells", "fmt", "headline",
-           "headline_table", "mean_se", "notes_table", "score_cell", "score_table", "table_result", "write_tables"]
+__all__ = ["FailedCell", "aggregate", "corpus_lines", "cost_table", "data_lines", "difference_table", "failed_cells", "fmt",
+           "headline", "headline_table", "mean_se", "notes_table", "score_cell", "score_table", "table_result",
+           "write_tables"]

@@ -128,6 +128,31 @@ def test_skill_bm25_and_tfidf_scores_match_a_direct_computation(built) -> None:
         assert score == pytest.approx(tf_expected[skills.skill(int(d)).id], rel=1e-5)
 
 
+def test_fused_skill_scoring_is_the_mean_of_both_min_max_scaled_scores(built) -> None:
+    directory, sections = built
+    skills = SkillIndex.load(skill_index_dir(directory))
+    query = "pivot table totals in a spreadsheet chart"
+
+    def scaled(scores: dict[str, float]) -> dict[str, float]:
+        present = {k: v for k, v in scores.items() if v > 0}
+        low, high = min(present.values()), max(present.values())
+        return {k: (v - low) / (high - low) for k, v in present.items()}
+
+    bm25, tfidf = scaled(brute_skill_bm25(sections, query)), scaled(brute_skill_tfidf(sections, query))
+    expected = {k: (bm25.get(k, 0.0) + tfidf.get(k, 0.0)) / 2 for k in bm25.keys() | tfidf.keys()}
+    docs, scores = skills.top(query, 4, scoring="fused")
+    got = {skills.skill(int(d)).id: float(v) for d, v in zip(docs, scores)}
+    assert len(expected) > 4 and len(got) == 4 and list(scores) == sorted(scores, reverse=True)
+    for sid, score in got.items():
+        assert score == pytest.approx(expected[sid], abs=1e-6)
+    left_out = [v for k, v in expected.items() if k not in got]
+    assert max(left_out) <= min(got.values()) + 1e-6  # the best four by the fused score
+    excluded = skills.top(query, 6, exclude_skills=[next(iter(got))], scoring="fused")[0]
+    assert next(iter(got)) not in {skills.skill(int(d)).id for d in excluded}
+    with pytest.raises(ValueError, match="unknown skill scoring"):
+        skills.top(query, 3, scoring="bm25f")
+
+
 def test_two_stage_returns_the_best_sections_of_the_top_skills_with_a_per_skill_cap(built) -> None:
     directory, _ = built
     index = SectionIndex.load(directory)

@@ -12,6 +12,7 @@ from corpus_tools.retrieval.dataset import (
     PoolSkill,
     RetrievalDataset,
     RetrievalQuery,
+    build_instruction_benchmarks,
     build_reference_benchmark,
     query_from_reference,
     short_query_from_reference,
@@ -141,3 +142,54 @@ def test_stored_short_query_benchmark_is_reproducible_by_rule(shared_corpus: Pat
     rebuilt = {q.id: q for q in build_reference_benchmark(shared_corpus, style="short", pool=stored.pool).queries}
     for q in stored.queries:
         assert rebuilt[q.id].text == q.text and rebuilt[q.id].gold == q.gold and rebuilt[q.id].split == q.split
+
+
+def _instruction_spec(root: Path, gold: list[str]) -> Path:
+    tasks = root / "tasks"
+    tasks.mkdir()
+    (tasks / "a.json").write_text(json.dumps([{"id": f"t{i}", "instruction": f"  Fill the   sheet {i}\n"}
+                                              for i in range(6)]), encoding="utf-8")
+    (tasks / "b.csv").write_text("uid,question\nq1,What was the debt?\nq2,Which bond?\n", encoding="utf-8")
+    spec = {"pool_corpus": "data:corpus", "sets": [
+        {"name": "sheets", "gold": gold, "judgement": "why",
+         "tasks": [{"file": "data:tasks/a.json", "id_field": "id", "text_field": "instruction", "sample": 4,
+                    "salt": "s"}]},
+        {"name": "qa", "gold": ["o__r/skill2/SKILL.md"],
+         "tasks": [{"file": "data:tasks/b.csv", "format": "csv", "id_field": "uid", "text_field": "question"}]}]}
+    path = root / "spec.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return path
+
+
+def test_instruction_queries_are_task_statements_judged_against_the_pool(tmp_path: Path) -> None:
+    _write_corpus(tmp_path / "corpus")
+    spec = _instruction_spec(tmp_path, ["o__r/skill0/SKILL.md", "o__r/skill1/SKILL.md"])
+    sheets, qa = build_instruction_benchmarks(spec, roots={"data": tmp_path})
+    # a fixed sample: the 4 ids first in sha256(salt:id) order, texts as the task gives them (whitespace folded)
+    order = sorted((f"t{i}" for i in range(6)), key=lambda i: hashlib.sha256(f"s:{i}".encode()).hexdigest())
+    assert [q.id for q in sheets.queries] == [f"sheets/{i}" for i in order[:4]]
+    assert sheets.queries[0].text == f"Fill the sheet {order[0][1:]}"
+    # the gold skills' near-duplicates (skill5 copies skill0) are excluded from the ranking, not counted
+    assert all(q.gold == ["o__r/skill0/SKILL.md", "o__r/skill1/SKILL.md"] for q in sheets.queries)
+    assert all(q.exclude == ["o__r/skill5/SKILL.md"] for q in sheets.queries)
+    assert [q.text for q in qa.queries] == ["What was the debt?", "Which bond?"] and qa.queries[0].exclude == []
+    assert sheets.meta["judgement"] == "why" and len(sheets.pool) == 6
+
+
+def test_an_instruction_judgement_naming_a_skill_outside_the_pool_is_refused(tmp_path: Path) -> None:
+    _write_corpus(tmp_path / "corpus")
+    spec = _instruction_spec(tmp_path, ["o__r/nothere/SKILL.md"])
+    with pytest.raises(ValueError, match="gold skills not in the pool"):
+        build_instruction_benchmarks(spec, roots={"data": tmp_path})
+    with pytest.raises(ValueError, match="names no known root"):
+        build_instruction_benchmarks(spec, roots={"repo": tmp_path})
+
+
+def test_shipped_instruction_queries_resolve_against_the_shared_data(shared_dir: Path) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    sets = build_instruction_benchmarks(repo / "experiments" / "data" / "instruction_queries.json",
+                                        roots={"repo": repo, "shared": shared_dir})
+    sizes = {d.name: len(d.queries) for d in sets}
+    assert sizes == {"spreadsheet-instructions": 100, "officeqa-questions": 30}
+    for dataset in sets:
+        assert len({q.id for q in dataset.queries}) == len(dataset.queries) and all(q.text for q in dataset.queries)

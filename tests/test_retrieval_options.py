@@ -72,6 +72,7 @@ def test_options_validate_and_reject_unknown_fields() -> None:
 def test_bm25_kind_is_the_index_in_every_call_form(index: SectionIndex) -> None:
     # vetted by default (raso.retrieval.vetting); `vet: false` hands out the index itself
     assert RetrievalOptions().kind == "two_stage" and RetrievalOptions().vet
+    assert RetrievalOptions().skill_scoring == "fused"  # chosen in docs/retrieval-at-scale.md 5.7
     for form in ("bm25", RetrievalOptions(kind="bm25"), {"kind": "bm25"}):
         vetted = build_retriever(form, index=index)
         assert isinstance(vetted, VettedSearcher) and vetted.inner is index

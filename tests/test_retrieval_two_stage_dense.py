@@ -100,7 +100,8 @@ def test_weight_zero_is_todays_two_stage_result_and_never_encodes(index: Section
     retriever = build_retriever(RetrievalOptions(kind="two_stage", vet=False, skill_dense_weight=0.0),
                                 index=index, encoder=encoder)
     for query in (QUERY, "spreadsheet chart axis legend", "interactive rebase squash", "header rows"):
-        docs, scores, _ = two_stage_top_k(index, skills, query, 4, top_skills=20, per_skill=2, skill_weight=0.5)
+        docs, scores, _ = two_stage_top_k(index, skills, query, 4, top_skills=20, per_skill=2, skill_weight=0.5,
+                                          scoring=RetrievalOptions().skill_scoring)
         hits = retriever.search(query, k=4)
         assert [h.section.id for h in hits] == [index.section(int(d)).id for d in docs]
         assert [h.score for h in hits] == scores.tolist()

@@ -385,3 +385,78 @@ def subsample_pool(
     need = max(0, size - len(keep))
     chosen = {s.id for s in keep} | {s.id for s in others[:need]}
     return [s for s in pool if s.id in chosen]
+
+
+# --------------------------------------------------------------------------------------------------
+# Instruction-style queries: real task statements that never name the skill they need
+
+def _task_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+    if fmt == "csv":
+        import csv
+
+        with open(path, encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of tasks")
+    return data
+
+
+def build_instruction_benchmarks(spec_path: str | Path, *, roots: dict[str, str | Path],
+                                 pool: Sequence[PoolSkill] | None = None) -> list[RetrievalDataset]:
+    """The instruction-query sets of a judgement file (experiments/data/instruction_queries.json): each set
+    takes real task statements (a harness's task instructions, a benchmark's questions) from the task files it
+    names, as they are given to the agent, and judges against the pool which skills would help solve them (its
+    `gold`, with the judgement written beside it). Task files are named `<root>:<path>` and read from `roots`
+    (e.g. {"repo": ..., "shared": ...}); only ids and judgements are stored, never the task texts. A task
+    source with `sample: N` takes the N ids first in sha256(salt + ":" + id) order. Every query excludes the
+    near-duplicates (manifest `near_duplicate_of`) of its gold skills, as the reference-file benchmark does."""
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+
+    def resolve(name: str) -> Path:
+        root, sep, rest = name.partition(":")
+        if not sep or root not in roots:
+            raise ValueError(f"{spec_path}: {name!r} names no known root ({', '.join(roots)})")
+        return Path(roots[root]) / rest
+
+    corpus_dir = resolve(spec["pool_corpus"])
+    rows = _read_manifest(corpus_dir)
+    pool = list(pool) if pool is not None else load_pool(corpus_dir)
+    pool_ids = {s.id for s in pool}
+    twins: dict[str, set[str]] = {}
+    for row in rows:
+        other = row.get("near_duplicate_of")
+        if row.get("kind") == "skill" and other:
+            twins.setdefault(row["id"], set()).add(other)
+            twins.setdefault(other, set()).add(row["id"])
+    datasets = []
+    for entry in spec["sets"]:
+        gold = list(entry["gold"])
+        missing = [g for g in gold if g not in pool_ids]
+        if missing:
+            raise ValueError(f"{spec_path}: set {entry['name']!r} has gold skills not in the pool: {missing}")
+        exclude = sorted({t for g in gold for t in twins.get(g, ()) if t in pool_ids} - set(gold))
+        queries: list[RetrievalQuery] = []
+        seen: set[str] = set()
+        for source in entry["tasks"]:
+            path = resolve(source["file"])
+            tasks = _task_rows(path, source.get("format", "json"))
+            by_id = {str(t[source["id_field"]]): t for t in tasks}
+            ids = list(by_id)
+            if source.get("sample") is not None:
+                salt = source.get("salt", SPLIT_SALT)
+                ids = sorted(ids, key=lambda i: hashlib.sha256(f"{salt}:{i}".encode()).hexdigest())
+                ids = ids[:int(source["sample"])]
+            for task_id in ids:
+                text = " ".join(str(by_id[task_id][source["text_field"]]).split())
+                if task_id in seen or not text:
+                    continue
+                seen.add(task_id)
+                queries.append(RetrievalQuery(id=f"{entry['name']}/{task_id}", text=text, gold=gold,
+                                              exclude=exclude, split="test", source=source["file"]))
+        dataset = RetrievalDataset(name=entry["name"], description=entry.get("description", ""), queries=queries,
+                                   pool=pool, pool_corpus=str(corpus_dir),
+                                   meta={"judgement": entry.get("judgement", ""), "gold": gold})
+        dataset.validate()
+        datasets.append(dataset)
+    return datasets

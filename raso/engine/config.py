@@ -593,7 +593,7 @@ def build_config(
 ) -> OptimizeConfig:
     """Config from an optional file plus overrides (dotted keys, section tables or format-1 names; None values
     are ignored), the quick schedule filling what neither sets. Raises ConfigError."""
-    values: dict[str, Any] = nested(read_config_file(file)) if file is not None else {}
+    values: dict[str, Any] = nested(_without_records(read_config_file(file))) if file is not None else {}
     values = merge(values, nested({k: v for k, v in (overrides or {}).items() if v is not None}))
     values.pop("quick_defaults_applied", None)
     values = fill_limits(values)
@@ -622,7 +622,18 @@ def load_resolved(path: str | Path) -> OptimizeConfig:
         raise ConfigError(f"cannot read the run's resolved config {path}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"the run's resolved config {path} is not a mapping of options")
-    return validate(nested(data), str(path))
+    return validate(nested(_without_records(data)), str(path))
+
+
+#: The key under which a run's config.resolved.* records its corpus (RunDir.write_config).
+CORPUS_KEY = "corpus"
+#: Keys a run's config.resolved.* records beside the options; never options themselves.
+RECORD_KEYS = (CORPUS_KEY,)
+
+
+def _without_records(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` without the records a resolved config carries, so a config.resolved.* file reads back as options."""
+    return {k: v for k, v in values.items() if k not in RECORD_KEYS}
 
 
 __all__ = [

@@ -724,7 +724,9 @@ def _write_plan(config: OptimizeConfig, run_dir: RunDir, harness: Harness) -> No
 def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents) -> OptimizeResult:
     """Start a new run in `run_dir` (created here; the caller checked it holds no run) and run it to the end."""
     run_dir.create()
-    run_dir.write_config(config.to_json_dict())
+    from corpus_tools.card import corpus_record
+
+    run_dir.write_config(config.to_json_dict(), corpus=corpus_record(config.retrieval.index))
     state = RunState(started_at=_now())
     engine = Engine(config, run_dir, state, components)
     _write_descriptions(run_dir, components.context)

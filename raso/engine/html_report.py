@@ -538,6 +538,8 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
     """The HTML page of a run directory (finished or not)."""
     from markupsafe import Markup
 
+    from corpus_tools.card import record_label
+
     from .report import degradation_lines
 
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
@@ -546,6 +548,7 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
     ledger = _read_json(rd.ledger) or {}
     proposals = _proposals(rd)
     glance = _glance(cfg, state, ledger)
+    glance["corpus"] = record_label(rd.recorded_corpus())
     final_version = state.current_version
     final = None
     if rd.best_skill.exists():

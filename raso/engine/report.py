@@ -187,12 +187,21 @@ def _cost_cell(ledger: dict[str, Any]) -> str:
             "`--price MODEL=INPUT,OUTPUT`)")
 
 
+def _corpus_line(config: Any, run_dir: RunDir) -> str:
+    """Which corpus the run names (recorded in config.resolved.json when it started), and whether it retrieved
+    from it."""
+    from corpus_tools.card import record_label
+
+    line = f"- corpus: {record_label(run_dir.recorded_corpus())}"
+    return line if config.needs_retriever else line + " (not used: this run retrieves nothing)"
+
+
 def _index_line(config: Any) -> str | None:
     if not config.needs_retriever:
         return None
     index = config.retrieval.index
     if index is None:
-        return "- corpus index: the starter corpus (its repositories name no benchmark)"
+        return "- corpus index: the starter corpus (its repositories name no benchmark; a demo, not the paper's corpus)"
     try:
         from corpus_tools.blocklist import index_blocklists
 
@@ -298,6 +307,7 @@ def build_report(run_dir: RunDir) -> str:
         _gate_line(config),
     ]
     lines += _profile_lines(config)
+    lines.append(_corpus_line(config, run_dir))
     index_line = _index_line(config)
     if index_line:
         lines.append(index_line)

@@ -2,7 +2,7 @@
 
 Layout::
 
-    config.resolved.json / config.resolved.yaml   the configuration actually used
+    config.resolved.json / config.resolved.yaml   the configuration actually used, and the corpus it names
     task_description.md, harness_description.md   T and H as given to every agent role
     SKILL.md                                      the best skill so far (s_t; s* at the end)
     skill/<name>/                                 the same as a skill folder (SKILL.md + its files), ready to copy
@@ -32,6 +32,8 @@ from typing import Any
 import yaml
 
 from raso.fileio import atomic_write_text
+
+from .config import CORPUS_KEY
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
@@ -162,9 +164,23 @@ class RunDir:
     def exists(self) -> bool:
         return self.checkpoint.exists()
 
-    def write_config(self, config_dict: dict[str, Any]) -> None:
-        atomic_write_json(self.config_json, config_dict)
-        atomic_write_text(self.config_yaml, yaml.safe_dump(config_dict, sort_keys=False, allow_unicode=True))
+    def write_config(self, config_dict: dict[str, Any], *, corpus: dict[str, Any] | None = None) -> None:
+        """config.resolved.json / .yaml; `corpus` (corpus_tools.card.corpus_record of the configured index) is
+        recorded beside the options under the key `corpus`, which reading the config back drops (a record, not an
+        option)."""
+        record = {**config_dict, CORPUS_KEY: corpus} if corpus is not None else config_dict
+        atomic_write_json(self.config_json, record)
+        atomic_write_text(self.config_yaml, yaml.safe_dump(record, sort_keys=False, allow_unicode=True))
+
+    def recorded_corpus(self) -> dict[str, Any] | None:
+        """The corpus recorded in config.resolved.json when the run started (None for a run made before runs
+        recorded it, or an unreadable file)."""
+        try:
+            data = json.loads(self.config_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        record = data.get(CORPUS_KEY) if isinstance(data, dict) else None
+        return record if isinstance(record, dict) else None
 
     def append_jsonl(self, path: Path, row: dict[str, Any]) -> None:
         """Append one line and flush it to the OS (a SIGKILL cannot lose it after this returns)."""

@@ -65,8 +65,10 @@ class RetrievalOptions(BaseModel):
     per_skill: int = Field(2, ge=1, description="two_stage: at most this many sections of one skill in a top K")
     skill_weight: float = Field(TWO_STAGE_SKILL_WEIGHT, ge=0.0, description="two_stage: weight of the skill's "
                                 "min-max scaled score against the section's BM25 share of the best section's")
-    skill_scoring: Literal["bm25", "tfidf"] = Field(
-        "bm25", description="two_stage: how the skill-level index ranks skills")
+    skill_scoring: Literal["bm25", "tfidf", "fused"] = Field(
+        "fused", description="two_stage: how the skill-level index ranks skills: fused (the default: the mean of "
+        "BM25 and TF-IDF, each min-max scaled over its best 100 skills; best or tied on every query set of "
+        "docs/retrieval-at-scale.md 5.7), bm25, or tfidf (cosine, sublinear tf)")
     skill_dense_weight: float = Field(
         0.0, ge=0.0, le=1.0, description="two_stage: weight of the dense cosine (query vs. the skill's name + "
         "description, by `encoder`) in the skill ranking, 1 - weight going to the lexical score, both min-max "
