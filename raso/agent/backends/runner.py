@@ -173,7 +173,7 @@ class ExternalAgentRunner:
         if reason:
             raise AgentSetupError(f"agent backend {self.backend.name!r} cannot run: {reason}")
         try:
-            sandbox = Sandbox(self.limits())
+            sandbox = Sandbox(self.limits(), deny_read=tasks.hidden_paths())
         except Exception as exc:
             raise AgentSetupError(f"agent backend {self.backend.name!r} needs the OS sandbox: {exc}") from None
         if sandbox.isolation_level != "os":
@@ -252,7 +252,9 @@ class ExternalAgentRunner:
             outcome, error = "agent_error", f"{self.backend.name} stopped by the sandbox's {result.limit_hit} limit" \
                                             f"{f' ({result.limit_detail})' if result.limit_detail else ''}"
         elif result.exit_code not in (0, None):
-            outcome, error = "agent_error", f"{self.backend.name}: {result.error_summary()}"
+            outcome, error = "agent_error", f"{self.backend.name} exited {result.exit_code}"
+            if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
+                error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
         if error and result.stderr.strip():
             error += "\nstderr (tail):\n" + result.stderr.strip()[-1500:]
         metadata: dict[str, Any] = {
