@@ -756,11 +756,13 @@ class Sandbox:
                  deny_read: Sequence[Path] = (), require_isolation: bool | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
-        # the project's own packages and data are covered in every run, besides what the caller denies
-        self.deny_read = list(dict.fromkeys([*(str(Path(p).resolve()) for p in deny_read), *project_data_paths()]))
         self.support = checked_isolation(require_isolation)
         self.tree_support: TreeLimitSupport = tree_limit_support()
         self.python_roots, self.site_dirs, self.prefix = interpreter_layout(self.python)
+        # the project's own packages and data are covered in every run, besides what the caller denies (a data
+        # folder holding the interpreter itself is left visible: the run could not start without it)
+        project = [p for p in project_data_paths() if not any(_is_under(r, p) for r in self.python_roots)]
+        self.deny_read = list(dict.fromkeys([*(str(Path(p).resolve()) for p in deny_read), *project]))
         for root in self.python_roots:
             if any(root == d for d in self.deny_read):
                 raise ValueError(f"cannot deny reading {root}: the sandbox's interpreter lives there")

@@ -137,7 +137,18 @@ def _try_child(parents: Sequence[str], setup: Sequence[tuple[int, str, str]]) ->
 def _probe_v2(mounts: dict[str, str], own: dict[str, str]) -> TreeLimitSupport | str:
     if "" not in mounts or "" not in own:
         return "no cgroup v2 hierarchy"
-    parent = os.path.normpath(mounts[""] + "/" + own[""].lstrip("/"))
+    # our own group (delegated to us, e.g. a systemd service with Delegate=yes), else the hierarchy's root, whose
+    # controllers systemd enables for its children and where root may make a group
+    reasons = []
+    for parent in dict.fromkeys([os.path.normpath(mounts[""] + "/" + own[""].lstrip("/")), mounts[""]]):
+        found = _probe_v2_under(parent)
+        if isinstance(found, TreeLimitSupport):
+            return found
+        reasons.append(found)
+    return "; ".join(reasons)
+
+
+def _probe_v2_under(parent: str) -> TreeLimitSupport | str:
     try:
         enabled = _read(os.path.join(parent, "cgroup.subtree_control")).split()
         available = _read(os.path.join(parent, "cgroup.controllers")).split()
