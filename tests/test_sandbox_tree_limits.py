@@ -64,6 +64,8 @@ def test_the_host_mode_is_named_in_every_result(command_dir):
     assert res.ok
     assert res.limits_mode == tree_limit_support().mode
     assert f"tree-limits:{res.limits_mode}" in res.isolation
+    # what a harness's describe() (and so a run's report) shows of its sandbox names the mode too
+    assert box.support.tree_limits.startswith(res.limits_mode)
 
 
 def test_processes_together_past_the_cpu_limit_are_stopped(mode, command_dir):

@@ -123,6 +123,7 @@ class IsolationSupport(BaseModel):
     run_as: str = ""  # who the sandboxed program runs as, in words
     limits_processes: bool = False  # RLIMIT_NPROC binds (the run's user is not root)
     root_not_dropped: str = ""  # root's runs could not drop to SANDBOX_UID: why (they run as uid 0 in the box)
+    tree_limits: str = ""  # how a run's whole process tree is bounded (raso.harness.tree_limits), in words
     bwrap_options: list[str] = Field(default_factory=list)  # optional hardening this bwrap accepted
     notes: list[str] = Field(default_factory=list)
 
@@ -638,6 +639,7 @@ def isolation_support() -> IsolationSupport:
                 refused = _probe(support, sys.executable)
                 if refused is None:
                     support.notes = notes
+                    support.tree_limits = tree_limit_support().describe()
                     if os.geteuid() == 0 and not launcher:
                         support.root_not_dropped = _why_no_drop(sys.executable, notes)
                         log.warning("sandbox: runs stay root (uid 0 without capabilities) instead of dropping to "
@@ -649,7 +651,7 @@ def isolation_support() -> IsolationSupport:
                         log.info("sandbox: OS isolation with bubblewrap, runs as %s", who)
                     return support
                 notes.append(f"bwrap {' '.join(launcher[:1] + options)} refused ({refused})".replace("  ", " "))
-    support = IsolationSupport(notes=notes)
+    support = IsolationSupport(notes=notes, tree_limits=tree_limit_support().describe())
     log.warning("sandbox: NO OS ISOLATION. Model-written code will run guarded only by the in-process audit hook "
                 "and rlimits, which a determined program can get around (%s). To isolate it, %s and make sure "
                 "user namespaces are allowed; set %s=1 to refuse to run without isolation.",
