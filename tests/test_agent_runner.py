@@ -48,15 +48,16 @@ AGENT = textwrap.dedent('''
 
 
 @pytest.fixture
-def agent_root(tmp_path, monkeypatch):
-    root = tmp_path / "rollouts"
+def agent_root(open_tmp_path, monkeypatch):
+    root = open_tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
     return root
 
 
 @pytest.fixture
-def program(tmp_path):
+def program(open_tmp_path):
+    tmp_path = open_tmp_path
     script = tmp_path / "prog" / "agent.py"
     script.parent.mkdir()
     script.write_text(AGENT)

@@ -34,7 +34,8 @@ AGENT = textwrap.dedent('''
 
 
 @pytest.fixture
-def agent_script(tmp_path, monkeypatch):
+def agent_script(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
     root = tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
@@ -69,7 +70,8 @@ PEEK = textwrap.dedent('''
 ''')
 
 
-def test_a_tasks_folder_under_a_bound_folder_is_hidden_from_the_agent(tmp_path, monkeypatch):
+def test_a_tasks_folder_under_a_bound_folder_is_hidden_from_the_agent(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
     # the user's tasks folder lies beside the agent's script, whose folder the command backend binds read-only
     root = tmp_path / "rollouts"
     root.mkdir()
