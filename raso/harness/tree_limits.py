@@ -305,7 +305,8 @@ class TreeLimiter:
         """`argv` started so that its first process is already in the run's group (a shell joins, then execs)."""
         if not self.groups:
             return list(argv)
-        joins = "; ".join(f"echo $$ > {shlex.quote(g + '/cgroup.procs')}" for g in self.groups)
+        # every join must work before the program starts: a run outside its group would be unbounded
+        joins = " && ".join(f"echo $$ > {shlex.quote(g + '/cgroup.procs')}" for g in self.groups)
         return ["/bin/sh", "-c", f"{joins} && exec \"$@\"", "sh", *argv]
 
     def start(self, pid: int, stop_tree: Callable[[], None]) -> None:
