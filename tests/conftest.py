@@ -9,6 +9,8 @@ into a failure so CI always runs them.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # litellm (imported by raso, gepa, textgrad) otherwise fetches its price map from the network at import time
@@ -32,6 +34,16 @@ def require_shared(*parts: str) -> Path:
             pytest.fail(reason + "; RASO_REQUIRE_SHARED=1 makes this a failure", pytrace=False)
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture
+def open_tmp_path():
+    """A temporary folder every user can enter (pytest's tmp_path lies under a 0700 folder): a sandbox run by root
+    drops to uid 65534, which must reach a rollout's folder and any program it binds."""
+    folder = Path(tempfile.mkdtemp(prefix="raso-test-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -63,7 +63,8 @@ def test_checks_before_a_run():
 
 
 @pytest.mark.sandbox_os
-def test_evaluate_runs_the_command_backend(tmp_path, monkeypatch):
+def test_evaluate_runs_the_command_backend(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path))
     script = tmp_path / "agent.py"
     script.write_text("import pathlib; pathlib.Path('answer.txt').write_text(pathlib.Path('input.txt').read_text())\n")

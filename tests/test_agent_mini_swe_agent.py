@@ -22,7 +22,8 @@ def _reply(thought: str, command: str) -> str:
 
 @pytest.mark.sandbox_os
 @pytest.mark.agents
-def test_real_mini_swe_agent_through_the_endpoint(tmp_path, monkeypatch):
+def test_real_mini_swe_agent_through_the_endpoint(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
     backend = MiniSweAgentBackend()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()  # .ci/run installs it
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))

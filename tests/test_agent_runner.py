@@ -48,15 +48,16 @@ AGENT = textwrap.dedent('''
 
 
 @pytest.fixture
-def agent_root(tmp_path, monkeypatch):
-    root = tmp_path / "rollouts"
+def agent_root(open_tmp_path, monkeypatch):
+    root = open_tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
     return root
 
 
 @pytest.fixture
-def program(tmp_path):
+def program(open_tmp_path):
+    tmp_path = open_tmp_path
     script = tmp_path / "prog" / "agent.py"
     script.parent.mkdir()
     script.write_text(AGENT)
@@ -111,6 +112,19 @@ def test_crash_after_a_model_call_is_the_agents_own_result(agent_root, program):
     assert rollout.outcome == "agent_error" and "exited 3" in rollout.error
     assert rollout.reward == 1.0  # the scorer's verdict on what it left, crash or not
     assert rollout.metadata["exit_code"] == 3
+
+
+@pytest.mark.parametrize("status", [137, 152])
+def test_an_agents_own_exit_status_is_not_reported_as_a_cpu_limit(agent_root, program, status):
+    # 137 and 152 are what bwrap reports for SIGKILL and SIGXCPU: the agent exited so itself, far below its CPU limit
+    script, _ = program
+    runner, _ = _runner(ScriptedModel(["green"]), f"{sys.executable} {script} {{instruction_file}} {status}")
+    harness = AnswerFileTestHarness()
+    rollout = harness.rollout(harness.tasks("train")[1], [SKILL], runner)
+    assert rollout.metadata["limit_hit"] is None and not rollout.truncated
+    assert rollout.outcome == "agent_error" and f"exited {status}" in rollout.error
+    assert "not by a sandbox limit" in rollout.error and "cpu_time" not in rollout.error
+    assert rollout.metadata["limits_mode"] in ("cgroup-v2", "cgroup-v1", "process-tree")
 
 
 def test_program_that_cannot_start_is_unusable(agent_root):

@@ -35,8 +35,8 @@ BUNDLED_SKILL = {"claude-code": "deep-research", "codex": None, "qwen-code": "da
 
 
 @pytest.fixture
-def agent_root(tmp_path, monkeypatch):
-    root = tmp_path / "rollouts"
+def agent_root(open_tmp_path, monkeypatch):
+    root = open_tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
     return root

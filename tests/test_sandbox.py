@@ -271,6 +271,36 @@ def test_required_isolation_is_a_start_error_where_there_is_none(monkeypatch):
     assert Sandbox(LIMITS).isolation_level == "unisolated"  # allowed, and marked
 
 
+def test_root_that_cannot_drop_its_uid_is_warned_at_start(monkeypatch, caplog):
+    # root whose interpreter uid 65534 cannot read (a venv from a Python under a 0700 /root): every setpriv launch
+    # is refused, the capability-less root launch works
+    monkeypatch.setattr(sandbox_module.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox_module, "_probe", lambda support, python: "Permission denied" if support.launcher
+                        else None)
+    isolation_support.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO, logger="raso.harness.sandbox"):
+            support = isolation_support()
+    finally:
+        isolation_support.cache_clear()
+    assert support.level == "os" and support.launcher == [] and support.root_not_dropped
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "instead of dropping to uid 65534" in warnings[0] and "RASO_REQUIRE_ISOLATION=1 refuses" in warnings[0]
+    assert "/opt/raso-venv" in warnings[0]  # how to avoid it
+
+
+def test_required_isolation_refuses_root_that_cannot_drop_its_uid(monkeypatch):
+    weak = IsolationSupport(level="os", bwrap="/usr/bin/bwrap", root_not_dropped="the interpreter lies under /root")
+    monkeypatch.setattr(sandbox_module, "isolation_support", lambda: weak)
+    monkeypatch.setenv("RASO_REQUIRE_ISOLATION", "1")
+    with pytest.raises(IsolationRequiredError, match="cannot drop to uid 65534 .the interpreter lies under /root"):
+        Sandbox(LIMITS)
+    monkeypatch.setenv("RASO_REQUIRE_ISOLATION", "0")
+    assert Sandbox(LIMITS, require_isolation=True).isolation_level == "os"  # a harness needing bwrap still runs
+
+
 def test_a_harness_refuses_to_start_unisolated_when_isolation_is_required(monkeypatch):
     from raso.api import ConfigError, load_harness
 
@@ -302,12 +332,8 @@ def test_a_command_reports_which_limit_it_hit(command_dir, argv, limit):
     box = Sandbox(SandboxLimits(cpu_seconds=1, wall_seconds=wall, max_processes=4, file_size_bytes=1024 * 1024))
     assert box.isolation_level == "os", f"bubblewrap is needed: {box.support.notes}"
     res = box.run_command(argv, command_dir)
-    if limit == "processes" and not box.support.limits_processes:
-        # root that cannot drop to nobody (the interpreter lies under a folder nobody may enter, e.g. /root 0700):
-        # the kernel exempts uid 0 from the process rlimit, and the sandbox says so instead of claiming the limit
-        assert "the process rlimit does not bind root" in box.support.run_as
-        assert res.limit_hit is None and res.exit_code == 0
-        return
+    # the process limit holds for root that cannot drop to nobody too (the kernel exempts uid 0 from the process
+    # rlimit): it is the run's tree that is bounded (tests/test_sandbox_tree_limits.py)
     assert res.limit_hit == limit, (res.exit_code, res.stderr)
     assert res.error_summary().startswith("sandbox:") and "limit exceeded" in res.error_summary()
 

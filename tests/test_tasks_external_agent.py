@@ -4,6 +4,7 @@ in the sandbox on a copy of the workspace, scores it."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import textwrap
 
@@ -33,7 +34,8 @@ AGENT = textwrap.dedent('''
 
 
 @pytest.fixture
-def agent_script(tmp_path, monkeypatch):
+def agent_script(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
     root = tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
@@ -56,3 +58,32 @@ def test_a_command_agent_does_an_example_task_scored_by_its_check(agent_script, 
     sent = model.calls[0][-1]["content"]
     assert "Count the entries whose level is ERROR" in sent and "server.log" in sent  # the workspace's file
     assert "check.sh" not in sent  # the check never reaches the agent's workspace
+
+
+PEEK = textwrap.dedent('''
+    import pathlib, sys
+    check = pathlib.Path(sys.argv[1]) / "error-count" / "check.sh"
+    try:
+        print("READ " + check.read_text()[:40])
+    except OSError as exc:
+        print("hidden", type(exc).__name__)
+''')
+
+
+def test_a_tasks_folder_under_a_bound_folder_is_hidden_from_the_agent(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
+    # the user's tasks folder lies beside the agent's script, whose folder the command backend binds read-only
+    root = tmp_path / "rollouts"
+    root.mkdir()
+    monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
+    prog = tmp_path / "prog"
+    shutil.copytree(TasksHarness("example").folder, prog / "tasks")
+    (prog / "peek.py").write_text(PEEK)
+    harness = TasksHarness(str(prog / "tasks"))
+    task = next(t for t in harness.tasks("train") if t.id == "error-count")
+    gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=ScriptedModel([]).model)}))
+    config = AgentConfig(backend="command", command=f"{sys.executable} {prog}/peek.py {prog}/tasks")
+    backend = CommandBackend.from_config(config)
+    assert prog / "peek.py" in backend.read_only_paths() or prog in backend.read_only_paths()
+    rollout = harness.rollout(task, [], ExternalAgentRunner(backend, gateway, config))
+    assert rollout.final_output is not None and rollout.final_output.startswith("hidden"), rollout.final_output

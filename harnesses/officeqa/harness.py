@@ -120,6 +120,9 @@ class OfficeQAHarness(Harness, WorkspaceTasks):
         return parse_reply(reply)
 
     # ------------------------------------------------------------------ workspace form (external agents)
+    def hidden_paths(self) -> list[Path]:
+        return [self.data_dir]  # the questions' answers
+
     def prepare_workspace(self, task: Task, workspace: Path) -> str:
         """The corpus's documents (text files) under documents/; never the question file or its answers. The
         agent writes its answer to answer.txt."""

@@ -143,6 +143,9 @@ class SpreadsheetHarness(Harness, WorkspaceTasks):
         return parse_reply(reply).to_action()
 
     # ------------------------------------------------------------------ workspace form (external agents)
+    def hidden_paths(self) -> list[Path]:
+        return [self.data_dir, self.answer_cache_dir]  # the answer workbooks and their recalculated copies
+
     def prepare_workspace(self, task: Task, workspace: Path) -> str:
         """Each test case's input workbook as input_N.xlsx; the agent writes output_N.xlsx (workspace.py)."""
         return workspace_form.prepare(self.spreadsheet_task(task.id), Path(workspace))

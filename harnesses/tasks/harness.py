@@ -173,6 +173,9 @@ class TasksHarness(Harness, WorkspaceTasks):
         return ShellTaskEnv(self, task, self.checks.sandbox)
 
     # ------------------------------------------------------------------ external agents
+    def hidden_paths(self) -> list[Path]:
+        return [self.folder]  # every task's check, expected files and tests
+
     def prepare_workspace(self, task: Task, workspace: Path) -> str:
         """Copy the task's input files (its workspace/ folder, or a Harbor task's environment files) into
         `workspace`; the instruction is the task's own (it names where the answer goes)."""

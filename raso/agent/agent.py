@@ -121,9 +121,13 @@ class AgentConfig(BaseModel):
                                 "{endpoint_url} {api_key} {model} {max_steps}")
     skills_dir: str | None = Field(default=None, description="the command backend's skills folder, relative to the "
                                    "rollout's home folder (default: skills)")
-    cpu_seconds: int = Field(default=600, ge=1, description="an external agent's CPU-time limit per rollout")
-    memory_mb: int = Field(default=16_384, ge=256, description="an external agent's address-space limit per rollout "
-                           "in MiB (node and Python reserve far more address space than they use)")
+    cpu_seconds: int = Field(default=600, ge=1, description="an external agent's CPU-time limit per rollout, all its "
+                             "processes together")
+    memory_mb: int = Field(default=16_384, ge=256, description="an external agent's memory limit per rollout in MiB: "
+                           "each process's address space (node and Python reserve far more than they use) and the "
+                           "resident memory of all its processes together")
+    disk_mb: int = Field(default=4096, ge=16, description="what an external agent's rollout folder (workspace and "
+                         "home) may hold in MiB; the rollout is stopped past it")
     external_wall_s: float = Field(default=900.0, gt=0, description="an external agent's wall-clock limit per "
                                    "rollout when max_wall_s is not set")
 

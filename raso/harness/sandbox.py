@@ -38,6 +38,8 @@ size from the bootstrap's exit codes or the signal (SIGXFSZ), processes from the
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -56,6 +58,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from raso.harness.tree_limits import TreeLimiter, TreeLimitSupport, tree_limit_support
 from raso.safe_files import chown_tree, remove_tree
 
 from . import port_relay
@@ -74,6 +77,9 @@ EXIT_CODES = {"memory": 151, "cpu_time": 128 + signal.SIGXCPU, "file_size": 128 
 FORK_REFUSED = ("BlockingIOError: [Errno 11] Resource temporarily unavailable", "fork: Resource temporarily unavailable",
                 "fork: retry", "Cannot fork")
 REQUIRE_ISOLATION_ENV = "RASO_REQUIRE_ISOLATION"
+# How far a run's measured CPU time may trail what the kernel's CPU rlimit saw when it killed a process (the last
+# reading of a control group's counter, or of the process-tree watcher's sample, before the process died).
+CPU_READING_LAG_S = 0.5
 SANDBOX_UID = 65534  # nobody: what a root caller's runs drop to
 IsolationLevel = Literal["os", "unisolated"]
 # Host paths bound read-only into every run (when they exist), besides the interpreter's prefixes.
@@ -81,6 +87,14 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "mime.types", "alternatives", "passwd",
                "group", "nsswitch.conf", "os-release", "ssl", "ca-certificates")
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+# This project's packages: no run needs them, and they carry every harness's answers, checks and expected files
+# (a regular install puts them in site-packages, which runs see), so every run has them covered, wherever they lie.
+PROJECT_PACKAGES = ("raso", "harnesses", "experiments", "corpus_tools")
+# Folders of the project's data and caches, named by environment variables (the spreadsheet answers' cache, the
+# shared corpus and data sets): covered too, when a run would otherwise see them.
+PROJECT_DATA_ENV = ("RASO_SHARED_DIR", "RASO_CACHE_DIR")
+DROP_HINT = (f"run raso from a Python that uid {SANDBOX_UID} can read (e.g. `python3 -m venv /opt/raso-venv` from "
+             "/usr/bin/python3, not a pyenv or venv under /root) or as a normal user")
 
 
 class IsolationRequiredError(OSError):
@@ -88,13 +102,16 @@ class IsolationRequiredError(OSError):
 
 
 class SandboxLimits(BaseModel):
-    """Per-run resource limits."""
+    """Per-run resource limits. CPU time, resident memory, processes and disk bound the run's whole process tree
+    (raso.harness.tree_limits); address space, file size and open files bind each process."""
 
-    cpu_seconds: int = Field(20, ge=1)
+    cpu_seconds: int = Field(20, ge=1)  # the whole tree's CPU time (and each process's RLIMIT_CPU)
     wall_seconds: float = Field(40.0, gt=0)
-    memory_bytes: int = Field(1536 * MiB, ge=64 * MiB)  # RLIMIT_AS: address space, not resident memory
+    # each process's address space (RLIMIT_AS), and the resident memory of the whole tree together
+    memory_bytes: int = Field(1536 * MiB, ge=64 * MiB)
     file_size_bytes: int = Field(64 * MiB, ge=1024)
-    max_processes: int = Field(16, ge=1)  # RLIMIT_NPROC inside the run's own user namespace (OS layer only)
+    disk_bytes: int = Field(512 * MiB, ge=MiB)  # what the run's writable folder may hold in all
+    max_processes: int = Field(16, ge=1)  # the tree's processes (a cgroup's pids.max, else RLIMIT_NPROC / watcher)
     max_open_files: int = Field(256, ge=16)
     tmpfs_bytes: int = Field(64 * MiB, ge=MiB)  # each of the run's private /tmp and /dev/shm
     output_chars: int = Field(4000, ge=200)  # stdout / stderr kept (head and tail)
@@ -108,6 +125,8 @@ class IsolationSupport(BaseModel):
     launcher: list[str] = Field(default_factory=list)  # runs before bwrap: setpriv dropping root to SANDBOX_UID
     run_as: str = ""  # who the sandboxed program runs as, in words
     limits_processes: bool = False  # RLIMIT_NPROC binds (the run's user is not root)
+    root_not_dropped: str = ""  # root's runs could not drop to SANDBOX_UID: why (they run as uid 0 in the box)
+    tree_limits: str = ""  # how a run's whole process tree is bounded (raso.harness.tree_limits), in words
     bwrap_options: list[str] = Field(default_factory=list)  # optional hardening this bwrap accepted
     notes: list[str] = Field(default_factory=list)
 
@@ -118,7 +137,11 @@ class SandboxResult(BaseModel):
     stderr: str = ""
     wall_time_s: float = 0.0
     timed_out: bool = False
-    limit_hit: str | None = None  # "wall_time" | "cpu_time" | "memory" | "file_size" | "processes" | None
+    # "wall_time" | "cpu_time" | "memory" | "file_size" | "processes" | "disk" | None
+    limit_hit: str | None = None
+    limit_detail: str = ""  # how the limit was passed, when the run's tree limiter saw it
+    limits_mode: str = ""  # how the tree's limits were enforced: cgroup-v2, cgroup-v1 or process-tree
+    cpu_time_s: float = 0.0  # CPU time of the whole process tree
     output_file: Path | None = None
     output_error: str | None = None
     isolation_level: IsolationLevel = "unisolated"
@@ -140,21 +163,37 @@ class SandboxResult(BaseModel):
         """One clear line for a failed run, None when the program exited cleanly."""
         if self.timed_out:
             return "sandbox: wall-clock time limit exceeded; the program was killed"
+        how = f" ({self.limit_detail})" if self.limit_detail else ""
         if self.limit_hit == "cpu_time":
-            return "sandbox: CPU time limit exceeded; the program was killed"
+            return f"sandbox: CPU time limit exceeded; the program was killed{how}"
         if self.limit_hit == "memory":
-            return "sandbox: memory limit exceeded (MemoryError)"
+            return f"sandbox: memory limit exceeded{how or ' (MemoryError)'}"
         if self.limit_hit == "file_size":
             return "sandbox: file size limit exceeded (a file grew too large)"
         if self.limit_hit == "processes":
-            return "sandbox: process limit exceeded (too many processes)"
+            return f"sandbox: process limit exceeded (too many processes){how}"
+        if self.limit_hit == "disk":
+            return f"sandbox: disk limit exceeded; the program was killed{how}"
         if self.exit_code == 0:
             return None
         last = [line for line in self.stderr.strip().splitlines() if line.strip()]
         detail = last[-1].strip() if last else "no error output"
         if self.exit_code is not None and self.exit_code < 0:
-            return f"sandbox: program killed by signal {-self.exit_code}: {detail}"
+            return f"sandbox: program killed by signal {-self.exit_code} ({_signal_name(-self.exit_code)}), not by " \
+                   f"a sandbox limit: {detail}"
+        if self.exit_code is not None and 128 < self.exit_code < 128 + 65:
+            # bwrap and shells report a child killed by signal N as 128 + N; a program may also exit so itself
+            signum = self.exit_code - 128
+            return f"program exited with code {self.exit_code} (as for a process killed by signal {signum}, " \
+                   f"{_signal_name(signum)}), not by a sandbox limit: {detail}"
         return f"program exited with code {self.exit_code}: {detail}"
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 # The bootstrap runs in the child before the program. It is trusted code: it applies limits, installs the audit
@@ -410,6 +449,19 @@ def interpreter_layout(python: str) -> tuple[tuple[str, ...], tuple[str, ...], s
     return tuple(sorted(roots)), tuple(site_dirs), prefixes[0]
 
 
+@functools.lru_cache(maxsize=8)
+def base_interpreter(python: str) -> tuple[str, tuple[str, ...]]:
+    """(the base interpreter of `python`, the folders it needs): a virtual environment's own Python without the
+    environment's site-packages, for code that needs only the standard library (the loopback relay)."""
+    code = ("import json, sys\nprint(json.dumps([getattr(sys, '_base_executable', sys.executable),"
+            " sys.base_prefix, sys.base_exec_prefix]))\n")
+    out = subprocess.run([python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    exe, *prefixes = json.loads(out.stdout)
+    roots = {os.path.realpath(p) for p in prefixes} | {os.path.abspath(p) for p in prefixes}
+    roots |= {str(Path(exe).absolute().parent), str(Path(exe).resolve().parent)}
+    return exe, tuple(sorted(roots))
+
+
 def _minimal_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": home,
            "TMPDIR": home}
@@ -523,10 +575,19 @@ def isolation_support() -> IsolationSupport:
                 refused = _probe(support, sys.executable)
                 if refused is None:
                     support.notes = notes
-                    log.info("sandbox: OS isolation with bubblewrap, runs as %s", who)
+                    support.tree_limits = tree_limit_support().describe()
+                    if os.geteuid() == 0 and not launcher:
+                        support.root_not_dropped = _why_no_drop(sys.executable, notes)
+                        log.warning("sandbox: runs stay root (uid 0 without capabilities) instead of dropping to "
+                                    "uid %d: %s. The box still holds, but the kernel does not apply the process "
+                                    "rlimit to root and a kernel bug reachable from uid 0 in a user namespace is "
+                                    "one step closer. To avoid it, %s; %s=1 refuses to run like this.",
+                                    SANDBOX_UID, support.root_not_dropped, DROP_HINT, REQUIRE_ISOLATION_ENV)
+                    else:
+                        log.info("sandbox: OS isolation with bubblewrap, runs as %s", who)
                     return support
                 notes.append(f"bwrap {' '.join(launcher[:1] + options)} refused ({refused})".replace("  ", " "))
-    support = IsolationSupport(notes=notes)
+    support = IsolationSupport(notes=notes, tree_limits=tree_limit_support().describe())
     log.warning("sandbox: NO OS ISOLATION. Model-written code will run guarded only by the in-process audit hook "
                 "and rlimits, which a determined program can get around (%s). To isolate it, %s and make sure "
                 "user namespaces are allowed; set %s=1 to refuse to run without isolation.",
@@ -540,14 +601,59 @@ def isolation_level() -> IsolationLevel:
 
 
 def checked_isolation(required: bool | None = None) -> IsolationSupport:
-    """The OS layer, or IsolationRequiredError when it was required (argument, else RASO_REQUIRE_ISOLATION)."""
+    """The OS layer, or IsolationRequiredError when it was required (argument, else RASO_REQUIRE_ISOLATION).
+
+    RASO_REQUIRE_ISOLATION=1 also refuses a root caller whose runs cannot drop to an unprivileged uid (an argument
+    of True asks for the OS layer only: a harness that cannot work without bwrap)."""
     support = isolation_support()
+    strict = _env_flag(REQUIRE_ISOLATION_ENV)
     if required is None:
-        required = _env_flag(REQUIRE_ISOLATION_ENV)
+        required = strict
     if required and support.level != "os":
         raise IsolationRequiredError(f"OS-level isolation is required ({REQUIRE_ISOLATION_ENV}=1) but not available "
                                      f"here ({'; '.join(support.notes)}): {INSTALL_HINT}")
+    if strict and support.root_not_dropped:
+        raise IsolationRequiredError(f"full isolation is required ({REQUIRE_ISOLATION_ENV}=1) but root's runs cannot "
+                                     f"drop to uid {SANDBOX_UID} ({support.root_not_dropped}): {DROP_HINT}")
     return support
+
+
+def _why_no_drop(python: str, notes: Sequence[str]) -> str:
+    """Why runs cannot drop to SANDBOX_UID, in words: a folder on the interpreter's path it cannot enter, else
+    what the attempt said."""
+    for path in (python, os.path.realpath(python)):
+        for parent in reversed(Path(path).parents):
+            try:
+                mode = os.stat(parent).st_mode
+            except OSError:
+                continue
+            if not mode & stat.S_IXOTH:
+                return f"the interpreter {path} lies under {parent}, which uid {SANDBOX_UID} cannot enter"
+    return "; ".join(notes) or "setpriv is not available"
+
+
+@functools.lru_cache(maxsize=1)
+def project_data_paths() -> tuple[str, ...]:
+    """Where this project's packages and data folders are on this machine (site-packages, a source tree or
+    both), to be covered in every run. Located without importing anything."""
+    found: list[str] = []
+    for name in PROJECT_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        found += list(spec.submodule_search_locations or []) if spec is not None else []
+    try:  # an installed distribution's packages, even when another copy is first on sys.path (a source checkout)
+        dist = importlib.metadata.distribution("raso")
+        for file in dist.files or ():
+            if file.parts and file.parts[0] in PROJECT_PACKAGES:
+                found.append(str(dist.locate_file(file.parts[0])))
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    found += [os.environ[name] for name in PROJECT_DATA_ENV if os.environ.get(name)]
+    found.append(str(Path.home() / ".cache" / "raso"))
+    paths = [os.path.realpath(p) for p in found] + [os.path.abspath(p) for p in found]
+    return tuple(dict.fromkeys(p for p in paths if os.path.exists(p)))
 
 
 def _read_capped(path: Path, limit: int) -> str:
@@ -560,6 +666,18 @@ def _read_capped(path: Path, limit: int) -> str:
         fh.seek(size - limit // 2)
         tail = fh.read().decode("utf-8", errors="replace")
     return f"{head}\n... [{size - limit} bytes truncated] ...\n{tail}"
+
+
+def _file_cap(limits: SandboxLimits) -> int:
+    """RLIMIT_FSIZE: no single file may pass the file size limit, nor the run's whole disk limit."""
+    return min(limits.file_size_bytes, limits.disk_bytes)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
@@ -575,9 +693,13 @@ class Sandbox:
                  deny_read: Sequence[Path] = (), require_isolation: bool | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
-        self.deny_read = [str(Path(p).resolve()) for p in deny_read]
         self.support = checked_isolation(require_isolation)
+        self.tree_support: TreeLimitSupport = tree_limit_support()
         self.python_roots, self.site_dirs, self.prefix = interpreter_layout(self.python)
+        # the project's own packages and data are covered in every run, besides what the caller denies (a data
+        # folder holding the interpreter itself is left visible: the run could not start without it)
+        project = [p for p in project_data_paths() if not any(_is_under(r, p) for r in self.python_roots)]
+        self.deny_read = list(dict.fromkeys([*(str(Path(p).resolve()) for p in deny_read), *project]))
         for root in self.python_roots:
             if any(root == d for d in self.deny_read):
                 raise ValueError(f"cannot deny reading {root}: the sandbox's interpreter lives there")
@@ -607,7 +729,7 @@ class Sandbox:
             program.write_text(code, encoding="utf-8")
             cfg = {
                 "work": str(work), "program": str(program), "args": list(args),
-                "cpu": limits.cpu_seconds, "mem": limits.memory_bytes, "fsize": limits.file_size_bytes,
+                "cpu": limits.cpu_seconds, "mem": limits.memory_bytes, "fsize": _file_cap(limits),
                 "nofile": limits.max_open_files, "read_roots": list(self.python_roots), "deny_read": self.deny_read,
                 "nproc": limits.max_processes if self.support.limits_processes else None,
                 "exit_codes": EXIT_CODES, "site_dirs": list(self.site_dirs), "prefix": self.prefix,
@@ -666,7 +788,7 @@ class Sandbox:
         limits = self.limits
         prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
         caps = [prlimit, f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", f"--as={limits.memory_bytes}",
-                f"--fsize={limits.file_size_bytes}", f"--nofile={limits.max_open_files}", "--core=0"]
+                f"--fsize={_file_cap(limits)}", f"--nofile={limits.max_open_files}", "--core=0"]
         if self.support.limits_processes:
             caps.append(f"--nproc={limits.max_processes}")
         binds = [str(Path(p).resolve()) for p in ro_binds]
@@ -681,9 +803,10 @@ class Sandbox:
                 sockets.mkdir(mode=0o755)
                 forwarder = _PortForwarder(sockets, ports)
                 rw_binds.append(str(sockets))
-                binds += self.python_roots
+                relay_python, relay_roots = base_interpreter(self.python)
+                binds += relay_roots  # the relay needs only an interpreter and its standard library
                 relay = {"ports": ports, "dir": str(sockets)}
-                command = [*caps, "--", self.python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
+                command = [*caps, "--", relay_python, "-I", "-S", "-c", _RELAY, json.dumps(relay), *argv]
             return self._execute(command, root, work, ro_binds=binds, env=_minimal_env(str(work), env),
                                  rw_binds=rw_binds, network="loopback" if ports else "none", mounts=extra_mounts)
         finally:
@@ -711,57 +834,75 @@ class Sandbox:
             cmd = list(argv)
             isolation = ["unisolated", "rlimits", "process-group"]
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
+        tree = TreeLimiter(cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_bytes,
+                           max_processes=limits.max_processes, disk_bytes=limits.disk_bytes,
+                           writable=[str(work), *rw_binds], support=self.tree_support)
+        isolation.append(f"tree-limits:{tree.mode}")
         start = time.perf_counter()
-        with out_path.open("wb") as out_fh, err_path.open("wb") as err_fh:
-            proc = subprocess.Popen(cmd, cwd=work, env=dict(env), stdin=subprocess.DEVNULL, stdout=out_fh,
-                                    stderr=err_fh, start_new_session=True, close_fds=True)
-            exit_code, timed_out = self._wait(proc, limits.wall_seconds)
+        tree_cpu = 0.0
+        try:
+            with out_path.open("wb") as out_fh, err_path.open("wb") as err_fh:
+                proc = subprocess.Popen(tree.command(cmd), cwd=work, env=dict(env), stdin=subprocess.DEVNULL,
+                                        stdout=out_fh, stderr=err_fh, start_new_session=True, close_fds=True)
+                tree.start(proc.pid, functools.partial(_kill_group, proc.pid))
+                exit_code, timed_out, tree_cpu = self._wait(proc, limits.wall_seconds)
+        finally:
+            tree.finish(tree_cpu)
         wall = time.perf_counter() - start
         result = SandboxResult(
             exit_code=None if timed_out else exit_code,
             stdout=_read_capped(out_path, limits.output_chars),
             stderr=_read_capped(err_path, limits.output_chars),
             wall_time_s=round(wall, 3), timed_out=timed_out,
-            isolation_level=support.level, isolation=isolation,
+            isolation_level=support.level, isolation=isolation, limits_mode=tree.mode,
+            cpu_time_s=round(tree.cpu_used, 3),
         )
-        result.limit_hit = self._limit_hit(result)
+        result.limit_hit = self._limit_hit(result, tree)
+        if result.limit_hit is not None and result.limit_hit == tree.verdict:
+            result.limit_detail = tree.detail
         return result
 
     @staticmethod
-    def _wait(proc: subprocess.Popen, wall_seconds: float) -> tuple[int, bool]:
-        """(exit code, timed out); kills the process group at the wall clock."""
+    def _wait(proc: subprocess.Popen, wall_seconds: float) -> tuple[int, bool, float]:
+        """(exit code, timed out, CPU seconds of the reaped tree); kills the process group at the wall clock.
+
+        The CPU seconds count what the kernel adds up for reaped children: the whole tree of an unisolated run,
+        next to nothing behind bwrap (its PID namespace's init is never reaped by bwrap), where the tree limiter's
+        own readings count."""
         deadline = time.monotonic() + wall_seconds
         pause = 0.002
         timed_out = False
         while True:
-            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() >= deadline:
                 timed_out = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # bwrap's death ends its PID namespace
-                except (ProcessLookupError, PermissionError):
-                    pass
-                _, status = os.waitpid(proc.pid, 0)
+                _kill_group(proc.pid)  # bwrap's death ends its PID namespace
+                _, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        try:  # anything left in the group (the unisolated path has no PID namespace)
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return proc.returncode, timed_out
+        _kill_group(proc.pid)  # anything left in the group (the unisolated path has no PID namespace)
+        return proc.returncode, timed_out, usage.ru_utime + usage.ru_stime
 
-    @staticmethod
-    def _limit_hit(result: SandboxResult) -> str | None:
+    def _limit_hit(self, result: SandboxResult, tree: TreeLimiter) -> str | None:
+        """Which limit ended the run, from what the sandbox itself saw: its wall clock, its tree limiter, and an
+        exit status only where the measured CPU time or the program's own bootstrap confirms it."""
         if result.timed_out:
             return "wall_time"
+        if tree.verdict is not None:
+            return tree.verdict
         code, err = result.exit_code, result.stderr
         if code == 0:
             return None
-        if code in (EXIT_CODES["cpu_time"], -signal.SIGXCPU) or "sandbox: CPU time limit exceeded" in err:
+        # SIGXCPU comes at the soft limit and SIGKILL at the hard one (a second later, for a program that ignores
+        # SIGXCPU): only a limit when the tree did use that much CPU (give or take how far the readings may lag),
+        # so an agent's own exit 137 or 152 (or a kill -9 of its own) is reported as what it was
+        used_it = tree.cpu_used >= self.limits.cpu_seconds - CPU_READING_LAG_S
+        if used_it and (code in (EXIT_CODES["cpu_time"], -signal.SIGXCPU, 128 + signal.SIGKILL, -signal.SIGKILL)
+                        or "sandbox: CPU time limit exceeded" in err):
             return "cpu_time"
         if code in (EXIT_CODES["file_size"], -signal.SIGXFSZ) or "File too large" in err:
             return "file_size"
@@ -769,10 +910,6 @@ class Sandbox:
             return "memory"
         if any(sign in err for sign in FORK_REFUSED):
             return "processes"
-        # SIGKILL that the wall clock did not send: the hard CPU limit (one second past the soft one, for a
-        # program that ignores SIGXCPU) is the only limit that kills this way.
-        if code in (128 + signal.SIGKILL, -signal.SIGKILL):
-            return "cpu_time"
         return None
 
     def _collect_output(self, result: SandboxResult, produced: Path, dest: Path | None) -> None:

@@ -42,6 +42,11 @@ class WorkspaceTasks(ABC):
         """Score what the agent left in `workspace` with the harness's own scorer. Never raises for a missing or
         malformed answer (that is reward 0 with the reason in `info`)."""
 
+    def hidden_paths(self) -> list[Path]:
+        """Folders the agent's sandbox must never show, wherever they lie (the harness's answers, checks and data
+        folders when they are given from outside the project; the project's own packages are hidden in every run)."""
+        return []
+
     @property
     @abstractmethod
     def workspace_description(self) -> str:

@@ -18,6 +18,8 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from raso.harness.sandbox import interpreter_layout
+
 from .base import AgentBackend, AgentRun, Transcript
 from .registry import register
 
@@ -84,6 +86,10 @@ class CommandBackend(AgentBackend):
             path = Path(arg)
             if path.is_absolute() and path.exists():
                 paths.append(path)
+                if (path.parent.parent / "pyvenv.cfg").is_file():
+                    # a virtual environment's interpreter needs the environment and its base Python (the project's
+                    # own packages in there stay covered: the sandbox hides them in every run)
+                    paths += [Path(p) for p in interpreter_layout(str(path))[0]]
         return paths
 
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:

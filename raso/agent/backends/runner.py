@@ -164,7 +164,8 @@ class ExternalAgentRunner:
     def limits(self) -> SandboxLimits:
         return SandboxLimits(cpu_seconds=self.config.cpu_seconds, wall_seconds=self.wall_seconds(),
                              memory_bytes=self.memory_mb() * MiB, max_processes=512, max_open_files=4096,
-                             file_size_bytes=512 * MiB, tmpfs_bytes=512 * MiB, output_chars=400_000)
+                             file_size_bytes=512 * MiB, disk_bytes=self.config.disk_mb * MiB, tmpfs_bytes=512 * MiB,
+                             output_chars=400_000)
 
     def _run(self, harness: Harness, task: Task, skills: Sequence[Skill], start: float) -> Rollout:
         tasks = check_workspace_harness(harness, self.backend.name)
@@ -172,7 +173,7 @@ class ExternalAgentRunner:
         if reason:
             raise AgentSetupError(f"agent backend {self.backend.name!r} cannot run: {reason}")
         try:
-            sandbox = Sandbox(self.limits())
+            sandbox = Sandbox(self.limits(), deny_read=tasks.hidden_paths())
         except Exception as exc:
             raise AgentSetupError(f"agent backend {self.backend.name!r} needs the OS sandbox: {exc}") from None
         if sandbox.isolation_level != "os":
@@ -248,15 +249,19 @@ class ExternalAgentRunner:
             outcome = "unusable"
             error = f"{self.backend.name} exited {result.exit_code} before any model call: {result.error_summary() or ''}"
         elif result.limit_hit:
-            outcome, error = "agent_error", f"{self.backend.name} stopped by the sandbox's {result.limit_hit} limit"
+            outcome, error = "agent_error", f"{self.backend.name} stopped by the sandbox's {result.limit_hit} limit" \
+                                            f"{f' ({result.limit_detail})' if result.limit_detail else ''}"
         elif result.exit_code not in (0, None):
             outcome, error = "agent_error", f"{self.backend.name} exited {result.exit_code}"
+            if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
+                error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
         if error and result.stderr.strip():
             error += "\nstderr (tail):\n" + result.stderr.strip()[-1500:]
         metadata: dict[str, Any] = {
             "backend": self.backend.name, "package": self.backend.package, "wire_format": self.backend.wire_format,
             "tool_calls": transcript.tool_calls, "exit_code": result.exit_code, "limit_hit": result.limit_hit,
             "isolation": result.isolation, "isolation_level": result.isolation_level,
+            "limits_mode": result.limits_mode, "sandbox_cpu_s": result.cpu_time_s,
             "sandbox_wall_s": result.wall_time_s, "transcript_notes": transcript.notes,
             "endpoint_errors": session.errors, "score_info": score.info, "skill_files": skill_files,
             "agent_reported_tokens": [transcript.prompt_tokens, transcript.completion_tokens],
