@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_tools.blocklist import find_leaks
-from corpus_tools.card import STARTER_NAME, CorpusIdentity
+from corpus_tools.card import STARTER_NAME, CorpusIdentity, write_card
 from corpus_tools.index import FORMAT_VERSION, SectionIndex
 from corpus_tools.index_build import write_index
 from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
@@ -34,7 +34,7 @@ from corpus_tools.vetting import flag_bits
 STARTER_DIR = Path(__file__).resolve().parent / "data" / "starter"
 STARTER_LICENSES = ("MIT", "Apache-2.0")
 # What the starter index holds beyond the format: the skill level, vetting flags, retrievable sections only.
-STARTER_BUILD = "skills+flags+retrievable-v1"
+STARTER_BUILD = "skills+flags+retrievable+card-v2"
 
 # Topic -> keyword regexes matched against name and description; a name hit counts 3, a description
 # hit 1, and a skill needs 2 points for the topic. Topics are filled in this order.
@@ -103,9 +103,23 @@ def starter_index(cache_dir: str | Path | None = None, *, rebuild: bool = False)
             return SectionIndex.load(target)
         except (OSError, ValueError, KeyError):
             pass  # a damaged cache entry is rebuilt below
-    records, _ = load_corpus(corpus_dir)
-    write_index(retrievable_sections(split_corpus(records)), target, flagger=flag_bits)
-    return SectionIndex.load(target)
+    records, report = load_corpus(corpus_dir)
+    left_out: dict[str, int] = {}
+    write_index(retrievable_sections(split_corpus(records), left_out), target, flagger=flag_bits)
+    index = SectionIndex.load(target)
+    write_card(target, {
+        "name": STARTER_NAME, "release_date": None, "demo": True,
+        "note": "demo data: a few hundred MIT/Apache-2.0 skills hand-picked by topic from the shared corpus "
+                "to match the shipped harnesses; not the paper's corpus",
+        "skills": len({source["skill_id"] for source in index.sources}), "sections": len(index),
+        "inputs": [{"kind": "manifest", "name": "corpus_tools/data/starter", "fingerprint": starter_fingerprint(corpus_dir)}],
+        "counts": {"read": report.files_seen, "skills_loaded": report.skills_loaded,
+                   "kept": len({source["skill_id"] for source in index.sources}),
+                   "dropped": {"duplicate": report.skip_counts().get("duplicate", 0)},
+                   "sections_left_out": dict(sorted(left_out.items()))},
+        "build": {"levels": [1, 2, 3], "starter_build": STARTER_BUILD},
+    })
+    return index
 
 
 # --------------------------------------------------------------------------------------------------
