@@ -264,13 +264,18 @@ def test_corpus_card_is_stable_and_printed(release: dict[str, Any], tmp_path: Pa
 
 
 def test_starter_index_carries_a_demo_card(tmp_path: Path) -> None:
-    from corpus_tools.starter import starter_index
+    from corpus_tools.starter import starter_identity, starter_index
 
     index = starter_index(cache_dir=tmp_path)
     assert index.directory is not None
     identity = corpus_identity(index.directory)
     assert identity.demo and identity.name == "starter corpus" and identity.label().endswith("skills, demo")
     assert identity.skills == len(index.skills)
+    # the same identity whether a run names the starter corpus by its index or without building it
+    unbuilt = corpus_identity(None)
+    assert (unbuilt.name, unbuilt.skills, unbuilt.digest, unbuilt.demo) == \
+        (identity.name, identity.skills, identity.digest, identity.demo) == \
+        (starter_identity().name, starter_identity().skills, starter_identity().digest, True)
 
 
 # -------------------------------------------------------------------------------------------------- bad sources
