@@ -278,6 +278,8 @@ class SqlitePlan:
     occurrences: ColumnMapping | None = None
     repos: ColumnMapping | None = None
     sql: str = ""
+    # Tables declared WITHOUT ROWID have no rowid to keep the release's order (or pick a first occurrence) by.
+    without_rowid: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         lines = [self.text.describe()]
@@ -370,10 +372,12 @@ def _plan_sqlite(connection: sqlite3.Connection, path: Path, options: SourceOpti
         raise SourceError(f"{path.name}: no table has a text column (tables: {seen}); "
                           "name it with --map text=COLUMN or --sql 'SELECT ...'")
     text_table = with_text[0]
+    without_rowid = frozenset(_as_str(name) for name, sql in connection.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table'") if "without rowid" in _as_str(sql).lower())
     names = mappings[text_table].columns
     text = detect_mapping(text_table, names, samples[text_table], options.overrides)
     check_text_values(text, samples[text_table])
-    plan = SqlitePlan(text=text)
+    plan = SqlitePlan(text=text, without_rowid=without_rowid)
     others = [t for t in tables if t != text_table and t not in with_text]
     if "content_hash" in text.fields:
         occurrence = [t for t in others if {"content_hash", "repo"} <= set(mappings[t].fields)]
@@ -399,7 +403,8 @@ def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
         o = occ.fields
         # SQLite's bare columns next to MIN(rowid) come from that row: the first occurrence of a content.
         extra = "".join(f", {_quote(o[k])} AS first_{k}" for k in ("repo", "path", "commit") if k in o)
-        joins += (f" LEFT JOIN (SELECT {_quote(o['content_hash'])} AS hash, MIN(rowid){extra}, "
+        first = "MIN(rowid)" if occ.table not in plan.without_rowid else "MIN(" + _quote(o["repo"]) + ")"
+        joins += (f" LEFT JOIN (SELECT {_quote(o['content_hash'])} AS hash, {first}{extra}, "
                   f"COUNT(DISTINCT {_quote(o['repo'])}) AS n_repos FROM {_quote(occ.table)} "
                   f"GROUP BY {_quote(o['content_hash'])}) o ON o.hash = t.{_quote(text.fields['content_hash'])}")
         selects["repos"] = "o.n_repos"
@@ -419,8 +424,8 @@ def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
     columns = [f"CASE WHEN {size} > {int(max_bytes)} THEN NULL ELSE {text_expr} END AS text",
                f"{size} AS text_bytes"]
     columns += [f"{expr} AS {_quote(key)}" for key, expr in selects.items()]
-    order = "t.rowid" if not plan.sql else "1"
-    return f"SELECT {', '.join(columns)} FROM {base} t{joins}" + (f" ORDER BY {order}" if not plan.sql else "")
+    ordered = not plan.sql and text.table not in plan.without_rowid
+    return f"SELECT {', '.join(columns)} FROM {base} t{joins}" + (" ORDER BY t.rowid" if ordered else "")
 
 
 def iter_sqlite_rows(path: Path, plan: SqlitePlan, max_bytes: int) -> Iterator[Row]:

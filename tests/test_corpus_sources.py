@@ -296,6 +296,25 @@ def test_blocklist_and_vetting_on_a_table_source(release: dict[str, Any], tmp_pa
     assert result.blocklist is not None and list(result.blocklist.excluded) == ["leaky/repo"]
 
 
+def test_without_rowid_tables(release: dict[str, Any], tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "norowid.sqlite")
+    db.execute("CREATE TABLE occurrences (repo TEXT, path TEXT, content_hash TEXT, PRIMARY KEY (repo, path)) "
+               "WITHOUT ROWID")
+    db.execute("CREATE TABLE representatives (content_hash TEXT PRIMARY KEY, content TEXT) WITHOUT ROWID")
+    for repo, path, content in release["occurrences"]:
+        db.execute("INSERT INTO occurrences VALUES (?, ?, ?)", (repo, path, content_hash(content)))
+        db.execute("INSERT OR IGNORE INTO representatives VALUES (?, ?)", (content_hash(content), release["texts"][content]))
+    db.commit()
+    db.close()
+    result = build_corpus_index([tmp_path / "norowid.sqlite"], tmp_path / "index")
+    assert result.card is not None and result.card["skills"] == 80
+    # the first occurrence is the smallest repo name when there is no rowid to order by
+    firsts: dict[str, str] = {}
+    for repo, path, _ in release["occurrences"]:
+        firsts[path] = min(firsts.get(path, repo), repo)
+    assert {(s[6], s[5]) for s in sections_of(tmp_path / "index")} == set(firsts.items())
+
+
 # -------------------------------------------------------------------------------------------------- bad sources
 
 
