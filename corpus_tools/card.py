@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 CARD_FILE = "corpus_card.json"
+CARD_FORMAT = "raso-corpus-card/1"
 STARTER_NAME = "starter corpus"
 #: How a result written before results named their corpus is labelled.
 CORPUS_NOT_RECORDED = "corpus not recorded (made before results named their corpus)"
+# Card fields that change from one build of the same corpus to the next: left out of the digest.
+VOLATILE_FIELDS = frozenset({"digest", "built_at", "seconds", "path"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,20 @@ def _skill_count(index_dir: Path) -> int:
         return 0
     sources = json.loads(sources_file.read_text(encoding="utf-8"))
     return len({row.get("skill_id") for row in sources if isinstance(row, dict)})
+
+
+def card_digest(card: dict[str, Any]) -> str:
+    """sha256 over the card's content fields (sorted JSON, without timestamps, timings and the digest)."""
+    content = {k: v for k, v in card.items() if k not in VOLATILE_FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def write_card(index_dir: str | Path, card: dict[str, Any]) -> dict[str, Any]:
+    """Add the format and digest to `card` and write it into `index_dir`; returns the written card."""
+    card = {"format": CARD_FORMAT, **card}
+    card["digest"] = card_digest(card)
+    (Path(index_dir) / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return card
 
 
 def read_card(index_dir: str | Path) -> dict[str, Any] | None:

@@ -1,20 +1,26 @@
 """Load skill corpora into `SkillRecord`s, with a report of every file that was skipped or adjusted.
 
-Three source kinds (`load_corpus` picks by looking at each source):
+The source kinds (`load_corpus` picks by looking at each source):
 
 * a folder with `MANIFEST.jsonl` (the shared corpus layout: `skills/<id>` files, one manifest row per
   file with repo, commit, path, license, kind and the `skill` a reference belongs to);
 * a `.jsonl` dump, one skill per line (`text`, or `name`/`description`/`body`; optional `id`, `repo`,
   `path`, `commit`, `license`, `references: [{path, text}]`);
 * any other directory tree: every folder holding a `SKILL.md` is a skill, other `.md` files below it
-  (not inside a nested skill) are its references.
+  (not inside a nested skill) are its references. A skill's repository is the nearest git checkout above
+  it, else `repos/<owner>/<name>/...` in its path, else the tree's own checkout or folder name;
+* a SQLite file (`.sqlite`/`.db`), parquet (a file, a folder of them or a glob) and a `.zip`/`.tar(.gz)`
+  of any source: see corpus_tools.sources (column mapping, joins, bounds).
 
 Bad input never stops a build. Files are skipped with a reason (binary, empty, too large, symlink
 loop, ...) or kept with a note (non-UTF-8 bytes replaced, invalid front matter read leniently, no
 headings). Decision on non-UTF-8 text: bytes that do not decode are replaced with U+FFFD and the file
 is kept (a note `decoded_with_replacement`), because one stray Latin-1 byte should not cost a good
 skill; a file where more than 5% of the characters would be replacements is not text and is skipped
-as `not_utf8`. Exact duplicates (same SKILL.md text) are dropped, keeping the first one loaded.
+as `not_utf8`. Exact duplicates are dropped, keeping the first one loaded: the same content hash when the
+source has one (a release's own hash column), else the same SKILL.md text (sha256). The report lists at
+most `MAX_LISTED_PER_REASON` files per reason and counts the rest, so a release with millions of
+duplicate rows keeps a small report.
 """
 
 from __future__ import annotations
@@ -30,11 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corpus_tools import sources as table_sources
 from corpus_tools.frontmatter import parse_front_matter
+from corpus_tools.sources import Row, SourceOptions
 
 SKILL_FILE = "SKILL.md"
 MANIFEST_FILE = "MANIFEST.jsonl"
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_LISTED_PER_REASON = 1000
 MAX_REPLACEMENT_RATIO = 0.05
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 _BOILERPLATE = re.compile(r"^(license|licence|copying|changelog|history|notice|code_of_conduct)\b", re.I)
@@ -57,6 +66,8 @@ SKIP_MISSING_TEXT = "missing_text"
 SKIP_MISSING_FILE = "missing_file"
 SKIP_ORPHAN_REFERENCE = "orphan_reference"
 SKIP_NOT_A_SOURCE = "not_a_source"
+SKIP_WRONG_TYPE = "wrong_type"
+SKIP_ARCHIVE_MEMBER = "archive_member"
 # Notes on files that were kept.
 NOTE_REPLACED = "decoded_with_replacement"
 NOTE_NO_HEADINGS = "no_headings"
@@ -107,18 +118,26 @@ class IngestReport:
     references_loaded: int = 0
     skipped: list[FileIssue] = field(default_factory=list)
     notes: list[FileIssue] = field(default_factory=list)
+    # How each table source's columns were mapped (corpus_tools.sources), by source.
+    mappings: dict[str, Any] = field(default_factory=dict)
+    _skip_counter: Counter[str] = field(default_factory=Counter)
+    _note_counter: Counter[str] = field(default_factory=Counter)
 
     def skip(self, source: str, path: str, reason: str, detail: str = "") -> None:
-        self.skipped.append(FileIssue(source, path, reason, detail))
+        self._skip_counter[reason] += 1
+        if self._skip_counter[reason] <= MAX_LISTED_PER_REASON:
+            self.skipped.append(FileIssue(source, path, reason, detail))
 
     def note(self, source: str, path: str, reason: str, detail: str = "") -> None:
-        self.notes.append(FileIssue(source, path, reason, detail))
+        self._note_counter[reason] += 1
+        if self._note_counter[reason] <= MAX_LISTED_PER_REASON:
+            self.notes.append(FileIssue(source, path, reason, detail))
 
     def skip_counts(self) -> dict[str, int]:
-        return dict(Counter(item.reason for item in self.skipped).most_common())
+        return dict(self._skip_counter.most_common())
 
     def note_counts(self) -> dict[str, int]:
-        return dict(Counter(item.reason for item in self.notes).most_common())
+        return dict(self._note_counter.most_common())
 
     def reasons_for(self, path_suffix: str) -> list[str]:
         """Skip and note reasons recorded for files whose path ends with `path_suffix`."""
@@ -132,6 +151,8 @@ class IngestReport:
             "references_loaded": self.references_loaded,
             "skipped_counts": self.skip_counts(),
             "note_counts": self.note_counts(),
+            "mappings": self.mappings,
+            "listed_per_reason": MAX_LISTED_PER_REASON,
             "skipped": [asdict(i) for i in self.skipped],
             "notes": [asdict(i) for i in self.notes],
         }
@@ -146,6 +167,8 @@ class IngestReport:
             lines.append("skipped: " + ", ".join(f"{k} {v}" for k, v in self.skip_counts().items()))
         if self.notes:
             lines.append("kept with notes: " + ", ".join(f"{k} {v}" for k, v in self.note_counts().items()))
+        for source, mapping in self.mappings.items():
+            lines.append(f"columns of {source}:\n  " + mapping["described"].replace("\n", "\n  "))
         return "\n".join(lines)
 
 
@@ -154,12 +177,15 @@ def load_corpus(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: ProgressFn | None = None,
+    options: SourceOptions | None = None,
 ) -> tuple[list[SkillRecord], IngestReport]:
-    """Load every skill from `sources` (manifest folders, .jsonl dumps, directory trees)."""
+    """Load every skill from `sources` (manifest folders, .jsonl dumps, directory trees, SQLite, parquet,
+    archives); `options` says how table sources map their columns."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
     report = IngestReport(sources=[str(s) for s in sources])
-    records = list(iter_corpus(sources, report, max_file_bytes=max_file_bytes, progress=progress))
+    records = list(iter_corpus(sources, report, max_file_bytes=max_file_bytes, progress=progress,
+                               options=options))
     return records, report
 
 
@@ -169,6 +195,7 @@ def iter_corpus(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: ProgressFn | None = None,
+    options: SourceOptions | None = None,
 ) -> Iterator[SkillRecord]:
     """Yield the skills of `sources` one at a time (what `load_corpus` returns, in the same order),
     so a build holds one skill's text at a time; `report` fills in as the records go by."""
@@ -176,9 +203,9 @@ def iter_corpus(
         sources = [sources]
     if report is None:
         report = IngestReport(sources=[str(s) for s in sources])
-    loader = _Loader(report, max_file_bytes, progress)
+    loader = _Loader(report, max_file_bytes, progress, options or SourceOptions())
     for source in sources:
-        for record in loader.load_source(Path(source)):
+        for record in loader.load_source(source):
             report.skills_loaded += 1
             report.references_loaded += len(record.references)
             yield record
@@ -322,25 +349,38 @@ def _git_provenance(root: Path) -> tuple[str | None, str]:
 
 
 class _Loader:
-    def __init__(self, report: IngestReport, max_bytes: int, progress: ProgressFn | None):
+    def __init__(self, report: IngestReport, max_bytes: int, progress: ProgressFn | None,
+                 options: SourceOptions):
         self.report = report
         self.max_bytes = max_bytes
         self.progress = progress
-        # sha256 digest of every SKILL.md text kept -> its id (exact duplicates are dropped)
-        self.seen_hashes: dict[bytes, str] = {}
+        self.options = options
+        # 16-byte key of every content kept (the release's hash, else the text's sha256): duplicates are dropped
+        self.seen_hashes: set[bytes] = set()
 
     # ---- dispatch
-    def load_source(self, source: Path) -> Iterator[SkillRecord]:
-        label = str(source)
+    def load_source(self, given: str | Path) -> Iterator[SkillRecord]:
+        label = str(given)
+        if table_sources.is_glob(given):
+            yield from self._load_parquet(given)
+            return
+        source = Path(given)
         problem = _stat_problem(source)
+        kind = table_sources.source_kind(source) if not problem else "missing"
         if problem:
             self.report.skip(label, label, *problem)
-        elif source.is_dir() and (source / MANIFEST_FILE).is_file():
+        elif kind == "manifest":
             yield from self._load_manifest(source)
-        elif source.is_dir():
+        elif kind == "parquet":
+            yield from self._load_parquet(source)
+        elif kind == "tree":
             yield from self._load_tree(source)
-        elif source.suffix == ".jsonl":
+        elif kind == "jsonl":
             yield from self._load_jsonl(source)
+        elif kind == "sqlite":
+            yield from self._load_sqlite(source)
+        elif kind == "archive":
+            yield from self._load_archive(source)
         elif source.name == SKILL_FILE:
             record = self._load_tree_skill(source.parent, [], source.parent.parent, label,
                                            "local/" + source.parent.name, "")
@@ -348,7 +388,8 @@ class _Loader:
                 yield record
         else:
             self.report.skip(label, label, SKIP_NOT_A_SOURCE,
-                             "expected a folder, a .jsonl dump, a SKILL.md or a folder with MANIFEST.jsonl")
+                             "expected a folder, a .jsonl dump, a SKILL.md, a folder with MANIFEST.jsonl, a SQLite "
+                             "(.sqlite/.db) or parquet file, or a .zip/.tar(.gz) of one")
 
     def _tick(self, done: int, total: int | None) -> None:
         if self.progress is not None:
@@ -358,11 +399,12 @@ class _Loader:
     def _add_record(self, source: str, *, record_id: str, text: str, repo: str, path: str, commit: str,
                     license: str, references: list[RefDoc], fallback_name: str,
                     extra_metadata: dict[str, Any] | None = None, known_name: str | None = None,
-                    known_description: str | None = None) -> SkillRecord | None:
+                    known_description: str | None = None, content_hash: str = "") -> SkillRecord | None:
         digest = hashlib.sha256(text.encode("utf-8")).digest()
-        if digest in self.seen_hashes:
-            self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE,
-                             f"same SKILL.md text as {self.seen_hashes[digest]}")
+        key = hashlib.blake2b(content_hash.encode(), digest_size=16).digest() if content_hash else digest[:16]
+        if key in self.seen_hashes:
+            what = f"content hash {content_hash}" if content_hash else "SKILL.md text"
+            self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE, f"same {what} as a skill already loaded")
             return None
         fm = parse_front_matter(text)
         label = path_label(repo, path)
@@ -381,8 +423,8 @@ class _Loader:
             metadata.update(extra_metadata)
         record = SkillRecord(id=record_id, name=name, description=description, body=fm.body, text=text,
                              metadata=metadata, repo=repo, path=path, commit=commit, license=license,
-                             references=references, content_hash=digest.hex())
-        self.seen_hashes[digest] = record_id
+                             references=references, content_hash=content_hash or digest.hex())
+        self.seen_hashes.add(key)
         return record
 
     def _decode_file(self, source: str, file: Path, label: str) -> str | None:
@@ -532,6 +574,80 @@ class _Loader:
                          references=references, fallback_name=Path(path).parent.name or content_id,
                          extra_metadata=extra)
 
+    # ---- table sources (corpus_tools.sources)
+    def _load_sqlite(self, file: Path) -> Iterator[SkillRecord]:
+        plan = table_sources.plan_sqlite(file, self.options)
+        self._record_mapping(str(file), "sqlite", plan.describe(), plan.to_dict())
+        yield from self._load_rows(str(file), table_sources.iter_sqlite_rows(file, plan, self.max_bytes))
+
+    def _load_parquet(self, source: str | Path) -> Iterator[SkillRecord]:
+        plan = table_sources.plan_parquet(source, self.options)
+        self._record_mapping(str(source), "parquet", plan.describe(), plan.to_dict())
+        yield from self._load_rows(str(source), table_sources.iter_parquet_rows(plan, self.max_bytes))
+
+    def _record_mapping(self, source: str, kind: str, described: str, detail: dict[str, Any]) -> None:
+        self.report.mappings[source] = {"kind": kind, "described": described, **detail}
+
+    def _load_archive(self, archive: Path) -> Iterator[SkillRecord]:
+        with table_sources.unpacked(archive) as (root, skipped):
+            for reason, count in skipped.items():
+                for _ in range(count):
+                    self.report.skip(str(archive), archive.name, SKIP_ARCHIVE_MEMBER, reason)
+            if table_sources.source_kind(root) == "archive":
+                self.report.skip(str(archive), archive.name, SKIP_NOT_A_SOURCE, "an archive inside an archive")
+                return
+            yield from self.load_source(root)
+
+    def _load_rows(self, source: str, rows: Iterator[Row]) -> Iterator[SkillRecord]:
+        for number, row in enumerate(rows, 1):
+            self.report.files_seen += 1
+            if number % 1000 == 0:
+                self._tick(number, None)
+            record = self._row_record(source, row)
+            if record is not None:
+                yield record
+
+    def _row_record(self, source: str, row: Row) -> SkillRecord | None:
+        label = path_label(row.repo, row.path) if row.path else row.where
+        if row.text is None and row.text_bytes > self.max_bytes:
+            self.report.skip(source, label, SKIP_TOO_LARGE, f"{row.text_bytes} bytes > limit {self.max_bytes}")
+            return None
+        if row.text is None:
+            self.report.skip(source, label, SKIP_MISSING_TEXT, "the text column is empty")
+            return None
+        if isinstance(row.text, bytes):
+            decoded = decode_bytes(row.text)
+        elif isinstance(row.text, str):
+            if not row.text.strip():
+                decoded = _Decoded(None, SKIP_EMPTY, "only whitespace" if row.text else "no content")
+            elif "\x00" in row.text[:8192]:
+                decoded = _Decoded(None, SKIP_BINARY, "NUL characters in the first 8 KiB")
+            else:
+                decoded = _Decoded(row.text)
+        else:
+            self.report.skip(source, label, SKIP_WRONG_TYPE, f"text is {type(row.text).__name__}, not text")
+            return None
+        if decoded.text is None:
+            self.report.skip(source, label, decoded.reason, decoded.detail)
+            return None
+        if decoded.replaced:
+            self.report.note(source, label, NOTE_REPLACED, decoded.detail)
+        text = decoded.text
+        repo = row.repo or "unknown"
+        content_id = row.content_hash[:16] or hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        path = row.path or row.where
+        record_id = f"{repo}/{row.path}" if row.repo and row.path else f"{repo}/{content_id}"
+        extra: dict[str, Any] = {}
+        if row.repos is not None:
+            extra["repos"] = row.repos
+        if row.stars is not None:
+            extra["stars"] = row.stars
+        return self._add_record(source, record_id=record_id, text=text, repo=repo, path=path, commit=row.commit,
+                                license=row.license or "unknown", references=_row_references(row.references),
+                                fallback_name=Path(row.path).parent.name if row.path else content_id,
+                                extra_metadata=extra, known_name=row.name or None,
+                                known_description=row.description or None, content_hash=row.content_hash)
+
     # ---- directory trees
     def _load_tree(self, root: Path) -> Iterator[SkillRecord]:
         source = str(root)
@@ -554,14 +670,41 @@ class _Loader:
             else:
                 refs[owner].append(f)
         ordered = sorted(skill_dirs, key=lambda d: d.relative_to(root).as_posix())
+        checkouts: dict[Path, tuple[str | None, str]] = {}
         for i, skill_dir in enumerate(ordered, 1):
-            record = self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), root, source, repo, commit)
+            repo_root, skill_repo, skill_commit = self._tree_repo(skill_dir, root, checkouts)
+            if repo_root is None:
+                repo_root, skill_repo, skill_commit = root, repo, commit
+            record = self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), repo_root, source, skill_repo,
+                                           skill_commit, walk_root=root)
             self._tick(i, len(ordered))
             if record is not None:
                 yield record
 
+    @staticmethod
+    def _tree_repo(skill_dir: Path, root: Path,
+                   checkouts: dict[Path, tuple[str | None, str]]) -> tuple[Path | None, str, str]:
+        """(repository folder, owner/name, commit) of a skill inside a tree of checkouts: the nearest git
+        checkout between the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its
+        path; (None, "", "") when neither (the tree's own repository applies)."""
+        for folder in (skill_dir, *skill_dir.parents):
+            if folder == root:
+                break
+            if folder not in checkouts:
+                checkouts[folder] = _git_provenance(folder) if (folder / ".git").is_dir() else (None, "")
+            repo, commit = checkouts[folder]
+            if repo is not None or (folder / ".git").is_dir():
+                return folder, repo or f"local/{folder.name}", commit
+        parts = skill_dir.relative_to(root).parts
+        for i, part in enumerate(parts[:-2]):
+            if part == "repos":
+                return root.joinpath(*parts[: i + 3]), f"{parts[i + 1]}/{parts[i + 2]}", ""
+        if root.name == "repos" and len(parts) >= 3:
+            return root.joinpath(*parts[:2]), f"{parts[0]}/{parts[1]}", ""
+        return None, "", ""
+
     def _load_tree_skill(self, skill_dir: Path, ref_files: list[Path], root: Path, source: str, repo: str,
-                         commit: str) -> SkillRecord | None:
+                         commit: str, walk_root: Path | None = None) -> SkillRecord | None:
         rel_dir = skill_dir.relative_to(root).as_posix()
         skill_path = f"{rel_dir}/{SKILL_FILE}" if rel_dir != "." else SKILL_FILE
         references = []
@@ -578,7 +721,8 @@ class _Loader:
                 self.report.skip(source, doc.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
             return None
         return self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
-                         commit=commit, license=self._tree_license(skill_dir, root), references=references,
+                         commit=commit, license=self._tree_license(skill_dir, walk_root or root),
+                         references=references,
                          fallback_name=skill_dir.name if rel_dir != "." else root.resolve().name)
 
     def _tree_license(self, skill_dir: Path, root: Path) -> str:
@@ -662,6 +806,23 @@ def yaml_dump(data: dict[str, Any]) -> str:
     import yaml
 
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _row_references(value: Any) -> list[RefDoc]:
+    """References of a table row: a JSON list (or a list) of {path, text} objects; anything else is none."""
+    if isinstance(value, (bytes, str)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    if not isinstance(value, list):
+        return []
+    refs = []
+    for ref in value:
+        if isinstance(ref, dict) and _as_text(ref.get("text") or ref.get("content")):
+            refs.append(RefDoc(path=_as_text(ref.get("path")) or "reference.md",
+                               text=str(ref.get("text") or ref.get("content"))))
+    return refs
 
 
 def iter_documents(record: SkillRecord) -> Iterable[tuple[str, str]]:

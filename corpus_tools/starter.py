@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_tools.blocklist import find_leaks
-from corpus_tools.card import STARTER_NAME, CorpusIdentity
+from corpus_tools.card import CARD_FORMAT, STARTER_NAME, CorpusIdentity, card_digest, write_card
 from corpus_tools.index import FORMAT_VERSION, SectionIndex
 from corpus_tools.index_build import write_index
 from corpus_tools.ingest import MANIFEST_FILE, SkillRecord, has_headings, load_corpus
@@ -34,7 +34,7 @@ from corpus_tools.vetting import flag_bits
 STARTER_DIR = Path(__file__).resolve().parent / "data" / "starter"
 STARTER_LICENSES = ("MIT", "Apache-2.0")
 # What the starter index holds beyond the format: the skill level, vetting flags, retrievable sections only.
-STARTER_BUILD = "skills+flags+retrievable-v1"
+STARTER_BUILD = "skills+flags+retrievable+card-v2"
 
 # Topic -> keyword regexes matched against name and description; a name hit counts 3, a description
 # hit 1, and a skill needs 2 points for the topic. Topics are filled in this order.
@@ -85,12 +85,26 @@ def starter_fingerprint(corpus_dir: Path | None = None) -> str:
     return digest.hexdigest()[:20]
 
 
-def starter_identity() -> CorpusIdentity:
-    """The starter corpus's name for reports and results: always labelled a demo, never the paper's corpus."""
-    corpus_dir = starter_corpus_dir()
+def starter_card(corpus_dir: Path | None = None) -> dict[str, Any]:
+    """The starter index's corpus card, made from its files alone (no build needed), so the identity of the
+    starter corpus has the same digest whether or not its index was built."""
+    corpus_dir = corpus_dir or starter_corpus_dir()
     with (corpus_dir / MANIFEST_FILE).open(encoding="utf-8") as rows:
         skills = {row["skill"] for row in map(json.loads, rows) if row.get("kind") == "skill"}
-    return CorpusIdentity(name=STARTER_NAME, skills=len(skills), digest=starter_fingerprint(corpus_dir), demo=True)
+    return {"name": STARTER_NAME, "release_date": None, "demo": True,
+            "note": "demo data: a few hundred MIT/Apache-2.0 skills hand-picked by topic from the shared corpus to "
+                    "match the shipped harnesses; not the paper's corpus",
+            "skills": len(skills),
+            "inputs": [{"kind": "manifest", "name": "corpus_tools/data/starter",
+                        "fingerprint": starter_fingerprint(corpus_dir)}],
+            "build": {"levels": [1, 2, 3], "starter_build": STARTER_BUILD}}
+
+
+def starter_identity() -> CorpusIdentity:
+    """The starter corpus's name for reports and results: always labelled a demo, never the paper's corpus."""
+    card = starter_card()
+    return CorpusIdentity(name=STARTER_NAME, skills=card["skills"], digest=card_digest({"format": CARD_FORMAT, **card}),
+                          demo=True)
 
 
 def starter_index(cache_dir: str | Path | None = None, *, rebuild: bool = False) -> SectionIndex:
@@ -105,7 +119,9 @@ def starter_index(cache_dir: str | Path | None = None, *, rebuild: bool = False)
             pass  # a damaged cache entry is rebuilt below
     records, _ = load_corpus(corpus_dir)
     write_index(retrievable_sections(split_corpus(records)), target, flagger=flag_bits)
-    return SectionIndex.load(target)
+    index = SectionIndex.load(target)
+    write_card(target, starter_card(corpus_dir))
+    return index
 
 
 # --------------------------------------------------------------------------------------------------

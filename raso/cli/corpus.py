@@ -21,14 +21,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="corpus_command", metavar="ACTION")
 
     build = sub.add_parser("build", help="index skill sources into INDEX",
-                           description="SRC: a folder tree (every folder with SKILL.md is a skill), a .jsonl dump "
-                           "(one skill per line) or a folder with MANIFEST.jsonl. Writes the index and its reports "
-                           "(ingest_report.json, blocklist_report.json/.md) into --out.")
-    build.add_argument("sources", nargs="+", metavar="SRC", type=Path)
+                           description="SRC: a folder tree (every folder with SKILL.md is a skill; repository "
+                           "checkouts under repos/<owner>/<name>/ or with .git), a .jsonl dump (one skill per line), "
+                           "a folder with MANIFEST.jsonl, a SQLite file (.sqlite/.db), parquet (a file, a folder or "
+                           "a quoted glob), or a .zip/.tar(.gz) of any of them. Columns of SQLite and parquet "
+                           "sources are mapped automatically (printed; override with --map/--sql). Writes the "
+                           "index, its corpus card (corpus_card.json) and its reports (ingest_report.json, "
+                           "blocklist_report.json/.md) into --out. See docs/corpus-sources.md.")
+    build.add_argument("sources", nargs="+", metavar="SRC")
     build.add_argument("--out", required=True, type=Path, metavar="INDEX", help="index folder to write")
     build.add_argument("--blocklist", action="append", default=[], metavar="NAME",
                        help="drop repositories naming a benchmark: spreadsheet, alfworld, webshop, officeqa or all "
                        "(repeatable)")
+    build.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN", dest="column_map",
+                       help="map a column of a SQLite/parquet source to a field: text, name, description, repo, "
+                       "path, commit, license, content_hash, stars, references (repeatable)")
+    build.add_argument("--sql", metavar="QUERY", help="for a SQLite source: the SELECT whose rows are the skills "
+                       "(its columns are mapped as a table's)")
+    build.add_argument("--repos", type=Path, metavar="FILE", help="a parquet file of repository metadata (repo, "
+                       "licence, stars) to join by repo name")
+    build.add_argument("--license", default="", metavar="SPDX,...",
+                       help="keep only skills under these licences (SPDX ids, any case), e.g. mit,apache-2.0")
+    build.add_argument("--unknown-license", choices=("keep", "drop"), default="keep",
+                       help="with --license: keep (default) or drop skills whose licence is unknown")
+    build.add_argument("--name", help="the corpus's name in its card and in every run that uses it "
+                       "(default: the source's file name)")
+    build.add_argument("--release-date", metavar="YYYY-MM-DD", help="the release's date, for the corpus card")
     build.add_argument("--levels", default="1,2,3", help="heading levels that split sections (default 1,2,3)")
     build.add_argument("--max-chars", type=int, default=4000, help="longer sections are windowed (default 4000)")
     build.add_argument("--no-references", action="store_true", help="index SKILL.md files only")
@@ -53,12 +71,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=stats_command)
 
 
+def read_card(directory: Path) -> dict | None:
+    from corpus_tools.card import read_card as read
+
+    return read(directory)
+
+
 def _open_index(name: str):
     from corpus_tools.index import SectionIndex
     from corpus_tools.starter import starter_index
 
     if name == STARTER and not Path(name).exists():
-        return starter_index(), None
+        index = starter_index()
+        return index, index.directory
     return SectionIndex.load(name), Path(name)
 
 
@@ -68,13 +93,17 @@ def build_command(args: argparse.Namespace) -> int:
 
     from corpus_tools.blocklist import resolve_benchmarks
     from corpus_tools.build import build_corpus_index
+    from corpus_tools.sources import SourceError, SourceOptions, parse_overrides
 
     console = Console(stderr=True)
     try:
         levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
         blocklists = resolve_benchmarks(args.blocklist)
+        options = SourceOptions(overrides=parse_overrides(args.column_map), sql=args.sql, repos=args.repos)
+        if args.repos is not None and not args.repos.is_file():
+            raise SourceError(f"--repos {args.repos}: no such file")
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     labels = {"load": "reading files", "sections": "splitting sections", "index": "indexing sections"}
     with Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -86,9 +115,15 @@ def build_command(args: argparse.Namespace) -> int:
                 tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        result = build_corpus_index(args.sources, args.out, blocklists=blocklists, levels=levels,
-                                    max_chars=args.max_chars, include_references=not args.no_references,
-                                    k1=args.k1, b=args.b, idf=args.idf, progress=progress)
+        try:
+            result = build_corpus_index(args.sources, args.out, blocklists=blocklists, levels=levels,
+                                        max_chars=args.max_chars, include_references=not args.no_references,
+                                        k1=args.k1, b=args.b, idf=args.idf, progress=progress, options=options,
+                                        licenses=args.license, keep_unknown_license=args.unknown_license == "keep",
+                                        name=args.name, release_date=args.release_date)
+        except SourceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     meta = result.index.meta
     print(f"indexed {meta['sections']} sections of {meta['skills_indexed']} skills "
           f"({meta['terms']} terms) into {args.out}")
@@ -107,6 +142,9 @@ def build_command(args: argparse.Namespace) -> int:
         print(f"blocklist {', '.join(blocklists)}: excluded {len(excluded)} repositories "
               f"({result.blocklist.excluded_skill_count} skills)" + (f": {', '.join(excluded)}" if excluded else ""))
     print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items()))
+    if result.card is not None:
+        print(f"corpus card: {result.card['name']}, {result.card['skills']:,} skills, digest {result.card['digest'][:12]}"
+              f" ({args.out}/corpus_card.json)")
     return 0
 
 
@@ -142,6 +180,31 @@ def _disk_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
+def _card_lines(card: dict) -> list[str]:
+    counts = card.get("counts", {})
+    lines = [f"corpus: {card.get('name')}" + (f" (release {card['release_date']})" if card.get("release_date") else "")
+             + (" [demo]" if card.get("demo") else "") + f"  skills {card.get('skills')}  digest {card.get('digest')}"]
+    for entry in card.get("inputs", []):
+        size = f"{entry['bytes']:,} bytes" if "bytes" in entry else ""
+        files = entry.get("files")
+        detail = ", ".join(x for x in (size, f"{files:,} files" if isinstance(files, int) else
+                                       f"{len(files)} files" if files else "",
+                                       f"sha256 {entry['sha256'][:16]}" if entry.get("sha256") else "") if x)
+        lines.append(f"  input {entry.get('kind')}: {entry.get('name')}" + (f" ({detail})" if detail else ""))
+    for source, mapping in (card.get("mappings") or {}).items():
+        fields = mapping.get("text", {}).get("fields", {})
+        lines.append(f"  columns of {source}: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+    if counts:
+        dropped = ", ".join(f"{k} {v}" for k, v in counts.get("dropped", {}).items())
+        skipped = ", ".join(f"{k} {v}" for k, v in (counts.get("skipped") or {}).items())
+        lines.append(f"  read {counts.get('read')}; kept {counts.get('kept')}; dropped: {dropped or 'none'}"
+                     + (f"; skipped: {skipped}" if skipped else ""))
+    build = card.get("build") or {}
+    if build:
+        lines.append("  build: " + ", ".join(f"{k}={v}" for k, v in build.items() if v not in (None, [], {}, "")))
+    return lines
+
+
 def stats_command(args: argparse.Namespace) -> int:
     try:
         index, directory = _open_index(args.index)
@@ -156,6 +219,9 @@ def stats_command(args: argparse.Namespace) -> int:
             data = json.loads(report.read_text(encoding="utf-8"))
             stats["ingest"] = {k: data[k] for k in ("files_seen", "skills_loaded", "references_loaded",
                                                     "skipped_counts", "note_counts")}
+        card = read_card(directory)
+        if card is not None:
+            stats["corpus_card"] = card
         blocked = directory / "blocklist_report.json"
         if blocked.is_file():
             stats["blocklist_excluded_repos"] = json.loads(blocked.read_text(encoding="utf-8"))["excluded_repos"]
@@ -168,6 +234,8 @@ def stats_command(args: argparse.Namespace) -> int:
           f"tokenizer={stats['tokenizer']}")
     if "disk_bytes" in stats:
         print(f"disk {stats['disk_bytes'] / 1e6:.1f} MB")
+    if "corpus_card" in stats:
+        print("\n".join(_card_lines(stats["corpus_card"])))
     if stats.get("sources"):
         print("sources: " + ", ".join(stats["sources"]))
     if "ingest" in stats:
