@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from raso.engine.config import ConfigError, OptimizeConfig, has_key, nested, read_config_file
 
 from .accounting import Convention
+from .baselines.textgrad_baseline import TextGradTrajectories
 
 INIT_METHODS = ("none", "skillrouter", "rfsi", "rasi", "rasi_raw")
 S0_METHODS = ("rfsi", "rasi", "rasi_raw")  # initializations an update can start from (share one decomposition)
@@ -115,6 +116,10 @@ class ExperimentConfig(BaseModel):
                                         "None = the whole schedule's count")
     test_limit: int | None = Field(default=None, ge=1, description="score on the first N test tasks")
     gepa_minibatch: int = Field(default=3, ge=1, description="GEPA's reflection minibatch (its own default)")
+    textgrad_trajectories: TextGradTrajectories = Field(
+        default="equal", description="what TextGrad's loss reads of each rollout: 'equal' — the clipped rendering "
+        "every method's reflection gets (limits.trajectory_chars_each); 'full' — every step unclipped (the paper's "
+        "TextGrad setting)")
     jobs: int = Field(default=1, ge=1, description="cells run in parallel")
     backend: Backend = "loky"
     cluster: str | None = Field(default=None, description="Ray or Dask scheduler address for backend ray/dask")
