@@ -1,9 +1,12 @@
 """The cost comparison of whole runs (issue 36): TextGrad's full-trajectory setting (the paper's) beside the
-equal-information default, the experiment option that selects it and the cost table that names it."""
+equal-information default, the experiment option that selects it and the cost table that names it, and the
+benchmark's whole runs at identical rollout counts (benchmarks/bench_run_cost.py, on a scripted recording)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +75,39 @@ def test_textgrad_trajectories_option_reaches_the_cell_and_the_cost_table_names_
     assert "first observation:" not in loss_prompts(optimizer)
     table = (Path(summary.results_dir) / "cost.md").read_text()
     assert "TextGrad: full trajectories" in table
+
+
+def load_bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_run_cost", ROOT / "benchmarks" / "bench_run_cost.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run_cost"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_run_cost_runs_every_method_at_identical_rollout_counts(tmp_path: Path) -> None:
+    bench = load_bench()
+    # a scripted recording (test data, not a run): 4 rollouts, 3 of them failed, and replies of fixed lengths
+    rollouts = [long_rollout(f"rec-{i}", steps=12).model_copy(update={"harness": "webshop", "prompt_tokens": 1000 + i,
+                                                                        "completion_tokens": 50})
+                for i in range(4)]
+    rollouts[3] = rollouts[3].model_copy(update={"reward": 1.0})
+    recording = bench.Recording(source="scripted test recording", harness="webshop", rollouts=rollouts,
+                                reply_tokens={"rasi.query_init": 60, "adapt": 40, "rasi.skill_init": 200,
+                                              "rasu.gradient": 80, "rasu.merge": 70, "rasu.update": 220})
+    sizes = bench.SIZES["small"]
+    costs = bench.run_costs(recording, sizes, work=tmp_path)
+    by = {c.method: c for c in costs}
+    assert sorted(by) == sorted(bench.METHODS)
+    budget = bench.engine_budget(sizes.n_train, sizes.n_val, epochs=sizes.epochs, minibatch=sizes.minibatch)
+    # every method spent the whole budget
+    assert {c.rollouts for c in costs} == {budget}
+    # the engine's methods roll out every train task and the val set: the same replayed rollouts, the same agent
+    # share (GEPA samples its own train minibatches: as many rollouts, other recorded ones)
+    engine = [c for c in costs if c.method != "gepa"]
+    assert len({(c.agent_prompt_tokens, c.agent_completion_tokens) for c in engine}) == 1
+    assert engine[0].agent_usd > 0
+    # the optimizer's share is each method's own; the paper's TextGrad setting reads more than the equal one
+    assert all(c.optimizer_calls > 0 and c.optimizer_usd > 0 for c in costs)
+    assert by["textgrad-full"].optimizer_prompt_tokens > by["textgrad"].optimizer_prompt_tokens
