@@ -143,12 +143,13 @@ REPLY_STAGES = {
     "requirements": ("rasi.query_init",),
     "lesson": ("adapt",),
     "skill_init": ("rasi.skill_init", "rasu.update"),
-    "failure_modes": ("rasu.gradient",),
-    "merge": ("rasu.merge", "rasu.gradient"),
+    "failure_modes": ("rasu.gradient", "rasi.query_init"),  # a JSON list of items, as the requirements are
+    "merge": ("rasu.merge", "rasu.gradient", "rasi.query_init"),
     "skill_update": ("rasu.update", "rasi.skill_init"),
-    "textgrad_critique": ("textgrad", "rasu.gradient"),  # TextGrad's loss and backward: a critique of rollouts
-    "textgrad_skill": ("textgrad", "rasu.update"),  # TGD's step: the rewritten skill
-    "gepa_skill": ("gepa.reflection", "rasu.update"),  # GEPA's reflection: the rewritten skill
+    # TextGrad's loss and backward: a critique of rollouts (free text, as a failure report or a lesson)
+    "textgrad_critique": ("textgrad", "rasu.gradient", "adapt"),
+    "textgrad_skill": ("textgrad", "rasu.update", "rasi.skill_init"),  # TGD's step: the rewritten skill
+    "gepa_skill": ("gepa.reflection", "rasu.update", "rasi.skill_init"),  # GEPA's reflection: the rewritten skill
 }
 
 
@@ -200,8 +201,9 @@ class ReplayingOptimizer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _texts: dict[tuple[str, int], str] = field(default_factory=dict)
 
-    def text(self, kind: str, parts: int = 1) -> str:
-        key = (kind, parts)
+    def text(self, kind: str, parts: int = 1, variant: int = 0) -> str:
+        """A `parts`-th of the kind's length; each variant distinct (list items are told apart, not merged)."""
+        key = (kind, parts, variant)
         if key not in self._texts:
             self._texts[key] = filler(self.words, max(self.lengths[kind] // parts, 1), offset=len(self._texts) * 7)
         return self._texts[key]
@@ -226,15 +228,18 @@ class ReplayingOptimizer:
         elif "Provide the new instructions within ``` blocks" in text:
             answer = f"```\n{self.markdown('gepa_skill')}```"
         elif '"requirements": {' in text:
-            item = self.text("requirements", 2 * self.num_items)
-            answer = json.dumps({"requirements": [{"requirement": item, "query": item}] * self.num_items})
+            n = 2 * self.num_items
+            answer = json.dumps({"requirements": [
+                {"requirement": self.text("requirements", n, 2 * i), "query": self.text("requirements", n, 2 * i + 1)}
+                for i in range(self.num_items)]})
         elif '"lesson": {' in text:
             answer = json.dumps({"supported": True, "lesson": self.text("lesson")})
         elif '"gradients": {' in text:
             kind = "merge" if "Merge failure-mode reports" in text else "failure_modes"
-            item = self.text(kind, 3 * self.num_items)
-            answer = json.dumps({"gradients": [{"failure_mode": item, "evidence": item, "query": item}]
-                                 * self.num_items})
+            n = 3 * self.num_items
+            answer = json.dumps({"gradients": [
+                {"failure_mode": self.text(kind, n, 3 * i), "evidence": self.text(kind, n, 3 * i + 1),
+                 "query": self.text(kind, n, 3 * i + 2)} for i in range(self.num_items)]})
         elif '"body": {' in text:
             answer = json.dumps(self.skill("skill_update" if "Improve an agent skill" in text else "skill_init"))
         else:
