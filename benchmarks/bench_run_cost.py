@@ -83,6 +83,8 @@ class Recording:
 def load_recording(folder: Path) -> Recording:
     """`folder` holds a run's `trajectories/*.rollouts.jsonl`, its `ledger.calls.jsonl` and a README naming where
     it came from; only rollouts that ran (outcome "ok") are replayed."""
+    if not (folder / "ledger.calls.jsonl").is_file():
+        raise SystemExit(f"{folder}: not a recorded run (no ledger.calls.jsonl and trajectories/*.rollouts.jsonl)")
     rollouts = [Rollout.model_validate_json(line) for path in sorted((folder / "trajectories").glob("*.rollouts.jsonl"))
                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     rollouts = [r for r in rollouts if r.outcome == "ok" and r.trajectory]
