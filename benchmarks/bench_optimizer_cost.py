@@ -17,6 +17,9 @@ Tokens are counted with litellm's tokenizer for gpt-4o (tiktoken o200k) over the
 replies; every prompt is the product's own (raso's roles, GEPA's reflection template, TextGrad's graph).
 
     python benchmarks/bench_optimizer_cost.py
+
+One iteration on synthetic rollouts, in tokens; the cost of whole runs in USD, replayed from recorded rollouts at
+identical rollout counts (the paper's figure), is benchmarks/bench_run_cost.py.
 """
 
 from __future__ import annotations

@@ -165,7 +165,8 @@ class CellRunner:
         if update == "textgrad":
             from .baselines.textgrad_baseline import TextGradProposer
 
-            proposer = TextGradProposer(chunk_size=self.cfg.update.chunk_size)  # RASU's chunks: equal prompts
+            proposer = TextGradProposer(chunk_size=self.cfg.update.chunk_size,  # RASU's chunks
+                                        trajectories=self.config.textgrad_trajectories)
         run_dir = self.dir / "run"
         if (run_dir / "checkpoint.json").exists():
             result = raso.api.resume(run_dir, harness=self.harness, proposer=proposer)

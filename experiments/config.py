@@ -23,6 +23,7 @@ from raso.choices import RetrievalKind, choices_of
 from raso.engine.config import ConfigError, OptimizeConfig, has_key, nested, read_config_file
 
 from .accounting import Convention
+from .baselines.textgrad_baseline import TextGradTrajectories
 
 INIT_METHODS = ("none", "skillrouter", "rfsi", "rasi", "rasi_raw")
 S0_METHODS = ("rfsi", "rasi", "rasi_raw")  # initializations an update can start from (share one decomposition)
@@ -141,6 +142,10 @@ class ExperimentConfig(BaseModel):
                                   "and sweeps name their full method)")
     reference_setting: int | None = Field(default=None, ge=0, description="sweeps: the index in `settings` of the "
                                           "point every row is paired with (the paper's default); None: its own")
+    textgrad_trajectories: TextGradTrajectories = Field(
+        default="equal", description="what TextGrad's loss reads of each rollout: 'equal' — the clipped rendering "
+        "every method's reflection gets (limits.trajectory_chars_each); 'full' — every step unclipped (the paper's "
+        "TextGrad setting)")
     jobs: int = Field(default=1, ge=1, description="cells run in parallel")
     backend: Backend = "loky"
     cluster: str | None = Field(default=None, description="Ray or Dask scheduler address for backend ray/dask")

@@ -288,7 +288,17 @@ def cost_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
              f"{r.update_cost_usd:.4f}", f"{r.init_tokens:.0f}", f"{r.update_tokens:.0f}",
              f"{r.test_cost_usd:.4f}", f"{r.test_tokens:.0f}",
              f"{r.rollouts_used_max}/{r.budget_rollouts}" if r.budget_rollouts else "–"] for r in rows if r.seeds]
-    return _markdown(header, body + failed)
+    return _markdown(header, body + failed) + textgrad_setting_line(config)
+
+
+def textgrad_setting_line(config: ExperimentConfig) -> str:
+    """Which trajectories TextGrad's loss read (its cost depends on it), for a table with a TextGrad row."""
+    if not any(m.update == "textgrad" for m in config.parsed_methods()):
+        return ""
+    if config.textgrad_trajectories == "full":
+        return "\n\nTextGrad: full trajectories (every step unclipped, the paper's setting)."
+    return ("\n\nTextGrad: equal information (each trajectory clipped to limits.trajectory_chars_each, as every "
+            "method's reflection; the paper's setting is `textgrad_trajectories: full`).")
 
 
 def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path: Path, *, log: bool) -> Path:

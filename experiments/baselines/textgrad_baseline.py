@@ -25,6 +25,10 @@ Differences from TextGrad as published, each forced by the setting:
   no candidate (the engine records it).
 * Equal information: the skill's role description carries the task and harness descriptions (T, H) as RASO's roles
   do, and each trajectory is rendered within RASU's per-trajectory budget (`PromptLimits.trajectory_chars_each`).
+  That is the default (`trajectories="equal"`, the experiment option `textgrad_trajectories`). The paper's TextGrad
+  setting, `trajectories="full"`, gives TextGrad's loss every step of every trajectory unclipped (observation, the
+  agent's reply, what came back), as TextGrad's own loss reads a forward pass's output; its prompts then grow with
+  the trajectories, which is what the paper's cost figure measured.
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
-from raso.optimizer.render import PromptLimits
+from raso.optimizer.render import PromptLimits, quote_block
 from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
@@ -47,6 +51,10 @@ from .common import rollout_feedback, score_feedback, skill_from_text, task_and_
 
 if TYPE_CHECKING:
     from raso.engine.context import RunContext
+
+#: What TextGrad's loss reads of a rollout: "equal" — the same clipped rendering every method gets
+#: (`PromptLimits.trajectory_chars_each`); "full" — every step unclipped, as in the paper's TextGrad runs.
+TextGradTrajectories = Literal["equal", "full"]
 
 SKILL_ROLE = ("agent skill (a SKILL.md document: YAML front matter with name and description, then a markdown "
               "body) that an LLM agent reads before acting in its environment")
@@ -116,12 +124,39 @@ class TextGradProposer:
     context and nothing else (TextGrad retrieves nothing)."""
 
     chunk_size: int = 8
+    trajectories: TextGradTrajectories = "equal"
 
     def propose(self, ctx: "RunContext", skill: Skill, rollouts: Sequence[Rollout]) -> TextGradProposal:
         return textgrad_step(ctx.gateway, skill, rollouts, chunk_size=self.chunk_size,
                              context=task_and_harness(ctx.task_description, ctx.harness_description,
                                                       ctx.prompt_limits),
-                             limits=ctx.prompt_limits)
+                             limits=ctx.prompt_limits, trajectories=self.trajectories)
+
+
+def full_trajectory(rollout: Rollout) -> str:
+    """Every step of `rollout`, unclipped, as quoted data: what TextGrad's loss reads in the paper's setting."""
+    lines = []
+    if rollout.error:
+        lines.append(f"error: {rollout.error}")
+    lines.append(f"steps: {len(rollout.trajectory)}")
+    for number, step in enumerate(rollout.trajectory, 1):
+        lines.append(f"[step {number}] observation: {step.observation}")
+        lines.append(f"reply: {step.reply or step.action}")
+        if step.reply and step.action not in step.reply:
+            lines.append(f"action: {step.action}")
+        if step.reward:
+            lines.append(f"reward: {step.reward:g}")
+        if step.result.strip():
+            lines.append(f"result: {step.result}")
+    if rollout.final_output:
+        lines.append(f"final output: {rollout.final_output}")
+    return quote_block("trajectory", "\n".join(lines), task=rollout.task_id, reward=f"{rollout.reward:g}")
+
+
+def trajectory_text(rollout: Rollout, limits: PromptLimits, trajectories: TextGradTrajectories) -> str:
+    """The forward pass's output for TextGrad's loss: the score line, then the rollout as `trajectories` says."""
+    shown = full_trajectory(rollout) if trajectories == "full" else rollout_feedback(rollout, limits)
+    return f"{score_feedback(rollout)}\n{shown}"
 
 
 def skill_role(context: str) -> str:
@@ -132,12 +167,17 @@ def skill_role(context: str) -> str:
 
 
 def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], *, chunk_size: int = 8,
-                  context: str = "", limits: PromptLimits | None = None) -> TextGradProposal:
-    """TextGrad's update of `skill` from the minibatch `rollouts`: one TGD step per chunk of `chunk_size`."""
+                  context: str = "", limits: PromptLimits | None = None,
+                  trajectories: TextGradTrajectories = "equal") -> TextGradProposal:
+    """TextGrad's update of `skill` from the minibatch `rollouts`: one TGD step per chunk of `chunk_size`, its loss
+    reading each rollout as `trajectories` says (see TextGradTrajectories)."""
     if not rollouts:
         raise ValueError("TextGrad needs at least one rollout to compute a loss")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    if trajectories not in get_args(TextGradTrajectories):
+        raise ValueError(f"trajectories must be one of {', '.join(get_args(TextGradTrajectories))}, "
+                         f"got {trajectories!r}")
     tg = import_textgrad()
     from textgrad.autograd import StringBasedFunction
 
@@ -154,7 +194,7 @@ def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], *, 
         optimizer.zero_grad()
         chunk_losses = []
         for rollout in chunk:
-            recorded = f"{score_feedback(rollout)}\n{rollout_feedback(rollout, limits)}"
+            recorded = trajectory_text(rollout, limits, trajectories)
             task_text = rollout.trajectory[0].observation if rollout.trajectory else rollout.task_id
             task_var = tg.Variable(task_text, requires_grad=False, role_description="the task given to the agent")
             run = StringBasedFunction(fn=lambda skill, task, _recorded=recorded: _recorded,
@@ -177,4 +217,5 @@ def textgrad_step(gw: LLMGateway, skill: Skill, rollouts: Sequence[Rollout], *, 
     return TextGradProposal(candidate=candidate, losses=losses, gradients=gradients, errors=errors)
 
 
-__all__ = ["TextGradProposal", "TextGradProposer", "gateway_engine", "import_textgrad", "skill_role", "textgrad_step"]
+__all__ = ["TextGradProposal", "TextGradProposer", "TextGradTrajectories", "full_trajectory", "gateway_engine",
+           "import_textgrad", "skill_role", "textgrad_step", "trajectory_text"]
