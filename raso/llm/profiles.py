@@ -35,8 +35,10 @@ SchemaMode = Literal["json_schema", "json_object", "instructions"]
 ToolCallMode = Literal["native", "text"]
 
 #: The small-model repairs a profile can switch on (implemented in raso.optimizer.sanitizers).
-SanitizerName = Literal["repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson"]
-ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson")
+SanitizerName = Literal["repeated_sentences", "runaway_enumeration", "cut_off_ending", "copied_clip_marker",
+                        "short_body", "echoed_lesson"]
+ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "runaway_enumeration", "cut_off_ending",
+                                             "copied_clip_marker", "short_body", "echoed_lesson")
 
 #: Quick-schedule keys are the configuration's dotted override names.
 QUICK_SCHEDULE_KEYS = ("schedule.epochs", "schedule.minibatch", "schedule.val_limit", "schedule.max_iterations",
