@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
@@ -115,7 +115,7 @@ class AgentConfig(BaseModel):
     # -- external agent may ask for per call), max_wall_s and max_observation_chars (tool outputs kept in the
     # -- trajectory) apply to external backends too.
     backend: str = Field(default="builtin", description="the agent program: builtin (raso's own loop), command (a "
-                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (raso agents list)")
+                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (`raso agents` lists them)")
     command: str | None = Field(default=None, description="the command backend's command line template, with "
                                 "placeholders {instruction_file} {instruction} {workspace} {home} {skills_dir} "
                                 "{endpoint_url} {api_key} {model} {max_steps}")
@@ -126,6 +126,17 @@ class AgentConfig(BaseModel):
                            "in MiB (node and Python reserve far more address space than they use)")
     external_wall_s: float = Field(default=900.0, gt=0, description="an external agent's wall-clock limit per "
                                    "rollout when max_wall_s is not set")
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, value: str | None) -> str | None:
+        """A template with an unknown placeholder or a stray brace is refused with the configuration, before a
+        run writes anything (not when the first rollout starts)."""
+        if value is not None:
+            from raso.agent.backends.command import check_template
+
+            check_template(value)
+        return value
 
 
 class SkillChoice(BaseModel):

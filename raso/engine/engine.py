@@ -64,7 +64,9 @@ class OptimizeResult(BaseModel):
     val_rollouts: int
     iterations: int
     accepted: int
-    cost_usd: float
+    cost_usd: float = Field(description="USD of the calls with a known price")
+    unpriced_calls: int = Field(default=0, description="calls to a model without a known price: when > 0 the "
+                                "run's cost is unknown, not cost_usd")
     prompt_tokens: int
     completion_tokens: int
     model_calls: int
@@ -632,7 +634,10 @@ class Engine:
         else:
             candidate = self._skill(p.candidate_version)
             current = self._skill(current_version)
-            if candidate.to_markdown() == current.to_markdown():
+            if candidate.to_markdown() == current.to_markdown() and (p.train_mean_reward or 0.0) >= 1.0:
+                accepted, reason = False, ("no new candidate: every train rollout succeeded, so there was no failure "
+                                           "to learn from; the current skill is kept (not re-evaluated)")
+            elif candidate.to_markdown() == current.to_markdown():
                 accepted, reason = False, "candidate identical to the current skill (a tie never passes); not evaluated"
             elif self.budget.usd_exhausted(self.cost):
                 accepted, reason = False, "not evaluated: USD budget reached"
@@ -680,7 +685,8 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         best_val=state.current_val, initial_val=initial, rollouts_used=state.rollouts_used,
         train_rollouts=state.train_rollouts, val_rollouts=state.val_rollouts, iterations=state.iterations_done,
         accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=float(totals.get("cost_usd", 0.0)),
-        prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
+        unpriced_calls=int(totals.get("unpriced_calls", 0) or 0), prompt_tokens=int(totals.get("prompt_tokens", 0)),
+        completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
         finished=state.phase == "done", candidates=list(state.candidates), test=list(state.test),
         test_rollouts=state.test_rollouts, holdout=state.holdout, curve=list(state.curve),

@@ -131,8 +131,12 @@ def register_prices(prices: dict[str, ModelPrice]) -> None:
     """Tell litellm the configured prices, so its own cost functions agree with ours."""
     for model, price in prices.items():
         try:
+            per_input_token = price.input / 1_000_000
+            # A --price gives input and output only; cached prompt tokens are priced as input (never as free, and
+            # litellm warns about a custom model without cache prices otherwise).
             litellm.register_model({model: {
-                "input_cost_per_token": price.input / 1_000_000, "output_cost_per_token": price.output / 1_000_000,
+                "input_cost_per_token": per_input_token, "output_cost_per_token": price.output / 1_000_000,
+                "cache_read_input_token_cost": per_input_token, "cache_creation_input_token_cost": per_input_token,
                 "litellm_provider": provider_of(model) or "openai", "mode": "chat"}})
         except Exception:  # litellm refusing an entry must not stop a run: our own cost path uses the table
             pass
@@ -149,6 +153,18 @@ def call_seed(run_seed: int, key: str) -> int:
 #: Completion tokens assumed by the budget's worst-case estimate when neither the call nor litellm's model
 #: information gives a limit.
 DEFAULT_WORST_CASE_COMPLETION_TOKENS = 8192
+
+
+#: The key sent to a server given by api_base when no key is set: keyless local servers ignore it.
+KEYLESS_SERVER_KEY = "no-key-set"
+
+
+def _key_missing(model: str) -> bool:
+    """Whether litellm finds no API key for `model` in the environment."""
+    try:
+        return bool(litellm.validate_environment(model=model).get("missing_keys"))
+    except Exception:  # a provider litellm cannot check: leave the key to it
+        return False
 
 
 def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
@@ -359,7 +375,7 @@ class LLMGateway:
         started = time.perf_counter()
         attempts = 0
         retry_cfg = role_cfg.retry or self.config.retry
-        kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process)
+        kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process, model)
         reserved = self._reserve_budget(model, role, messages, params, cache_key_extra)
         try:
             for attempt in self._retrying(retry_cfg):
@@ -460,12 +476,17 @@ class LLMGateway:
         )
 
     @staticmethod
-    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any], in_process: bool) -> dict[str, Any]:
+    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any], in_process: bool,
+                       model: str = "") -> dict[str, Any]:
         kwargs = dict(params)
         if role_cfg.api_base:
             kwargs["api_base"] = role_cfg.api_base
         if role_cfg.api_key_env and os.environ.get(role_cfg.api_key_env):
             kwargs["api_key"] = os.environ[role_cfg.api_key_env]
+        elif role_cfg.api_base and not in_process and _key_missing(model):
+            # A local server (llama.cpp, vLLM, Ollama) often takes no key, but the OpenAI client refuses to send a
+            # request without one; a server that does want a key answers 401, reported as an auth failure.
+            kwargs["api_key"] = KEYLESS_SERVER_KEY
         if role_cfg.timeout_s is not None:
             kwargs["timeout"] = role_cfg.timeout_s
         if not in_process:
