@@ -201,7 +201,8 @@ class OptimizeConfig(BaseModel):
     budget: BudgetOptions = Field(default_factory=BudgetOptions, description="rollout and USD budgets, retries",
                                   json_schema_extra=cli(flag_all=True))
     gate: GateOptions = Field(default_factory=GateOptions, description="the validation gate: mode (strict, paired, "
-                              "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)")
+                              "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)",
+                              json_schema_extra=cli(flags={"mode": ["--gate"]}))
     execution: ExecutionOptions = Field(
         default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
         "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",
