@@ -478,7 +478,9 @@ class ExecutionAgent:
 
     # ------------------------------------------------------------------ model calls
     def _reply_tokens(self, harness: Harness) -> int:
-        return self.config.max_tokens or harness.max_reply_tokens
+        wanted = self.config.max_tokens or harness.max_reply_tokens
+        profile = self._profile()
+        return (profile.cap_reply_tokens(wanted) or wanted) if profile is not None else wanted
 
     def _params(self, max_tokens: int, *, grammar: str | None = None, temperature: float | None = None) -> dict[str, Any]:
         cfg = self.config

@@ -6,7 +6,8 @@ any other call, whatever model the `agent` role names (a hosted one, the embedde
 Each rollout gets a session (`endpoint.session(tag)`): its own URL prefix `/s/<token>` and API key, so calls are
 attributed to their rollout and callers without both are refused. A session records its exchanges (request,
 reply) and counts tokens, cost and calls. A gateway error (budget, an unreachable model) becomes an HTTP error in
-the format's shape, so the agent stops instead of waiting.
+the format's shape, so the agent stops instead of waiting; after one such refusal (budget, unusable, infrastructure)
+every later call of the session is refused at once, without asking the gateway (and waiting out its retries) again.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ class EndpointSession:
         kinds = {e["kind"] for e in self.errors}
         order: tuple[FailureKind, ...] = ("budget", "unusable", "infrastructure", "agent_error")
         return next((kind for kind in order if kind in kinds), None)
+
+    def refusal(self) -> dict[str, Any] | None:
+        """The first call this session refused for a reason outside the agent (budget, unusable, infrastructure),
+        or None. Such a refusal is final for the rollout: the gateway has retried already."""
+        with self._lock:
+            return next((e for e in self.errors if e["kind"] in ("budget", "unusable", "infrastructure")), None)
 
     def _book(self, request: ChatRequest, reply: ChatReply, cost: float) -> None:
         with self._lock:
@@ -262,6 +269,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             session._error(400, "request", str(exc))
             self._fail(400, f"bad request: {exc}", fmt)
+            return
+        refused = session.refusal()
+        if refused is not None:  # answered at once: asking the gateway again would wait out its retries again
+            self._fail(refused["status"], refused["message"], fmt)
             return
         try:
             reply, cost = self.endpoint.answer(session, request)

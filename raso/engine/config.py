@@ -158,6 +158,9 @@ class BudgetOptions(BaseModel):
     call_attempts: int = Field(default=6, ge=1, description="attempts per model call on transient failures "
                                "(rate limit, timeout, connection, 5xx), with exponential backoff")
     call_retry_max_wait_s: float = Field(default=60.0, ge=0.0, description="longest backoff between two attempts")
+    refused_call_attempts: int = Field(default=2, ge=1, description="attempts per model call when nothing listens "
+                                       "at the model's address (connection refused: the server is down, not busy); "
+                                       "the rollouts it fails are re-run per infra_retries or the run stops resumably")
 
 
 class OptimizeConfig(BaseModel):

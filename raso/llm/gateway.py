@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any, wait_exponential_jitter
+from tenacity.stop import stop_base
 
 from raso.prompts import PromptLibrary
 
@@ -65,6 +66,34 @@ def _is_missing_credentials(exc: BaseException) -> bool:
     # litellm maps the OpenAI SDK's "Missing credentials" to InternalServerError; it is an auth problem.
     text = str(exc).lower()
     return any(marker in text for marker in _MISSING_KEY_MARKERS)
+
+
+_REFUSED_MARKERS = ("connection refused", "errno 111", "econnrefused")
+
+
+def is_connection_refused(exc: BaseException) -> bool:
+    """Whether nothing listened at the model's address: a ConnectionRefusedError anywhere in the exception's chain,
+    or its text as litellm passes it on."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or any(m in str(current).lower() for m in _REFUSED_MARKERS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class _StopWhenRefused(stop_base):
+    """A tenacity stop: after `attempts` attempts whose last failed with a refused connection."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None and outcome.failed else None
+        return error is not None and retry_state.attempt_number >= self.attempts and is_connection_refused(error)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -469,7 +498,7 @@ class LLMGateway:
     @staticmethod
     def _retrying(cfg: RetryConfig) -> Retrying:
         return Retrying(
-            stop=stop_after_attempt(cfg.max_attempts),
+            stop=stop_any(stop_after_attempt(cfg.max_attempts), _StopWhenRefused(cfg.refused_attempts)),
             wait=wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s),
             retry=retry_if_exception(is_transient),
             reraise=True,
