@@ -56,8 +56,11 @@ class AnswerFileTestHarness(WorkspaceTasks, Harness):
 
 #: The outcome each kind of refused model gives a rollout (the same as before the fail-fast change).
 REFUSAL_OUTCOME = {"budget": "budget", "unreachable": "infrastructure"}
-#: How long a rollout whose model is refused or unreachable may take (issue 37: 265 s and 609 s before).
+#: How long a rollout whose model is refused or unreachable may take (issue 37: 265 s and 609 s before). The
+#: program's own start is in it: mini-swe-agent's `import litellm` alone took 20 s of wall time at a load of 12.
 FAIL_FAST_S = 30.0
+#: How long after the refusal the rollout may still run (the program's exit, the scoring, the cleanup).
+REFUSAL_TO_END_S = 10.0
 
 
 def refusing_gateway(refusal: str, monkeypatch) -> object:

@@ -10,9 +10,17 @@ them, and run only when selected (`-m agents`)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from agent_backend_support import FAIL_FAST_S, REFUSAL_OUTCOME, SKILL, AnswerFileTestHarness, refusing_gateway
+from agent_backend_support import (
+    FAIL_FAST_S,
+    REFUSAL_OUTCOME,
+    REFUSAL_TO_END_S,
+    SKILL,
+    AnswerFileTestHarness,
+    refusing_gateway,
+)
 
 from raso.agent.agent import AgentConfig
 from raso.agent.backends.claude_code import ClaudeCodeBackend
@@ -126,7 +134,11 @@ def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(backend_
     harness = AnswerFileTestHarness()
 
     rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    ended = time.time()
 
     assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
+    # the program asked once and stopped: nothing retried the refusal, and the rollout ended seconds after it
+    [refused] = rollout.metadata["endpoint_errors"]
+    assert ended - refused["at"] < REFUSAL_TO_END_S
     assert rollout.wall_time_s < FAIL_FAST_S and rollout.metadata["limit_hit"] is None
     assert len(gateway.ledger.records()) == 1  # later calls are refused by the endpoint without the gateway

@@ -16,6 +16,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,7 +41,7 @@ class EndpointSession:
         self.token = secrets.token_urlsafe(12)
         self.api_key = f"raso-{secrets.token_urlsafe(24)}"
         self.exchanges: list[tuple[ChatRequest, ChatReply]] = []
-        self.errors: list[dict[str, Any]] = []  # {"status", "kind" (a FailureKind or "request"), "message"}
+        self.errors: list[dict[str, Any]] = []  # {"status", "kind" (a FailureKind or "request"), "message", "at"}
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_usd = 0.0
@@ -81,8 +82,8 @@ class EndpointSession:
             self.calls += 1
 
     def _error(self, status: int, kind: str, message: str) -> None:
-        with self._lock:
-            self.errors.append({"status": status, "kind": kind, "message": message})
+        with self._lock:  # `at` (epoch seconds): how long a program went on after a refusal can be told
+            self.errors.append({"status": status, "kind": kind, "message": message, "at": time.time()})
 
     def close(self) -> None:
         self.endpoint._sessions.pop(self.token, None)
