@@ -620,6 +620,7 @@ class Engine:
         atomic_write_json(self.run_dir.proposals / f"{tag}.json", proposal.to_dict())
         self._record_lessons(proposal.lessons, stage="update", iteration=p.iteration, version=version)
         p.candidate_version = version
+        p.proposal_unchanged = bool(getattr(proposal, "unchanged", False))
         self._event("proposal_done", version=version, gradients=len(proposal.gradients))
 
     def _decide(self, p: PendingIteration, tag: str) -> None:
@@ -634,9 +635,10 @@ class Engine:
         else:
             candidate = self._skill(p.candidate_version)
             current = self._skill(current_version)
-            if candidate.to_markdown() == current.to_markdown() and (p.train_mean_reward or 0.0) >= 1.0:
-                accepted, reason = False, ("no new candidate: every train rollout succeeded, so there was no failure "
-                                           "to learn from; the current skill is kept (not re-evaluated)")
+            if p.proposal_unchanged and candidate.to_markdown() == current.to_markdown():
+                why = ("every train rollout succeeded, so there was no failure to learn from"
+                       if (p.train_mean_reward or 0.0) >= 1.0 else "the proposer found no failure mode to fix")
+                accepted, reason = False, f"no new candidate: {why}; the current skill is kept (not re-evaluated)"
             elif candidate.to_markdown() == current.to_markdown():
                 accepted, reason = False, "candidate identical to the current skill (a tie never passes); not evaluated"
             elif self.budget.usd_exhausted(self.cost):
