@@ -134,7 +134,8 @@ def make_gateway(
     options: dict[str, Any] = {
         "cache_dir": cache_dir, "max_concurrency": max_concurrency or config.schedule.workers,
         "retry": retry or RetryConfig(max_attempts=config.budget.call_attempts, initial_wait_s=min(1.0, wait),
-                                      max_wait_s=wait, jitter_s=min(1.0, wait)),
+                                      max_wait_s=wait, jitter_s=min(1.0, wait),
+                                      refused_attempts=config.budget.refused_call_attempts),
         "prices": config.models.prices, "budget_usd": config.budget.usd, "seed": config.schedule.seed,
         "unit_budgets_usd": {TEST_UNITS: config.budget.test_usd} if config.budget.test_usd is not None else {},
         "structured_output": config.models.structured_output,

@@ -52,3 +52,31 @@ class AnswerFileTestHarness(WorkspaceTasks, Harness):
     @property
     def task_description(self) -> str:
         return "Copy a word from input.txt into answer.txt."
+
+
+#: The outcome each kind of refused model gives a rollout (the same as before the fail-fast change).
+REFUSAL_OUTCOME = {"budget": "budget", "unreachable": "infrastructure"}
+#: How long a rollout whose model is refused or unreachable may take (issue 37: 265 s and 609 s before). The
+#: program's own start is in it: mini-swe-agent's `import litellm` alone took 20 s of wall time at a load of 12.
+FAIL_FAST_S = 30.0
+#: How long after the refusal the rollout may still run (the program's exit, the scoring, the cleanup).
+REFUSAL_TO_END_S = 10.0
+
+
+def refusing_gateway(refusal: str, monkeypatch) -> object:
+    """A gateway whose agent model refuses every call: "budget" (the USD budget is spent already) or
+    "unreachable" (nothing listens at the model's api_base); the gateway's retry settings are the defaults."""
+    from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
+    from raso.llm.gateway import LLMGateway
+    from raso.llm.ledger import CallRecord
+    from raso.llm.scripted import ScriptedModel
+
+    if refusal == "budget":
+        model = ScriptedModel(["never sent"])
+        gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, budget_usd=1e-9,
+                                           prices={model.model: ModelPrice(input=1.0, output=1.0)}))
+        gateway.ledger.record(CallRecord(role="agent", stage="earlier", model=model.model, cost_usd=1.0))
+        return gateway
+    monkeypatch.setenv("RASO_TEST_UNREACHABLE_KEY", "sk-test")
+    role = RoleConfig(model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", api_key_env="RASO_TEST_UNREACHABLE_KEY")
+    return LLMGateway(GatewayConfig(roles={"agent": role}))

@@ -134,3 +134,33 @@ def test_harnesses_lists_split_sizes_and_reasons(toy_registered: None, capsys: p
     assert args.func(args) == 0
     table = capsys.readouterr().out
     assert "toy" in table and "unavailable" in table and "no_such_pkg_xyz" in table
+
+
+def test_eval_of_an_unpriced_model_on_a_keyless_server_says_its_cost_is_unknown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopback_model_server import loopback_model_server
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a local server that takes no key: none is needed
+    out = tmp_path / "out"
+    with loopback_model_server({"count-stand-in": count_script}) as server:
+        args = parse("eval", "--harness", TOY, "--harness-arg", "n_tasks=5", "--model", "openai/count-stand-in",
+                     "--api-base", server.api_base, "--limit", "2", "--workers", "1", "--out", str(out))
+        assert args.func(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_reward"] == 1.0
+    # nobody knows what the stand-in's calls cost: null, never 0.0, and each call is counted as unpriced
+    assert summary["cost_usd"] is None and summary["unpriced_calls"] == summary["ledger_totals"]["calls"] > 0
+    assert [row["cost_usd"] for row in summary["per_task"]] == [None, None]
+    printed = capsys.readouterr().out
+    assert "unknown" in printed and "0.0000" not in printed
+
+
+def test_a_bad_agent_command_placeholder_fails_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    args = parse("eval", "--harness", TOY, "--agent", "command", "--agent-command", "my-agent {instructions}",
+                 "--out", str(out))
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "unknown placeholder {instructions}" in err and "raso eval: 4 task(s)" not in err
+    assert not out.exists()

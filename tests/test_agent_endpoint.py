@@ -335,3 +335,44 @@ def test_large_bodies_are_read_two_at_a_time_per_session():
     assert small.choices[0].message.content == "small one answered"
     assert admitted == 200 and answer["choices"][0]["message"]["content"] == "large one answered"
 
+
+
+def test_after_a_refusal_every_later_call_of_the_session_is_refused_at_once(monkeypatch):
+    """An agent that asks again after a refused call (mini-swe-agent retried 10 times) gets the same answer without
+    the gateway waiting out its retries again; a refused connection is tried twice, not every attempt."""
+    monkeypatch.setenv("RASO_TEST_ENDPOINT_KEY", "sk-test")
+    role = RoleConfig(model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", api_key_env="RASO_TEST_ENDPOINT_KEY")
+    gateway = LLMGateway(GatewayConfig(roles={"agent": role}, retry={"max_attempts": 4, "initial_wait_s": 0.01,
+                                                                       "max_wait_s": 0.01, "jitter_s": 0.0}))
+    with ModelEndpoint(gateway) as endpoint, endpoint.session("r1") as session:
+        client = _client(session, timeout=60)
+        for _ in range(3):
+            with pytest.raises(openai.APIStatusError) as err:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            assert err.value.status_code == 403 and "LLMUnavailableError" in err.value.message
+    [record] = gateway.ledger.records()  # one gateway call for three requests
+    assert record.failed and record.retries == 1  # refused_attempts (2), not max_attempts (4)
+    assert session.failure() == "infrastructure" and len(session.errors) == 1
+
+
+def test_the_reply_length_an_agent_may_ask_for_is_capped_by_the_model_profile():
+    from raso.agent.agent import AgentConfig, ExecutionAgent
+    from raso.agent.backends.base import AgentRun
+    from raso.agent.backends.claude_code import ClaudeCodeBackend
+    from raso.agent.backends.runner import ExternalAgentRunner
+    from raso.testing import count_script
+    from raso.testing.toy import CountingHarness
+
+    model = ScriptedModel(count_script)
+    # a provider that allows 16,384 reply tokens (Claude Code asks 32,000)
+    gateway = LLMGateway(GatewayConfig.for_models(target=model.model, profile={"max_output_tokens": 16384}))
+    backend = ClaudeCodeBackend()
+    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code")).reply_token_cap() == 16384
+    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code", max_tokens=4000)).reply_token_cap() == 4000
+    run = AgentRun(instruction="i", workspace="/w", home="/h", endpoint_url="http://e", api_key="k", model_name="m",
+                   max_steps=3, wall_seconds=60, max_tokens=16384)
+    assert backend.environment(run)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "16384"
+    # the builtin agent too
+    harness = CountingHarness()
+    harness.rollout(harness.tasks("test")[0], [], ExecutionAgent(gateway, AgentConfig(mode="none", max_tokens=32000)))
+    assert model.params and {p["max_tokens"] for p in model.params} == {16384}

@@ -5,8 +5,17 @@ the score came from the harness's scorer."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from agent_backend_support import SKILL, AnswerFileTestHarness
+from agent_backend_support import (
+    FAIL_FAST_S,
+    REFUSAL_OUTCOME,
+    REFUSAL_TO_END_S,
+    SKILL,
+    AnswerFileTestHarness,
+    refusing_gateway,
+)
 
 from raso.agent.agent import AgentConfig
 from raso.agent.backends.mini_swe_agent import FINISH_COMMAND, MiniSweAgentBackend, transcript_of
@@ -70,3 +79,26 @@ def test_transcript_of_a_trajectory_with_a_format_error():
     assert transcript.steps[0].reply == "no block" and transcript.steps[1].observation.startswith("Format error")
     assert transcript.steps[1].result == "returncode 0\na.txt\n" and transcript.tool_calls == 1
     assert any("no exit message" in n for n in transcript.notes) and transcript.final_message is None
+
+
+@pytest.mark.sandbox_os
+@pytest.mark.agents
+@pytest.mark.parametrize("refusal", ["budget", "unreachable"])
+def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(refusal, tmp_path, monkeypatch):
+    backend = MiniSweAgentBackend()
+    assert backend.unavailable_reason() is None, backend.unavailable_reason()
+    monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))
+    gateway = refusing_gateway(refusal, monkeypatch)
+    config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
+    harness = AnswerFileTestHarness()
+
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    ended = time.time()
+
+    assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
+    # the program asked once and stopped: nothing retried the refusal, and the rollout ended seconds after it
+    [refused] = rollout.metadata["endpoint_errors"]
+    assert ended - refused["at"] < REFUSAL_TO_END_S
+    # mini-swe-agent retried each refused call 10 times with backoff (265 s a rollout; 609 s when unreachable)
+    assert rollout.wall_time_s < FAIL_FAST_S and rollout.metadata["limit_hit"] is None
+    assert len(gateway.ledger.records()) == 1  # later calls are refused by the endpoint without the gateway

@@ -10,9 +10,17 @@ them, and run only when selected (`-m agents`)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from agent_backend_support import SKILL, AnswerFileTestHarness
+from agent_backend_support import (
+    FAIL_FAST_S,
+    REFUSAL_OUTCOME,
+    REFUSAL_TO_END_S,
+    SKILL,
+    AnswerFileTestHarness,
+    refusing_gateway,
+)
 
 from raso.agent.agent import AgentConfig
 from raso.agent.backends.claude_code import ClaudeCodeBackend
@@ -112,3 +120,25 @@ def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_
     assert rollout.outcome == "budget" and "USD budget reached" in rollout.error
     assert rollout.metadata["limit_hit"] is None and model.calls == []
     assert rollout.reward == 0.0 and rollout.metadata["score_info"] == {"reason": "no answer.txt"}
+
+
+@pytest.mark.parametrize("refusal", ["budget", "unreachable"])
+@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
+def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(backend_class, refusal, agent_root,
+                                                                        monkeypatch):
+    backend = backend_class()
+    assert backend.unavailable_reason() is None, backend.unavailable_reason()
+    gateway = refusing_gateway(refusal, monkeypatch)
+    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
+                         memory_mb=max(backend.min_memory_mb, 1536))
+    harness = AnswerFileTestHarness()
+
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    ended = time.time()
+
+    assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
+    # the program asked once and stopped: nothing retried the refusal, and the rollout ended seconds after it
+    [refused] = rollout.metadata["endpoint_errors"]
+    assert ended - refused["at"] < REFUSAL_TO_END_S
+    assert rollout.wall_time_s < FAIL_FAST_S and rollout.metadata["limit_hit"] is None
+    assert len(gateway.ledger.records()) == 1  # later calls are refused by the endpoint without the gateway

@@ -135,3 +135,35 @@ def test_embedded_raso_init_writes_a_skill_md_with_front_matter(tmp_path: Path, 
     assert lessons["mode"] == "rasi" and len(lessons["requirements"]) == 1
     assert all(source["repo"] and source["commit"] for lesson in lessons["lessons"] for source in lesson["sources"])
     assert lessons["usage"]["completion_tokens"] > 0 and lessons["usage"]["cost_usd"] == 0.0
+
+
+#: A skill body like the embedded model's WebShop s0 (issue 37): it runs into empty items and stops mid-item.
+RUNAWAY_BODY = ("Answer every toy task.\nLEVEL=4\n9. Click the 'Buy Now' button to purchase the product. 10. 11. 12. "
+                "... 22. Click the '")
+
+
+def test_an_unusable_best_skill_is_said_first_and_a_round_without_failures_says_so(
+        tmp_path: Path, models: tuple[str, str], capsys) -> None:
+    agent, optimizer = models
+    start = tmp_path / "start.md"
+    Skill(name="start", description="A start.", body=RUNAWAY_BODY).save(start)
+    run_dir = tmp_path / "run"
+    code = _main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", str(start),
+                  "--update", "rfsu", "--epochs", "1", "--minibatch", "3", "--max-iterations", "1",
+                  "--run-dir", str(run_dir), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    # the run directory is named once, at the start
+    assert (captured.out + captured.err).count(f"run directory: {run_dir}") == 1
+    report = (run_dir / "report.md").read_text().splitlines()
+    assert report[2] == ("**The best skill (s0) is not usable as written: it runs into 3 empty list item(s); it ends "
+                         "mid-sentence (\"22. Click the '\").** The optimizer model `" + optimizer + "` could not "
+                         "write a usable skill in this run; read `SKILL.md` before relying on it.")
+    assert "warning: The best skill (s0) is not usable as written" in captured.err
+    # every train rollout succeeded (s0's LEVEL=4 covers every task): no proposal was made, and the decision says so
+    [decision] = read_jsonl(run_dir / "candidates.jsonl")
+    assert decision["train_mean_reward"] == 1.0 and decision["reason"].startswith(
+        "no new candidate: every train rollout succeeded")
+    # the best skill is s0, so its test score is the best skill's too (not "-")
+    html = (run_dir / "report.html").read_text()
+    assert "1.000 → 1.000" in html and "not usable as written" in html

@@ -194,3 +194,21 @@ def test_concurrency_limit_bounds_parallel_model_calls():
         t.join()
     assert len(sm.calls) == 8
     assert peak == 2
+
+
+def test_a_price_for_a_custom_model_registers_without_litellms_cache_price_warning():
+    import io
+    import logging
+
+    from raso.llm.config import ModelPrice
+    from raso.llm.gateway import register_prices
+
+    captured = io.StringIO()
+    handler = logging.StreamHandler(captured)
+    logger = logging.getLogger("LiteLLM")
+    logger.addHandler(handler)
+    try:
+        register_prices({"openai/raso-test-custom-priced": ModelPrice(input=0.2, output=0.6)})
+    finally:
+        logger.removeHandler(handler)
+    assert "cache_creation_input_token_cost" not in captured.getvalue()

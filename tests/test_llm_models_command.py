@@ -21,3 +21,14 @@ def test_models_check_prints_reply_tokens_and_cost(capsys):
     assert status == 0
     assert "'ready now'" in out and "3 prompt + 2 completion" in out and "$0.000000" in out
     assert sm.calls == [[{"role": "user", "content": "are you there"}]]
+
+
+def test_models_check_of_an_unpriced_model_says_its_cost_is_unknown(capsys, monkeypatch):
+    from loopback_model_server import loopback_model_server
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with loopback_model_server({"ready-stand-in": lambda messages: "ready"}) as server:
+        status = raso_main(["models", "check", "openai/ready-stand-in", "--api-base", server.api_base])
+    out = capsys.readouterr().out
+    assert status == 0 and "reply:   'ready'" in out
+    assert "cost:    unknown (1 call(s) to a model without a known price" in out and "$0.000000" not in out

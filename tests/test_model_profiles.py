@@ -26,7 +26,14 @@ from raso.optimizer.describe import DescribeLimits
 from raso.optimizer.describe import limits_for as describe_limits_for
 from raso.optimizer.render import PromptLimits, limits_for
 from raso.optimizer.roles import SkillDraft
-from raso.optimizer.sanitizers import SANITIZERS, Context, lesson_rejection, sanitize, sanitize_draft
+from raso.optimizer.sanitizers import (
+    SANITIZERS,
+    Context,
+    lesson_rejection,
+    sanitize,
+    sanitize_draft,
+    skill_body_problems,
+)
 from raso.optimizer.skills import draft_to_skill
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,6 +163,45 @@ def test_a_body_without_instructions_is_rejected_only_when_enabled(name: str, bo
         sanitize_draft(SkillDraft(name="s", description="d", body=body), [name])
     kept, notes = sanitize_draft(SkillDraft(name="s", description="d", body=body), [])
     assert kept.body == body and notes == []
+
+
+#: The embedded model's s0 on WebShop (issue 37): a list that runs into empty items and a reply cut mid-item.
+RUNAWAY_BODY = ("## Steps\n1. Search for the product with its key words.\n2. Open the result that matches the "
+                "options.\n9. Click the 'Buy Now' button to purchase the product. 10. 11. 12. ... 22. Click the '")
+
+
+def test_the_embedded_profile_drops_a_runaway_enumeration_and_its_cut_off_end() -> None:
+    result = sanitize(RUNAWAY_BODY, "skill_body", profile_for(DEFAULT_LOCAL_MODEL).sanitizers)
+    assert result.text == ("## Steps\n1. Search for the product with its key words.\n2. Open the result that "
+                           "matches the options.\n9. Click the 'Buy Now' button to purchase the product.")
+    assert result.notes == ("sanitizer runaway_enumeration: removed 3 empty list item(s) from the skill body",
+                            "sanitizer cut_off_ending: removed the unfinished ending \"22. Click the '\" from the "
+                            "skill body")
+    assert skill_body_problems(RUNAWAY_BODY) == ["it runs into 3 empty list item(s)",
+                                                 "it ends mid-sentence (\"22. Click the '\")"]
+    assert skill_body_problems(result.text) == []
+    hosted = sanitize(RUNAWAY_BODY, "skill_body", profile_for(HOSTED).sanitizers)  # a hosted profile: none run
+    assert hosted.text == RUNAWAY_BODY and hosted.notes == ()
+
+
+def test_empty_items_on_their_own_lines_and_a_dangling_word_are_dropped() -> None:
+    body = "1. Search.\n2. Click the 'Buy Now' button.\n3.\n4.\n5.\n6. Then click the"
+    result = sanitize(body, "skill_body", ["runaway_enumeration", "cut_off_ending"])
+    assert result.text == "1. Search.\n2. Click the 'Buy Now' button."
+    assert len(result.notes) == 2 and "removed 3 empty list item(s)" in result.notes[0]
+
+
+@pytest.mark.parametrize("body", [
+    "- Use `search[...]` with the key words.\n- Don't click ads.\n- Check the price is under the budget",
+    "1. Search.\n2. Choose size 10.\n3. Buy it.",
+    "Pick option 3. Then buy.",
+    "Run this:\n```python\nitems = [1. , 2. , 3.]\nprint('open\n```",
+    "Prices end in .99 and the user's budget is firm.",
+])
+def test_finished_skills_and_code_are_left_alone(body: str) -> None:
+    result = sanitize(body, "skill_body", ["runaway_enumeration", "cut_off_ending"])
+    assert result.text == body and result.notes == ()
+    assert skill_body_problems(body) == []
 
 
 def test_an_echoed_lesson_is_dropped_only_when_enabled() -> None:

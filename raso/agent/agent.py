@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
@@ -115,7 +115,7 @@ class AgentConfig(BaseModel):
     # -- external agent may ask for per call), max_wall_s and max_observation_chars (tool outputs kept in the
     # -- trajectory) apply to external backends too.
     backend: str = Field(default="builtin", description="the agent program: builtin (raso's own loop), command (a "
-                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (raso agents list)")
+                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (`raso agents` lists them)")
     command: str | None = Field(default=None, description="the command backend's command line template, with "
                                 "placeholders {instruction_file} {instruction} {workspace} {home} {skills_dir} "
                                 "{endpoint_url} {api_key} {model} {max_steps}")
@@ -130,6 +130,17 @@ class AgentConfig(BaseModel):
                          "home) may hold in MiB; the rollout is stopped past it")
     external_wall_s: float = Field(default=900.0, gt=0, description="an external agent's wall-clock limit per "
                                    "rollout when max_wall_s is not set")
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, value: str | None) -> str | None:
+        """A template with an unknown placeholder or a stray brace is refused with the configuration, before a
+        run writes anything (not when the first rollout starts)."""
+        if value is not None:
+            from raso.agent.backends.command import check_template
+
+            check_template(value)
+        return value
 
 
 class SkillChoice(BaseModel):
@@ -471,7 +482,9 @@ class ExecutionAgent:
 
     # ------------------------------------------------------------------ model calls
     def _reply_tokens(self, harness: Harness) -> int:
-        return self.config.max_tokens or harness.max_reply_tokens
+        wanted = self.config.max_tokens or harness.max_reply_tokens
+        profile = self._profile()
+        return (profile.cap_reply_tokens(wanted) or wanted) if profile is not None else wanted
 
     def _params(self, max_tokens: int, *, grammar: str | None = None, temperature: float | None = None) -> dict[str, Any]:
         cfg = self.config

@@ -6,7 +6,8 @@ any other call, whatever model the `agent` role names (a hosted one, the embedde
 Each rollout gets a session (`endpoint.session(tag)`): its own URL prefix `/s/<token>` and API key, so calls are
 attributed to their rollout and callers without both are refused. A session records its exchanges (request,
 reply) and counts tokens, cost and calls. A gateway error (budget, an unreachable model) becomes an HTTP error in
-the format's shape, so the agent stops instead of waiting.
+the format's shape, so the agent stops instead of waiting; after one such refusal (budget, unusable, infrastructure)
+every later call of the session is refused at once, without asking the gateway (and waiting out its retries) again.
 
 What it reads is bounded whatever the caller sends: nothing before the session, path and key are known good; then a
 body of at most MAX_BODY_BYTES in every framing (Content-Length, chunked with trailers; neither is 411), read into at
@@ -62,7 +63,7 @@ class EndpointSession:
         self.token = secrets.token_urlsafe(12)
         self.api_key = f"raso-{secrets.token_urlsafe(24)}"
         self.exchanges: list[tuple[ChatRequest, ChatReply]] = []
-        self.errors: list[dict[str, Any]] = []  # {"status", "kind" (a FailureKind or "request"), "message"}
+        self.errors: list[dict[str, Any]] = []  # {"status", "kind" (a FailureKind or "request"), "message", "at"}
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_usd = 0.0
@@ -89,6 +90,12 @@ class EndpointSession:
         order: tuple[FailureKind, ...] = ("budget", "unusable", "infrastructure", "agent_error")
         return next((kind for kind in order if kind in kinds), None)
 
+    def refusal(self) -> dict[str, Any] | None:
+        """The first call this session refused for a reason outside the agent (budget, unusable, infrastructure),
+        or None. Such a refusal is final for the rollout: the gateway has retried already."""
+        with self._lock:
+            return next((e for e in self.errors if e["kind"] in ("budget", "unusable", "infrastructure")), None)
+
     def _book(self, request: ChatRequest, reply: ChatReply, cost: float) -> None:
         with self._lock:
             self.exchanges.append((request, reply))
@@ -98,8 +105,8 @@ class EndpointSession:
             self.calls += 1
 
     def _error(self, status: int, kind: str, message: str) -> None:
-        with self._lock:
-            self.errors.append({"status": status, "kind": kind, "message": message})
+        with self._lock:  # `at` (epoch seconds): how long a program went on after a refusal can be told
+            self.errors.append({"status": status, "kind": kind, "message": message, "at": time.time()})
 
     def close(self) -> None:
         self.endpoint._sessions.pop(self.token, None)
@@ -412,6 +419,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = self._read_request(session, fmt)
         if request is None:
+            return
+        refused = session.refusal()
+        if refused is not None:  # answered at once: asking the gateway again would wait out its retries again
+            self._fail(refused["status"], refused["message"], fmt)
             return
         try:
             reply, cost = self.endpoint.answer(session, request)

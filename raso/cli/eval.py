@@ -144,8 +144,8 @@ def _run_eval(args: argparse.Namespace) -> int:
                               on_rollout=progress, gateway=gateway)
     except RunError as exc:
         raise UsageError(str(exc)) from None
-    summary = {**result.summary(), "model": config.models.target, "mode": mode, "split": args.split,
-               "ledger_totals": gateway.ledger.totals(), "elapsed_s": time.perf_counter() - started}
+    summary = unknown_cost({**result.summary(), "model": config.models.target, "mode": mode, "split": args.split,
+                            "ledger_totals": gateway.ledger.totals(), "elapsed_s": time.perf_counter() - started})
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     gateway.ledger.save(out / "ledger.json")
 
@@ -165,6 +165,18 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def unknown_cost(summary: dict[str, Any]) -> dict[str, Any]:
+    """`summary` with its costs null where a call had no known price: an unpriced model's calls cost something
+    nobody knows, never $0 (the ledger counts them as unpriced_calls). Every rollout of an eval calls the same
+    target model, so a single unpriced call makes each rollout's cost unknown too."""
+    unpriced = int(summary.get("ledger_totals", {}).get("unpriced_calls", 0) or 0)
+    summary["unpriced_calls"] = unpriced
+    if unpriced:
+        summary["cost_usd"] = None
+        summary["per_task"] = [{**row, "cost_usd": None} for row in summary.get("per_task", [])]
+    return summary
+
+
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -182,6 +194,11 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
                   f"{summary['errors']} ({summary['infrastructure_failures']})", str(summary["prompt_tokens"]),
                   str(summary["completion_tokens"]),
-                  f"{summary['cost_usd']:.4f}", f"{summary['wall_time_s']:.1f}")
+                  "unknown" if summary["cost_usd"] is None else f"{summary['cost_usd']:.4f}",
+                  f"{summary['wall_time_s']:.1f}")
     Console().print(table)
+    if summary["cost_usd"] is None:
+        from raso.llm.ledger import cost_text
+
+        print(f"cost: {cost_text(None, summary['unpriced_calls'])}")
     print(f"trajectories and summary written to {out}")

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.retrieval",
     "raso.cli.models",
     "raso.cli.agents",
+    "raso.cli.list_options",
 )
 #: Entry point group of commands registered by other packages: `name = "package.module:register"`.
 COMMAND_GROUP = "raso.commands"

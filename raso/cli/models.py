@@ -72,6 +72,7 @@ def check_model(args: argparse.Namespace) -> int:
     from raso.api import make_gateway
     from raso.engine.config import ModelsConfig, OptimizeConfig
     from raso.llm import LLMError, RetryConfig
+    from raso.llm.ledger import cost_text
 
     gateway = make_gateway(OptimizeConfig(models=ModelsConfig(target=args.model, api_base=args.api_base)),
                            retry=RetryConfig(max_attempts=3, initial_wait_s=1.0, max_wait_s=10.0))
@@ -84,7 +85,7 @@ def check_model(args: argparse.Namespace) -> int:
     print(f"model:   {reply.model}")
     print(f"reply:   {reply.text.strip()!r}")
     print(f"tokens:  {reply.prompt_tokens} prompt + {reply.completion_tokens} completion")
-    print(f"cost:    ${reply.cost_usd:.6f}")
+    print(f"cost:    {cost_text(reply.cost_usd, int(gateway.ledger.totals().get('unpriced_calls', 0)), digits=6)}")
     print(f"latency: {reply.latency_s:.2f} s (retries: {reply.retries})")
     print("ledger:  " + json.dumps(gateway.ledger.totals()))
     return 0

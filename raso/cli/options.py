@@ -110,7 +110,8 @@ def add_config_options(parser: argparse.ArgumentParser, names: Iterable[str] | N
     selected = list(names) if names is not None else None
     parser.add_argument("--set", action="append", default=[], dest="config_set", metavar="KEY=VALUE",
                         help="any option by its dotted name, e.g. --set agent.max_steps=8 --set schedule.epochs=1 "
-                        "(repeatable; VALUE parsed as JSON/YAML; see docs/design.md for the sections)")
+                        "(repeatable; VALUE parsed as JSON/YAML); `raso options [SECTION]` lists every option with its type, "
+                        "default and choices")
     return [flag for flag in all_flags() if _selected(flag, selected) and _add_flag(parser, flag)]
 
 

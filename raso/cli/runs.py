@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(RASU), accepting a candidate only if its mean val reward is strictly higher; at the end s0 and the best "
         "skill are scored on test. Everything lands in a run directory that `raso resume` continues and "
         "`raso report` summarizes. With the embedded model, quick defaults fill each of these options that is not "
-        "given: " + ", ".join(f"{k}={v}" for k, v in QUICK_LOCAL_DEFAULTS.items()) + ".",
+        "given: " + ", ".join(f"{k}={v}" for k, v in QUICK_LOCAL_DEFAULTS.items()) + ". Only the common options "
+        "have a flag; `raso options [SECTION]` lists every option that --set KEY=VALUE and --config take.",
     )
     opt.add_argument("--config", type=Path, default=None, help="a TOML/YAML/JSON file of options (flags override it)")
     opt.set_defaults(func=run_optimize, config_fields=add_config_options(opt))
@@ -81,17 +82,20 @@ def describe_structured_failure(exc: Any, run_dir: Any = None) -> str:
     return "\n".join(lines)
 
 
-def _summary(result: Any) -> str:
+def _summary(result: Any, announced: bool = False) -> str:
+    """The closing lines; the run directory is named unless `announced` already did at the start."""
+    from raso.llm.ledger import cost_text
+
     best = "-" if result.best_val is None else f"{result.best_val:.3f}"
     init = "-" if result.initial_val is None else f"{result.initial_val:.3f}"
     return (
-        f"run directory: {result.run_dir}\n"
+        ("" if announced else f"run directory: {result.run_dir}\n") +
         f"best skill: {result.best_skill_path} (val {best}; s0 val {init})\n"
         f"iterations: {result.iterations}, accepted: {result.accepted}, rollouts: {result.rollouts_used} "
         f"({result.train_rollouts} train + {result.val_rollouts} val)\n"
         f"test: {_test_line(result)}\n"
         f"tokens: {result.prompt_tokens} prompt + {result.completion_tokens} completion, "
-        f"cost ${result.cost_usd:.4f}, wall {result.wall_time_s:.1f}s\n"
+        f"cost {cost_text(result.cost_usd, result.unpriced_calls)}, wall {result.wall_time_s:.1f}s\n"
         f"stopped: {result.stop_reason}\n"
         f"report: {Path(result.run_dir) / 'report.md'} (page: {Path(result.run_dir) / 'report.html'})"
     )
@@ -168,8 +172,26 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
     except KeyboardInterrupt:
         _error(f"interrupted; continue with `raso resume {run_dir}`")
         return 130
-    print(_summary(result))
+    print(_summary(result, announced=bool(announce)))
+    _warn_unusable_best(result.run_dir)
     return 0
+
+
+def _warn_unusable_best(run_dir: Any) -> None:
+    """The report's warning about an unusable best skill, on the terminal too (never fatal: the run is done)."""
+    from raso.engine import RunDir
+    from raso.engine.config import load_resolved
+    from raso.engine.report import best_skill_warning
+    from raso.engine.state import RunState
+
+    rd = RunDir(run_dir)
+    try:
+        state = RunState.model_validate_json(rd.checkpoint.read_text(encoding="utf-8"))
+        warning = best_skill_warning(rd, state, load_resolved(rd.config_json).resolved_optimizer_model())
+    except (OSError, ValueError):
+        return
+    if warning:
+        print("warning: " + warning.replace("**", ""), file=sys.stderr)
 
 
 def run_resume(args: argparse.Namespace) -> int:

@@ -158,6 +158,9 @@ class BudgetOptions(BaseModel):
     call_attempts: int = Field(default=6, ge=1, description="attempts per model call on transient failures "
                                "(rate limit, timeout, connection, 5xx), with exponential backoff")
     call_retry_max_wait_s: float = Field(default=60.0, ge=0.0, description="longest backoff between two attempts")
+    refused_call_attempts: int = Field(default=2, ge=1, description="attempts per model call when nothing listens "
+                                       "at the model's address (connection refused: the server is down, not busy); "
+                                       "the rollouts it fails are re-run per infra_retries or the run stops resumably")
 
 
 class OptimizeConfig(BaseModel):
@@ -201,7 +204,8 @@ class OptimizeConfig(BaseModel):
     budget: BudgetOptions = Field(default_factory=BudgetOptions, description="rollout and USD budgets, retries",
                                   json_schema_extra=cli(flag_all=True))
     gate: GateOptions = Field(default_factory=GateOptions, description="the validation gate: mode (strict, paired, "
-                              "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)")
+                              "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)",
+                              json_schema_extra=cli(flags={"mode": ["--gate"]}))
     execution: ExecutionOptions = Field(
         default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
         "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",

@@ -64,7 +64,9 @@ class OptimizeResult(BaseModel):
     val_rollouts: int
     iterations: int
     accepted: int
-    cost_usd: float
+    cost_usd: float = Field(description="USD of the calls with a known price")
+    unpriced_calls: int = Field(default=0, description="calls to a model without a known price: when > 0 the "
+                                "run's cost is unknown, not cost_usd")
     prompt_tokens: int
     completion_tokens: int
     model_calls: int
@@ -635,6 +637,7 @@ class Engine:
         atomic_write_json(self.run_dir.proposals / f"{tag}.json", proposal.to_dict())
         self._record_lessons(proposal.lessons, stage="update", iteration=p.iteration, version=version)
         p.candidate_version = version
+        p.proposal_unchanged = bool(getattr(proposal, "unchanged", False))
         self._event("proposal_done", version=version, gradients=len(proposal.gradients))
 
     def _decide(self, p: PendingIteration, tag: str) -> None:
@@ -649,7 +652,11 @@ class Engine:
         else:
             candidate = self._skill(p.candidate_version)
             current = self._skill(current_version)
-            if candidate.to_markdown() == current.to_markdown():
+            if p.proposal_unchanged and candidate.to_markdown() == current.to_markdown():
+                why = ("every train rollout succeeded, so there was no failure to learn from"
+                       if (p.train_mean_reward or 0.0) >= 1.0 else "the proposer found no failure mode to fix")
+                accepted, reason = False, f"no new candidate: {why}; the current skill is kept (not re-evaluated)"
+            elif candidate.to_markdown() == current.to_markdown():
                 accepted, reason = False, "candidate identical to the current skill (a tie never passes); not evaluated"
             elif self.budget.usd_exhausted(self.cost):
                 accepted, reason = False, "not evaluated: USD budget reached"
@@ -697,7 +704,8 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         best_val=state.current_val, initial_val=initial, rollouts_used=state.rollouts_used,
         train_rollouts=state.train_rollouts, val_rollouts=state.val_rollouts, iterations=state.iterations_done,
         accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=float(totals.get("cost_usd", 0.0)),
-        prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
+        unpriced_calls=int(totals.get("unpriced_calls", 0) or 0), prompt_tokens=int(totals.get("prompt_tokens", 0)),
+        completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,
         finished=state.phase == "done", candidates=list(state.candidates), test=list(state.test),
         test_rollouts=state.test_rollouts, holdout=state.holdout, curve=list(state.curve),

@@ -172,7 +172,9 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
         "holdout": state.holdout, "holdout_note": state.holdout_note,
         "s0_val": state.curve[0].best_val if state.curve else None,
         "best_version": state.current_version, "best_val": state.current_val,
-        "s0_test": tests.get("s0"), "best_test": tests.get("best"),
+        # when s0 stayed the best skill, its test score is the best skill's (the engine scores it once)
+        "s0_test": tests.get("s0"),
+        "best_test": tests.get("best") or (tests.get("s0") if state.current_version == 0 else None),
         "test_note": state.test_note or ("pending: the run has not reached its end" if state.phase != "done" else None),
         "iterations": state.iterations_done,
         "accepted": sum(1 for c in state.candidates if c.accepted), "candidates": len(state.candidates),
@@ -540,7 +542,7 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
 
     from corpus_tools.card import record_label
 
-    from .report import degradation_lines
+    from .report import best_skill_warning, degradation_lines
 
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     state = RunState.model_validate_json(rd.checkpoint.read_text(encoding="utf-8"))
@@ -549,6 +551,7 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
     proposals = _proposals(rd)
     glance = _glance(cfg, state, ledger)
     glance["corpus"] = record_label(rd.recorded_corpus())
+    glance["best_warning"] = best_skill_warning(rd, state, str(glance["optimizer"] or ""))
     final_version = state.current_version
     final = None
     if rd.best_skill.exists():

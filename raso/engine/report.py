@@ -277,6 +277,36 @@ def _degradations_section(run_dir: RunDir, state: RunState, ledger: dict[str, An
             "proposals/*.json):", "", *lines, ""]
 
 
+def best_skill_warning(run_dir: RunDir, state: RunState, optimizer: str) -> str | None:
+    """A warning when the skill the run calls best is not usable as written (raso.optimizer.sanitizers'
+    skill_body_problems: runaway empty items, a cut-off ending, repeats, no instructions), naming the optimizer
+    model's caveat; None when it reads as a skill (or the run has none yet)."""
+    from raso.llm.profiles import profile_for
+    from raso.optimizer.sanitizers import skill_body_problems
+    from raso.skill import Skill
+
+    if state.current_version is None:
+        return None
+    path = run_dir.skill_path(state.current_version)
+    if not path.is_file():
+        path = run_dir.best_skill
+    try:
+        body = Skill.load(path).body
+    except (OSError, ValueError):  # unreadable or not a SKILL.md: the report says what it can
+        return None
+    problems = skill_body_problems(body)
+    if not problems:
+        return None
+    try:
+        caveat = profile_for(optimizer).caveat
+    except ValueError:  # a model string no profile resolves: the warning stands without the caveat
+        caveat = ""
+    label = "s0" if state.current_version == 0 else f"v{state.current_version:03d}"
+    return (f"**The best skill ({label}) is not usable as written: {'; '.join(problems)}.** The optimizer model "
+            f"`{optimizer}` could not write a usable skill in this run" + (f" ({caveat})" if caveat else "")
+            + "; read `SKILL.md` before relying on it.")
+
+
 def _on_off(flag: bool) -> str:
     return "on" if flag else "off"
 
@@ -290,9 +320,11 @@ def build_report(run_dir: RunDir) -> str:
     totals = ledger.get("totals", {})
     initial = state.curve[0].best_val if state.curve else None
     schedule = config.schedule
+    warning = best_skill_warning(run_dir, state, config.resolved_optimizer_model())
     lines = [
         f"# RASO run report: {config.harness}",
         "",
+        *([warning, ""] if warning else []),
         f"- run directory: `{run_dir.root}` (the same run as one page: `report.html`)",
         f"- status: {'finished' if state.phase == 'done' else 'in progress (phase ' + state.phase + ')'}"
         + (f"; stopped because: {state.stop_reason}" if state.stop_reason else ""),

@@ -98,6 +98,7 @@ class PendingIteration(BaseModel):
     train_mean_reward: float | None = None
     candidate_version: int | None = None
     propose_error: str | None = None
+    proposal_unchanged: bool = False  # the proposer found nothing to change (no failure mode): no update was made
 
 
 class RunState(BaseModel):

@@ -25,6 +25,9 @@ class RetryConfig(BaseModel):
     initial_wait_s: float = Field(default=1.0, ge=0.0)
     max_wait_s: float = Field(default=60.0, ge=0.0)
     jitter_s: float = Field(default=1.0, ge=0.0)
+    refused_attempts: int = Field(default=2, ge=1, description="total attempts when nothing listens at the model's "
+                                  "address (connection refused): a server that is down, not busy; the run re-runs "
+                                  "such rollouts later or stops resumably, so waiting out every attempt only delays")
 
 
 #: How a role asks for structured output: `json_schema` sends the schema as OpenAI's json_schema response_format

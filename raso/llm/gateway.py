@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any, wait_exponential_jitter
+from tenacity.stop import stop_base
 
 from raso.prompts import PromptLibrary
 
@@ -65,6 +66,34 @@ def _is_missing_credentials(exc: BaseException) -> bool:
     # litellm maps the OpenAI SDK's "Missing credentials" to InternalServerError; it is an auth problem.
     text = str(exc).lower()
     return any(marker in text for marker in _MISSING_KEY_MARKERS)
+
+
+_REFUSED_MARKERS = ("connection refused", "errno 111", "econnrefused")
+
+
+def is_connection_refused(exc: BaseException) -> bool:
+    """Whether nothing listened at the model's address: a ConnectionRefusedError anywhere in the exception's chain,
+    or its text as litellm passes it on."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or any(m in str(current).lower() for m in _REFUSED_MARKERS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class _StopWhenRefused(stop_base):
+    """A tenacity stop: after `attempts` attempts whose last failed with a refused connection."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None and outcome.failed else None
+        return error is not None and retry_state.attempt_number >= self.attempts and is_connection_refused(error)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -131,8 +160,12 @@ def register_prices(prices: dict[str, ModelPrice]) -> None:
     """Tell litellm the configured prices, so its own cost functions agree with ours."""
     for model, price in prices.items():
         try:
+            per_input_token = price.input / 1_000_000
+            # A --price gives input and output only; cached prompt tokens are priced as input (never as free, and
+            # litellm warns about a custom model without cache prices otherwise).
             litellm.register_model({model: {
-                "input_cost_per_token": price.input / 1_000_000, "output_cost_per_token": price.output / 1_000_000,
+                "input_cost_per_token": per_input_token, "output_cost_per_token": price.output / 1_000_000,
+                "cache_read_input_token_cost": per_input_token, "cache_creation_input_token_cost": per_input_token,
                 "litellm_provider": provider_of(model) or "openai", "mode": "chat"}})
         except Exception:  # litellm refusing an entry must not stop a run: our own cost path uses the table
             pass
@@ -149,6 +182,18 @@ def call_seed(run_seed: int, key: str) -> int:
 #: Completion tokens assumed by the budget's worst-case estimate when neither the call nor litellm's model
 #: information gives a limit.
 DEFAULT_WORST_CASE_COMPLETION_TOKENS = 8192
+
+
+#: The key sent to a server given by api_base when no key is set: keyless local servers ignore it.
+KEYLESS_SERVER_KEY = "no-key-set"
+
+
+def _key_missing(model: str) -> bool:
+    """Whether litellm finds no API key for `model` in the environment."""
+    try:
+        return bool(litellm.validate_environment(model=model).get("missing_keys"))
+    except Exception:  # a provider litellm cannot check: leave the key to it
+        return False
 
 
 def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
@@ -359,7 +404,7 @@ class LLMGateway:
         started = time.perf_counter()
         attempts = 0
         retry_cfg = role_cfg.retry or self.config.retry
-        kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process)
+        kwargs = self._litellm_kwargs(role_cfg, params, profile.in_process, model)
         reserved = self._reserve_budget(model, role, messages, params, cache_key_extra)
         try:
             for attempt in self._retrying(retry_cfg):
@@ -453,19 +498,24 @@ class LLMGateway:
     @staticmethod
     def _retrying(cfg: RetryConfig) -> Retrying:
         return Retrying(
-            stop=stop_after_attempt(cfg.max_attempts),
+            stop=stop_any(stop_after_attempt(cfg.max_attempts), _StopWhenRefused(cfg.refused_attempts)),
             wait=wait_exponential_jitter(multiplier=cfg.initial_wait_s, max=cfg.max_wait_s, jitter=cfg.jitter_s),
             retry=retry_if_exception(is_transient),
             reraise=True,
         )
 
     @staticmethod
-    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any], in_process: bool) -> dict[str, Any]:
+    def _litellm_kwargs(role_cfg: RoleConfig, params: dict[str, Any], in_process: bool,
+                       model: str = "") -> dict[str, Any]:
         kwargs = dict(params)
         if role_cfg.api_base:
             kwargs["api_base"] = role_cfg.api_base
         if role_cfg.api_key_env and os.environ.get(role_cfg.api_key_env):
             kwargs["api_key"] = os.environ[role_cfg.api_key_env]
+        elif role_cfg.api_base and not in_process and _key_missing(model):
+            # A local server (llama.cpp, vLLM, Ollama) often takes no key, but the OpenAI client refuses to send a
+            # request without one; a server that does want a key answers 401, reported as an auth failure.
+            kwargs["api_key"] = KEYLESS_SERVER_KEY
         if role_cfg.timeout_s is not None:
             kwargs["timeout"] = role_cfg.timeout_s
         if not in_process:

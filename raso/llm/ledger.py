@@ -56,6 +56,16 @@ def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
         bucket["unpriced_calls"] += 1
 
 
+def cost_text(cost_usd: float | None, unpriced_calls: int, digits: int = 4) -> str:
+    """A cost for a person: "unknown" (counting the calls without a price) instead of a $0 nobody measured; the
+    priced part, if any, is kept in front."""
+    if cost_usd is None or unpriced_calls:
+        known = f"${cost_usd:.{digits}f} + " if cost_usd else ""
+        return (f"{known}unknown ({unpriced_calls} call(s) to a model without a known price; "
+                "give one with --price MODEL=INPUT,OUTPUT)")
+    return f"${cost_usd:.{digits}f}"
+
+
 class UsageLedger:
     """Accumulates `CallRecord`s; aggregates are always recomputable from the records."""
 

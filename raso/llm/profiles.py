@@ -35,8 +35,10 @@ SchemaMode = Literal["json_schema", "json_object", "instructions"]
 ToolCallMode = Literal["native", "text"]
 
 #: The small-model repairs a profile can switch on (implemented in raso.optimizer.sanitizers).
-SanitizerName = Literal["repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson"]
-ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "copied_clip_marker", "short_body", "echoed_lesson")
+SanitizerName = Literal["repeated_sentences", "runaway_enumeration", "cut_off_ending", "copied_clip_marker",
+                        "short_body", "echoed_lesson"]
+ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "runaway_enumeration", "cut_off_ending",
+                                             "copied_clip_marker", "short_body", "echoed_lesson")
 
 #: Quick-schedule keys are the configuration's dotted override names.
 QUICK_SCHEDULE_KEYS = ("schedule.epochs", "schedule.minibatch", "schedule.val_limit", "schedule.max_iterations",
@@ -55,6 +57,8 @@ class ModelProfile(BaseModel):
                              "llama.cpp backend, or the scripted test backend")
     context_tokens: int | None = Field(default=None, ge=256, description="prompt + reply tokens the model holds "
                                        "(None: unknown)")
+    max_output_tokens: int | None = Field(default=None, ge=1, description="the most reply tokens one call may ask "
+                                          "for (None: unknown); an agent's max_tokens is capped by it")
     grammar: bool = Field(default=False, description="takes a GBNF `grammar` parameter that constrains the reply")
     structured_output: SchemaMode = Field(default="instructions", description="how a JSON schema is sent when a "
                                           "role's structured_output is auto (instructions: it takes none)")
@@ -74,6 +78,11 @@ class ModelProfile(BaseModel):
     @property
     def takes_json_schema(self) -> bool:
         return self.structured_output != "instructions"
+
+    def cap_reply_tokens(self, requested: int | None) -> int | None:
+        """`requested` reply tokens, lowered to what the model allows (None when neither is known)."""
+        limits = [n for n in (requested, self.max_output_tokens) if n is not None]
+        return min(limits) if limits else None
 
     @property
     def in_process(self) -> bool:
@@ -177,11 +186,13 @@ def _hosted(model: str) -> ModelProfile:
     except Exception:  # unknown to litellm's model map: be conservative
         takes_schema = False
     try:
-        context = litellm.get_model_info(model=model).get("max_input_tokens")
+        info = litellm.get_model_info(model=model)
+        context, output = info.get("max_input_tokens"), info.get("max_output_tokens")
     except Exception:
-        context = None
+        context = output = None
     return ModelProfile(model=model, name="hosted", backend="litellm",
                         context_tokens=int(context) if context else None,
+                        max_output_tokens=int(output) if output else None,
                         structured_output="json_schema" if takes_schema else "instructions")
 
 

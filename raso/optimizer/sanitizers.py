@@ -128,6 +128,138 @@ def _short_body(body: str, _context: Context) -> Rejection | None:
     return None
 
 
+#: A list marker: "10." / "10)" (numbered) or an ellipsis a looping model writes between empty items.
+_MARKER = r"(?:\d{1,3}[.)]|\.\.\.|…)"
+#: Two or more list markers with nothing between them ("10. 11. 12. ... 22."), across lines or on one line. The
+#: first starts an item: at a line's start or after a finished sentence ("size 10.\n3. Buy" is no run).
+_EMPTY_RUN = re.compile(rf"(?:^[ \t]*|(?<=[.!?:]\s))(?P<run>{_MARKER}(?:\s+{_MARKER})+)(?!\S)", re.MULTILINE)
+_NUMBERED = re.compile(r"\d{1,3}[.)]")
+
+
+def _prose_segments(body: str) -> list[tuple[bool, str]]:
+    """`body` split into (is_code, text) runs of lines: fenced code blocks are kept apart and never changed."""
+    segments: list[tuple[bool, list[str]]] = []
+    in_code = False
+    for line in body.split("\n"):
+        fence = line.lstrip().startswith("```")
+        code = in_code or fence
+        in_code = in_code != fence
+        if segments and segments[-1][0] == code:
+            segments[-1][1].append(line)
+        else:
+            segments.append((code, [line]))
+    return [(code, "\n".join(lines)) for code, lines in segments]
+
+
+def drop_empty_items(body: str) -> tuple[str, int]:
+    """`body` without runs of empty numbered list items outside code ("... product. 10. 11. 12. ... 22. Click"
+    -> "... product. 22. Click"), and how many empty items were dropped. A run needs two numbered markers
+    with nothing between them; where text follows the run, its last marker numbers that text and is kept."""
+    dropped = 0
+
+    def cut(match: re.Match[str]) -> str:
+        nonlocal dropped
+        prefix = match.group(0)[: match.start("run") - match.start()]
+        markers = match.group("run").split()
+        rest = match.string[match.end():].split("\n", 1)[0]
+        keep = markers[-1] if rest.strip() and _NUMBERED.fullmatch(markers[-1]) else ""
+        empty = sum(1 for m in (markers[:-1] if keep else markers) if _NUMBERED.fullmatch(m))
+        if empty + (1 if keep else 0) < 2:  # one number beside an ellipsis ("see 3. ..."): not a runaway list
+            return match.group(0)
+        dropped += empty
+        return prefix + keep
+
+    out = []
+    for code, text in _prose_segments(body):
+        if not code:
+            text = _EMPTY_RUN.sub(cut, text)
+            text = "\n".join(line.rstrip() for line in text.split("\n"))
+            text = re.sub(r"\n{3,}", "\n\n", text)
+        out.append(text)
+    return "\n".join(out).strip(), dropped
+
+
+def _runaway_enumeration(body: str, _context: Context) -> Repair | None:
+    text, dropped = drop_empty_items(body)
+    return Repair(text, f"removed {dropped} empty list item(s)") if dropped else None
+
+
+#: Words a sentence does not end on: a reply cut at its token limit often stops right after one.
+_DANGLING_WORDS = frozenset(
+    "a an the to of and or but with for in on at by from into onto as than then if that which when while "
+    "your its their this these click select open use type enter".split())
+_SENTENCE_STOP = re.compile(r"[.!?](?=\s)")
+_ITEM_START = re.compile(r"(?:\d{1,3}[.)]|[-*+])\s+")
+
+
+def _unbalanced(text: str) -> bool:
+    """Whether `text` leaves a quote, backtick or bracket open (an apostrophe inside a word is not a quote)."""
+    single = len(re.findall(r"(?<![A-Za-z0-9])'|'(?![A-Za-z0-9])", text))
+    if single % 2 or text.count('"') % 2 or text.count("`") % 2:
+        return True
+    return any(text.count(o) > text.count(c) for o, c in ("()", "[]", "{}"))
+
+
+def cut_off_tail(line: str) -> str | None:
+    """The unfinished end of `line` (a skill body's last line) when it stops mid-sentence: an open quote or
+    bracket, a dangling word ("Click the"), a trailing comma or colon, or a list marker without text; else None."""
+    stripped = line.strip()
+    if not stripped:
+        return None
+    last_word = re.findall(r"[A-Za-z]+", stripped.lower())[-1:] or [""]
+    unfinished = (_unbalanced(stripped) or stripped[-1] in ",:(['\"`" or _NUMBERED.fullmatch(stripped) is not None
+                  or (last_word[0] in _DANGLING_WORDS and stripped.lower().endswith(last_word[0])))
+    if not unfinished:
+        return None
+    # The tail starts after the last finished sentence. A list number's period ends none, so an unfinished item
+    # ("22. Click the '") goes with its number, and a line that is one unfinished item goes whole.
+    item = _ITEM_START.match(stripped)
+    stops = [m for m in _SENTENCE_STOP.finditer(stripped, item.end() if item else 0)
+             if not re.search(r"(?:^|\s)\d{1,3}$", stripped[: m.start()])]
+    start = stops[-1].end() if stops else 0
+    tail = stripped[start:].strip()
+    return tail or None
+
+
+def drop_cut_off_ending(body: str) -> tuple[str, str]:
+    """`body` without an unfinished last sentence outside code, and the text that was dropped ('' if none)."""
+    lines = body.rstrip().split("\n")
+    if not lines or lines[-1].strip().startswith("```") or _prose_segments(body.rstrip())[-1][0]:
+        return body, ""  # a body that ends in code is left to its fences
+    tail = cut_off_tail(lines[-1])
+    if tail is None:
+        return body, ""
+    kept = lines[-1].rstrip()[: len(lines[-1].rstrip()) - len(tail)].rstrip()
+    if not re.search(r"[A-Za-z0-9]", kept):  # only a list marker or bullet was left: drop the whole line
+        kept = ""
+    lines[-1] = kept
+    return "\n".join(lines).strip(), tail
+
+
+def _cut_off_ending(body: str, _context: Context) -> Repair | None:
+    text, tail = drop_cut_off_ending(body)
+    if not tail or not text.strip():  # a body that is nothing but the unfinished sentence: short_body judges it
+        return None
+    return Repair(text, f"removed the unfinished ending {tail[:60]!r}")
+
+
+def skill_body_problems(body: str) -> list[str]:
+    """What makes a skill body unusable as written, for every model (the report's check of the best skill):
+    runaway empty list items, a cut-off ending, long repeated sentences, or no instructions at all."""
+    problems = []
+    if not re.search(r"[A-Za-z]{2,}", body):
+        return ["it has no instructions"]
+    if drop_empty_items(body)[1]:
+        problems.append(f"it runs into {drop_empty_items(body)[1]} empty list item(s)")
+    if drop_cut_off_ending(body)[1]:
+        problems.append(f"it ends mid-sentence ({drop_cut_off_ending(body)[1][:60]!r})")
+    if drop_repeated_sentences(body)[1]:
+        problems.append(f"it repeats {drop_repeated_sentences(body)[1]} sentence(s)")
+    if len(re.findall(r"[A-Za-z0-9]+", body)) < MIN_BODY_WORDS:
+        problems.append(f"it has under {MIN_BODY_WORDS} words")
+    return problems
+
+
 # ---------------------------------------------------------------- lessons
 def words_of(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
@@ -160,6 +292,9 @@ SANITIZERS: dict[str, Sanitizer] = {s.name: s for s in (
     Sanitizer("short_body", "skill_body", _short_body, f"drop a skill body of under {MIN_BODY_WORDS} words"),
     Sanitizer("repeated_sentences", "skill_body", _repeated_sentences,
               f"keep one copy of each sentence of {MIN_REPEAT_CHARS}+ characters outside code"),
+    Sanitizer("runaway_enumeration", "skill_body", _runaway_enumeration,
+              "drop runs of empty numbered list items outside code"),
+    Sanitizer("cut_off_ending", "skill_body", _cut_off_ending, "drop an unfinished last sentence outside code"),
     Sanitizer("echoed_lesson", "lesson", _echoed_lesson, "drop a lesson that only echoes its input"),
 )}
 

@@ -27,6 +27,8 @@ class AgentRun(BaseModel):
     max_steps: int  # step / turn limit the program is given, where it has one
     wall_seconds: float  # the rollout's wall-clock limit (the sandbox enforces it too)
     skill_names: list[str] = Field(default_factory=list)  # the installed skill folders' names
+    max_tokens: int | None = None  # reply tokens per model call the endpoint allows (agent.max_tokens, capped by the
+    # model profile's max_output_tokens); a program that asks for more is capped at the endpoint
 
 
 class Transcript(BaseModel):

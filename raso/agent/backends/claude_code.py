@@ -47,6 +47,10 @@ class ClaudeCodeBackend(NpmAgentBackend):
             # only the candidate skills: its bundled ones (deep-research, dataviz, ...) would be listed beside them
             "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS": "1",
             "IS_SANDBOX": "1",  # it is one; Claude Code refuses to skip permissions as root without it
+            # the endpoint answers only final errors (the gateway has retried): retrying them only waits
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+            # it asks 32,000 reply tokens by default; ask no more than the endpoint allows
+            **({"CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(run.max_tokens)} if run.max_tokens else {}),
         }
 
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:

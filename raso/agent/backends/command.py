@@ -31,6 +31,25 @@ PLACEHOLDERS = ("instruction_file", "instruction", "workspace", "home", "skills_
 DEFAULT_SKILLS_DIR = "skills"
 
 
+def check_template(template: str) -> list[str]:
+    """`template` split into arguments; ValueError naming an unknown placeholder, a stray brace or an open quote."""
+    known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    try:
+        argv = shlex.split(template) if template.strip() else []
+    except ValueError as exc:
+        raise ValueError(f"agent.command: {exc} in {template!r}") from None
+    for arg in argv:
+        try:
+            fields = [field for _, field, _, _ in string.Formatter().parse(arg)]
+        except ValueError as exc:  # "Single '}' encountered" and the like
+            raise ValueError(f"agent.command: {exc} in {arg!r} (write a literal brace as {{{{ or }}}}; "
+                             f"placeholders: {known})") from None
+        for field in fields:
+            if field is not None and field not in PLACEHOLDERS:
+                raise ValueError(f"agent.command: unknown placeholder {{{field}}} (known: {known})")
+    return argv
+
+
 @register
 class CommandBackend(AgentBackend):
     name: ClassVar[str] = "command"
@@ -43,12 +62,7 @@ class CommandBackend(AgentBackend):
         if Path(self.skills_subdir).is_absolute() or ".." in Path(self.skills_subdir).parts:
             raise ValueError(f"agent.skills_dir {self.skills_subdir!r} must be a folder inside the rollout's home "
                              "(a relative path without '..')")
-        self.argv = shlex.split(self.template) if self.template.strip() else []
-        for arg in self.argv:
-            for _, field, _, _ in string.Formatter().parse(arg):
-                if field is not None and field not in PLACEHOLDERS:
-                    raise ValueError(f"agent.command: unknown placeholder {{{field}}} (known: "
-                                     f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+        self.argv = check_template(self.template)
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> CommandBackend:
@@ -105,4 +119,4 @@ class CommandBackend(AgentBackend):
                 "the program decides whether and how it reads them. It has no network except its model endpoint.")
 
 
-__all__ = ["PLACEHOLDERS", "CommandBackend"]
+__all__ = ["PLACEHOLDERS", "CommandBackend", "check_template"]

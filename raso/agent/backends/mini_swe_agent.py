@@ -118,7 +118,12 @@ class MiniSweAgentBackend(AgentBackend):
                 "-o", str(self.trajectory_file(run)), "-t", task]
 
     def environment(self, run: AgentRun) -> dict[str, str]:
-        return {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "MSWEA_COST_TRACKING": "ignore_errors",
+        # One attempt per model call: the endpoint answers only final errors (the gateway has retried already), and
+        # mini-swe-agent's own 10 attempts with backoff turned one refused call into minutes of waiting.
+        # A plain traceback when a refused call ends it: Typer's rich one renders every frame's locals (litellm's
+        # large objects), which took seconds after the refusal.
+        return {"MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1", "_TYPER_STANDARD_TRACEBACK": "1",
+                "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "MSWEA_COST_TRACKING": "ignore_errors",
                 "MSWEA_GLOBAL_CONFIG_DIR": str(run.home / ".config" / "mini-swe-agent"),
                 "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PAGER": "cat", "NO_COLOR": "1", "TERM": "dumb"}
 

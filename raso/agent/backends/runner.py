@@ -14,7 +14,9 @@ left, and the rollout counts); the gateway's failure kind when a model call was 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +40,38 @@ if TYPE_CHECKING:
 #: the sandbox needs when it runs programs as another user)
 ROOT_ENV = "RASO_AGENT_ROOT"
 MODEL_NAME = "raso-agent"  # the model name an agent is told when its backend names none
+
+
+#: Seconds between the lines a still-running external program prints on stderr (what it has asked so far), so a
+#: rollout that waits on a slow or refused model is visibly alive.
+PROGRESS_EVERY_S = 30.0
+
+
+class _ProgressLines:
+    """While the block runs, every `every_s` seconds: one stderr line with the rollout's time and model calls."""
+
+    def __init__(self, label: str, session: EndpointSession, every_s: float = PROGRESS_EVERY_S) -> None:
+        self.label, self.session, self.every_s = label, session, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="raso-rollout-progress", daemon=True)
+
+    def _loop(self) -> None:
+        started = time.perf_counter()
+        while not self._stop.wait(self.every_s):
+            errors = list(self.session.errors)
+            line = (f"raso: {self.label}: still running after {time.perf_counter() - started:.0f} s; "
+                    f"{self.session.calls} model call(s) answered")
+            if errors:
+                line += f", {len(errors)} refused (last: {str(errors[-1]['message']).splitlines()[0][:120]})"
+            print(line, file=sys.stderr, flush=True)
+
+    def __enter__(self) -> "_ProgressLines":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
 
 
 class AgentSetupError(RuntimeError):
@@ -154,6 +188,15 @@ class ExternalAgentRunner:
                            wall_time_s=time.perf_counter() - start, skill_names=names,
                            metadata={"backend": self.backend.name})
 
+    def reply_token_cap(self) -> int | None:
+        """What one model call may ask for: agent.max_tokens, lowered to the model profile's max_output_tokens (an
+        agent asking 32,000 of a provider that allows 16,384 would otherwise fail every call)."""
+        try:
+            profile = self.gateway.profile(self.config.role)
+        except Exception:  # a gateway stand-in without profiles: the configured cap alone
+            return self.config.max_tokens
+        return profile.cap_reply_tokens(self.config.max_tokens)
+
     def wall_seconds(self) -> float:
         return float(self.config.max_wall_s or self.config.external_wall_s)
 
@@ -190,7 +233,7 @@ class ExternalAgentRunner:
             (root / "tmp").mkdir()
             instruction = tasks.prepare_workspace(task, workspace)
             (root / "instruction.md").write_text(instruction, encoding="utf-8")
-            cap = self.config.max_tokens
+            cap = self.reply_token_cap()
             with ModelEndpoint(self.gateway, self.config.role, self.config.stage, max_tokens_cap=cap) as endpoint, \
                     endpoint.session(f"{harness.name}/{task.id}") as session:
                 run = AgentRun(
@@ -198,7 +241,7 @@ class ExternalAgentRunner:
                     endpoint_url=session.base_url(self.backend.wire_format), api_key=session.api_key,
                     model_name=str(getattr(self.backend, "model_name", MODEL_NAME)),
                     max_steps=int(self.config.max_steps or harness.max_steps), wall_seconds=self.wall_seconds(),
-                    skill_names=_folder_names(skills))
+                    skill_names=_folder_names(skills), max_tokens=cap)
                 skills_dir = Path(self.backend.skills_dir(run))
                 if not str(skills_dir.resolve()).startswith(str(root.resolve()) + os.sep):
                     raise AgentSetupError(f"agent backend {self.backend.name!r} reads skills from {skills_dir}, "
@@ -210,8 +253,9 @@ class ExternalAgentRunner:
                 # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
                 argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.backend.command(run)]
                 try:
-                    result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
-                                                 loopback_ports=[endpoint.port])
+                    with _ProgressLines(f"{self.backend.name} on {task.id}", session):
+                        result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
+                                                     loopback_ports=[endpoint.port])
                 except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
                     raise AgentSetupError(f"agent backend {self.backend.name!r}: {exc} (set {ROOT_ENV} to a folder "
                                           "every user can enter)") from None
@@ -255,6 +299,9 @@ class ExternalAgentRunner:
             outcome, error = "agent_error", f"{self.backend.name} exited {result.exit_code}"
             if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
                 error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
+        if error and any("max_tokens" in str(e["message"]) for e in session.errors):
+            error += (" (the model refused the reply length the agent asked for: set agent.max_tokens, e.g. "
+                      "--max-tokens 16384, or the model profile's max_output_tokens)")
         if error and result.stderr.strip():
             error += "\nstderr (tail):\n" + result.stderr.strip()[-1500:]
         metadata: dict[str, Any] = {
