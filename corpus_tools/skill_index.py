@@ -167,18 +167,25 @@ def section_scores(index: Any, query: str, docs: np.ndarray) -> np.ndarray:
 
 def doc_flags(index: Any, docs: np.ndarray) -> np.ndarray | None:
     """The vetting flag of each section (None when the index stores none)."""
+    return doc_column(index, "flags", docs)
+
+
+def doc_column(index: Any, name: str, docs: np.ndarray) -> np.ndarray | None:
+    """The doc column `name` of each section in `docs`, over a section index or a sharded one (None when
+    the index, or one of its shards, stores no such column)."""
+    docs = np.asarray(docs, dtype=np.int64)
     if hasattr(index, "shards"):
-        parts = [doc_flags(s, np.zeros(0, np.int64)) for s in index.shards]
-        if any(p is None for p in parts):
+        columns = [getattr(s, "doc_columns", {}).get(name) for s in index.shards]
+        if any(c is None for c in columns):
             return None
-        out = np.zeros(len(docs), dtype=np.uint8)
+        out = np.zeros(len(docs), dtype=np.asarray(columns[0]).dtype)
         shard_of = np.searchsorted(index.offsets, docs, side="right") - 1
-        for number, shard in enumerate(index.shards):
+        for number, column in enumerate(columns):
             mine = shard_of == number
-            out[mine] = np.asarray(shard.doc_columns["flags"])[docs[mine] - index.offsets[number]]
+            out[mine] = np.asarray(column)[docs[mine] - index.offsets[number]]
         return out
-    flags = index.doc_columns.get("flags") if hasattr(index, "doc_columns") else None
-    return None if flags is None else np.asarray(flags)[np.asarray(docs, dtype=np.int64)]
+    column = index.doc_columns.get(name) if hasattr(index, "doc_columns") else None
+    return None if column is None else np.asarray(column)[docs]
 
 
 def two_stage_top_k(sections: Any, skills: SkillIndex, query: str, k: int = 5, *, top_skills: int = 10,

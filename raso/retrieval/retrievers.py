@@ -75,8 +75,14 @@ class RetrievalOptions(BaseModel):
         "scaled over the `skill_candidates`; 0 = off (lexical only, the default). Above 0 a missing encoder is "
         "an error, never a silent fallback to lexical")
     skill_candidates: int = Field(
-        50, ge=1, description="two_stage with skill_dense_weight > 0: skills the lexical stage proposes for the "
-        "fused ranking (at least top_skills); the fused best top_skills go on to the section stage")
+        50, ge=1, description="two_stage with skill_dense_weight or popularity_weight > 0: skills the lexical "
+        "stage proposes for the re-ranking (at least top_skills); the re-ranked best top_skills go on to the "
+        "section stage")
+    popularity_weight: float = Field(
+        0.0, ge=0.0, description="two_stage: weight w of the popularity prior at the skill stage: each "
+        "candidate skill's score is multiplied by 1 + w x ln(1 + repositories carrying its content), from the "
+        "index's `repos` column (docs/corpus-sources.md); 0 = off (the default). An index without the column, "
+        "or whose counts are all 0, ranks exactly as with 0")
     vet: bool = Field(True, description="leave out sections the injection / exfiltration scan flags and "
                       "near-duplicates of a section already retrieved; every drop is reported")
     fusion: Literal["uniform", "mlp"] = Field(
@@ -95,10 +101,10 @@ class RetrievalOptions(BaseModel):
     cache_dir: Path | None = Field(None, description="embedding cache (default: $RASO_CACHE_DIR/embeddings)")
 
     @model_validator(mode="after")
-    def _skill_dense_needs_an_encoder(self) -> "RetrievalOptions":
-        if self.kind != "two_stage" or self.skill_dense_weight == 0:
+    def _skill_reranking_is_consistent(self) -> "RetrievalOptions":
+        if self.kind != "two_stage" or (self.skill_dense_weight == 0 and self.popularity_weight == 0):
             return self
-        if self.encoder.strip().lower() == "none":
+        if self.skill_dense_weight > 0 and self.encoder.strip().lower() == "none":
             raise ValueError(f"skill_dense_weight {self.skill_dense_weight} needs a dense encoder, but encoder is "
                              "'none': set encoder (e.g. minilm) or skill_dense_weight 0")
         top_skills = self.top_skills or TWO_STAGE_TOP_SKILLS
@@ -166,7 +172,8 @@ def _build(options: RetrievalOptions, *, index: Any, gateway: Any, skills: Seque
                                                    per_skill=options.per_skill, scoring=options.skill_scoring,
                                                    skill_weight=options.skill_weight, vet=options.vet,
                                                    encoder=skill_encoder, skill_dense_weight=options.skill_dense_weight,
-                                                   skill_candidates=options.skill_candidates)
+                                                   skill_candidates=options.skill_candidates,
+                                                   popularity_weight=options.popularity_weight)
     if kind == "dreamer" and gateway is None:
         raise ValueError("the dreamer retriever calls the model: pass gateway=LLMGateway(...)")
     sparse_only = options.encoder.strip().lower() == "none"
@@ -434,14 +441,24 @@ class TwoStageSectionRetriever:
     proposes `skill_candidates` skills, each candidate's name + description (the skill index's name
     and description columns; the encoder reads its first 128 word pieces) is embedded once per
     process and kept per skill, and (1 - w) x min-max(lexical) + w x min-max(cosine to the query)
-    picks the `top_skills` whose sections stage two ranks, exactly as without it."""
+    picks the `top_skills` whose sections stage two ranks, exactly as without it.
+
+    With `popularity_weight` w > 0 and an index that counts repositories per content (its `repos`
+    column, not all 0), the candidates' scores (lexical, or fused as above) are multiplied by
+    1 + w x ln(1 + repositories) before the `top_skills` are picked; otherwise the weight is ignored."""
 
     def __init__(self, index: Any, skill_index: Any, *, top_skills: int = TWO_STAGE_TOP_SKILLS, per_skill: int = 2,
                  scoring: str = "bm25", skill_weight: float = TWO_STAGE_SKILL_WEIGHT, vet: bool = True,
                  workdir: Any = None, encoder: Encoder | None = None, skill_dense_weight: float = 0.0,
-                 skill_candidates: int = 50, max_cached: int = 200_000) -> None:
+                 skill_candidates: int = 50, max_cached: int = 200_000, popularity_weight: float = 0.0) -> None:
         if skill_dense_weight > 0 and encoder is None:
             raise ValueError("skill_dense_weight > 0 needs a dense encoder")
+        # ln(1 + repositories) of each skill document, or None: no prior (weight 0, or nothing counted).
+        self.skill_popularity = skill_popularity(index, skill_index) if popularity_weight > 0 else None
+        if popularity_weight > 0 and self.skill_popularity is None:
+            log.info("popularity_weight %s ignored: the index counts no repositories per content (no `repos` "
+                     "column, or all 0)", popularity_weight)
+        self.popularity_weight = popularity_weight if self.skill_popularity is not None else 0.0
         self.encoder = encoder
         self.skill_dense_weight = skill_dense_weight
         self.skill_candidates = max(skill_candidates, top_skills)
@@ -491,7 +508,7 @@ class TwoStageSectionRetriever:
         from corpus_tools.skill_index import sections_of_skills, two_stage_top_k
         from corpus_tools.vetting import families_of
 
-        if self.skill_dense_weight > 0 and k > 0:
+        if (self.skill_dense_weight > 0 or self.popularity_weight > 0) and k > 0:
             skill_docs, skill_scores = self.rank_skills(query, exclude_repos, exclude_skills)
             docs, scores, flagged = sections_of_skills(
                 self.index, self.skill_index, query, skill_docs, skill_scores, k, per_skill=self.per_skill,
@@ -517,21 +534,30 @@ class TwoStageSectionRetriever:
 
     def rank_skills(self, query: str, exclude_repos: Sequence[str] = (),
                     exclude_skills: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """(skill documents, fused scores) of the `top_skills` best skills for `query`, best first: the
-        lexical top `skill_candidates` re-ranked by the weighted sum of the min-max scaled lexical score and
-        dense cosine (ties keep the lexical order)."""
+        """(skill documents, scores) of the `top_skills` best skills for `query`, best first: the lexical top
+        `skill_candidates` re-ranked by the weighted sum of the min-max scaled lexical score and dense cosine
+        (with `skill_dense_weight` > 0), times the popularity prior (with `popularity_weight` > 0); ties keep
+        the lexical order."""
         skill_docs, lexical = self.skill_index.top(query, self.skill_candidates, exclude_repos, exclude_skills,
                                                    self.scoring)
+        scores = np.asarray(lexical, dtype=np.float64)
         if len(skill_docs) == 0:
-            return skill_docs, np.asarray(lexical, dtype=np.float64)
-        assert self.encoder is not None
-        query_vector = np.asarray(self.encoder.encode([query]), dtype=np.float32)[0]
-        assert self._vectors_of is not None  # a weight > 0 needs an encoder (checked in __init__)
-        cosine = self._vectors_of([int(d) for d in skill_docs]) @ query_vector
-        w = self.skill_dense_weight
-        fused = (1.0 - w) * _minmax(np.asarray(lexical, np.float64)) + w * _minmax(cosine.astype(np.float64))
-        order = np.lexsort((np.arange(len(fused)), -fused))[:self.top_skills]
-        return np.asarray(skill_docs)[order], fused[order]
+            return skill_docs, scores
+        skill_docs = np.asarray(skill_docs)
+        if self.skill_dense_weight > 0:
+            assert self.encoder is not None
+            query_vector = np.asarray(self.encoder.encode([query]), dtype=np.float32)[0]
+            assert self._vectors_of is not None  # a weight > 0 needs an encoder (checked in __init__)
+            cosine = self._vectors_of([int(d) for d in skill_docs]) @ query_vector
+            w = self.skill_dense_weight
+            scores = (1.0 - w) * _minmax(scores) + w * _minmax(cosine.astype(np.float64))
+        if self.skill_popularity is not None and self.popularity_weight > 0:
+            # A multiplicative prior on a log scale: it reorders skills that match about equally but cannot lift
+            # a skill that does not match (score 0), and a content in 10,000 repositories is not 10,000 times
+            # as likely as one in 1 to be the right skill (repository counts are heavy-tailed).
+            scores = scores * (1.0 + self.popularity_weight * self.skill_popularity[skill_docs])
+        order = np.lexsort((np.arange(len(scores)), -scores))[:self.top_skills]
+        return skill_docs[order], scores[order]
 
 
 
@@ -539,6 +565,18 @@ def skill_dense_text(skill: Any) -> str:
     """What the dense encoder reads of a skill-level document: its name and description column (the skill
     file's first section: the front-matter description and any text before the first heading)."""
     return f"{skill.heading_path}\n{skill.text}"
+
+
+def skill_popularity(index: Any, skill_index: Any) -> np.ndarray | None:
+    """ln(1 + repositories carrying the content) of each skill document of `skill_index`, read from the `repos`
+    column of its first section in `index`; None when the index has no such column or every count is 0."""
+    from corpus_tools.build import POPULARITY_COLUMN
+    from corpus_tools.skill_index import doc_column
+
+    repos = doc_column(index, POPULARITY_COLUMN, np.asarray(skill_index.section_start, dtype=np.int64))
+    if repos is None or not repos.any():
+        return None
+    return np.log1p(np.maximum(repos.astype(np.float64), 0.0))
 
 
 def _has_flags(index: Any) -> bool:
