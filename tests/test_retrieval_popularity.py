@@ -124,3 +124,19 @@ def test_a_sharded_index_reads_the_counts_of_every_shard(tmp_path: Path) -> None
     assert len(getattr(sharded, "shards", ())) == 2
     assert ranked_skills(sharded)[:2] == ["ledger-reconcile-a", "ledger-reconcile-b"]
     assert ranked_skills(sharded, popularity_weight=0.5)[:2] == ["ledger-reconcile-b", "ledger-reconcile-a"]
+
+
+def test_bm25_sections_take_the_prior_too(popular_index: SectionIndex) -> None:
+    def bm25_skills(index: Any, **options: object) -> list[str]:
+        retriever = build_retriever(RetrievalOptions(kind="bm25", vet=False, **options), index=index)
+        return [hit.section.skill_name for hit in retriever.search(QUERY, k=4)]
+
+    # the twins' sections tie, the rare twin's first (index order); the prior puts the popular twin's ahead
+    assert bm25_skills(popular_index) == ["ledger-reconcile-a", "ledger-reconcile-b"] * 2
+    assert bm25_skills(popular_index, popularity_weight=0.5) == ["ledger-reconcile-b"] * 2 + ["ledger-reconcile-a"] * 2
+    # weight 0, or an index that counts no repositories: the section index itself, unchanged
+    assert build_retriever(RetrievalOptions(kind="bm25", vet=False), index=popular_index) is popular_index
+    uncounted = SectionIndex.load(popular_index.directory)
+    del uncounted.doc_columns[POPULARITY_COLUMN]
+    assert build_retriever(RetrievalOptions(kind="bm25", vet=False, popularity_weight=0.5),
+                           index=uncounted) is uncounted

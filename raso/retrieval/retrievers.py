@@ -12,6 +12,8 @@ reported):
   lexical stage proposes `skill_candidates` skills and their ranking mixes in the dense cosine of
   each skill's name + description to the query (off by default: docs/retrieval-at-scale.md 5.6).
 * ``"bm25"``   -- the section-level BM25 index itself (the paper's default, the default before issue 26).
+  With `popularity_weight` > 0 (two_stage too, at the skill stage) the scores are multiplied by a
+  prior that grows with the number of repositories carrying the content (off by default).
 * ``"tfidf"``  -- whole skills ranked by TF-IDF cosine (sublinear tf), then their best BM25 sections.
 * ``"hybrid"`` -- sparse + dense over sections: the BM25 top `candidates` sections, re-scored by the
   mean of their min-max-scaled BM25 score and dense cosine to the query (`dense_weight` shifts it).
@@ -79,10 +81,11 @@ class RetrievalOptions(BaseModel):
         "stage proposes for the re-ranking (at least top_skills); the re-ranked best top_skills go on to the "
         "section stage")
     popularity_weight: float = Field(
-        0.0, ge=0.0, description="two_stage: weight w of the popularity prior at the skill stage: each "
-        "candidate skill's score is multiplied by 1 + w x ln(1 + repositories carrying its content), from the "
-        "index's `repos` column (docs/corpus-sources.md); 0 = off (the default). An index without the column, "
-        "or whose counts are all 0, ranks exactly as with 0")
+        0.0, ge=0.0, description="two_stage and bm25: weight w of the popularity prior: each candidate skill's "
+        "(two_stage, at the skill stage) or section's (bm25, over the BM25 top `candidates`) score is multiplied "
+        "by 1 + w x ln(1 + repositories carrying its content), from the index's `repos` column "
+        "(docs/corpus-sources.md); 0 = off (the default). An index without the column, or whose counts are all "
+        "0, ranks exactly as with 0")
     vet: bool = Field(True, description="leave out sections the injection / exfiltration scan flags and "
                       "near-duplicates of a section already retrieved; every drop is reported")
     fusion: Literal["uniform", "mlp"] = Field(
@@ -93,7 +96,8 @@ class RetrievalOptions(BaseModel):
     encoder: str = Field("minilm", description="dense encoder for hybrid/field/dreamer and two_stage's "
                          "skill_dense_weight: minilm (int8 ONNX, the `dense` extra), st:<sentence-transformers "
                          "model>, litellm:<embedding model>, or none (sparse only)")
-    candidates: int = Field(50, ge=1, description="hybrid: BM25 sections re-scored with the dense encoder")
+    candidates: int = Field(50, ge=1, description="hybrid: BM25 sections re-scored with the dense encoder; "
+                            "bm25 with popularity_weight > 0: BM25 sections re-ranked by the popularity prior")
     dense_weight: float = Field(0.5, ge=0.0, le=1.0, description="hybrid: weight of the dense cosine "
                                 "(1 - weight goes to BM25), both min-max scaled over the candidates")
     dreamer: DreamerConfig = Field(default_factory=DreamerConfig,
@@ -159,7 +163,13 @@ def _build(options: RetrievalOptions, *, index: Any, gateway: Any, skills: Seque
            encoder: Encoder | None) -> SectionSearcher:
     kind = options.kind
     if kind == "bm25":
-        return index
+        if options.popularity_weight == 0:
+            return index
+        if not counts_repositories(index):
+            log.info("popularity_weight %s ignored: the index counts no repositories per content (no `repos` "
+                     "column, or all 0)", options.popularity_weight)
+            return index
+        return PopularitySectionRetriever(index, weight=options.popularity_weight, candidates=options.candidates)
     if kind == "two_stage":
         skill_encoder = None
         if options.skill_dense_weight > 0:
@@ -577,6 +587,42 @@ def skill_popularity(index: Any, skill_index: Any) -> np.ndarray | None:
     if repos is None or not repos.any():
         return None
     return np.log1p(np.maximum(repos.astype(np.float64), 0.0))
+
+
+def counts_repositories(index: Any) -> bool:
+    """Whether every shard of a section index has the `repos` column and some count is above 0."""
+    from corpus_tools.build import POPULARITY_COLUMN
+
+    shards = getattr(index, "shards", None) or [index]
+    columns = [getattr(shard, "doc_columns", {}).get(POPULARITY_COLUMN) for shard in shards]
+    return all(c is not None for c in columns) and any(np.asarray(c).any() for c in columns)
+
+
+class PopularitySectionRetriever:
+    """Section BM25 with the popularity prior: the BM25 top `candidates` sections (filters applied there),
+    each score multiplied by 1 + weight x ln(1 + repositories carrying the section's skill content), best k."""
+
+    def __init__(self, index: Any, *, weight: float, candidates: int = 50) -> None:
+        self.index = index
+        self.weight = weight
+        self.candidates = candidates
+
+    def search(self, query: str, k: int = 5, exclude_repos: Sequence[str] = (),
+               exclude_skills: Sequence[str] = ()) -> list[Hit]:
+        from corpus_tools.build import POPULARITY_COLUMN
+        from corpus_tools.index import Hit
+        from corpus_tools.skill_index import doc_column
+
+        docs, scores = self.index.top_k(query, max(k, self.candidates), exclude_repos, exclude_skills)
+        if len(docs) == 0:
+            return []
+        docs = np.asarray(docs, dtype=np.int64)
+        counts = doc_column(self.index, POPULARITY_COLUMN, docs)
+        assert counts is not None  # built only over an index that counts repositories
+        repos = np.maximum(counts.astype(np.float64), 0.0)
+        boosted = np.asarray(scores, dtype=np.float64) * (1.0 + self.weight * np.log1p(repos))
+        order = np.lexsort((docs, -boosted))[:k]
+        return [Hit(self.index.section(int(docs[i])), float(boosted[i])) for i in order]
 
 
 def _has_flags(index: Any) -> bool:
