@@ -63,6 +63,25 @@ FAIL_FAST_S = 30.0
 REFUSAL_TO_END_S = 10.0
 
 
+def assert_refused_rollout_ends_fast(backend, config, refusal: str, monkeypatch) -> None:
+    """Run one rollout of `backend` against a model refused as `refusal` and check it failed fast: the outcome it
+    always had, one call asked and refused (nothing retried it), the rollout over seconds after the refusal."""
+    import time
+
+    from raso.agent.backends.runner import ExternalAgentRunner
+
+    gateway = refusing_gateway(refusal, monkeypatch)
+    harness = AnswerFileTestHarness()
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    ended = time.time()
+    assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
+    [refused] = rollout.metadata["endpoint_errors"]
+    assert ended - refused["at"] < REFUSAL_TO_END_S
+    # mini-swe-agent retried each refused call 10 times with backoff (265 s a rollout; 609 s when unreachable)
+    assert rollout.wall_time_s < FAIL_FAST_S and rollout.metadata["limit_hit"] is None
+    assert len(gateway.ledger.records()) == 1  # later calls are refused by the endpoint without the gateway
+
+
 def refusing_gateway(refusal: str, monkeypatch) -> object:
     """A gateway whose agent model refuses every call: "budget" (the USD budget is spent already) or
     "unreachable" (nothing listens at the model's api_base); the gateway's retry settings are the defaults."""

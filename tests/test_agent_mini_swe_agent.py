@@ -5,16 +5,11 @@ the score came from the harness's scorer."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from agent_backend_support import (
-    FAIL_FAST_S,
-    REFUSAL_OUTCOME,
-    REFUSAL_TO_END_S,
     SKILL,
     AnswerFileTestHarness,
-    refusing_gateway,
+    assert_refused_rollout_ends_fast,
 )
 
 from raso.agent.agent import AgentConfig
@@ -88,17 +83,6 @@ def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(refusal,
     backend = MiniSweAgentBackend()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))
-    gateway = refusing_gateway(refusal, monkeypatch)
     config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
-    harness = AnswerFileTestHarness()
 
-    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
-    ended = time.time()
-
-    assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
-    # the program asked once and stopped: nothing retried the refusal, and the rollout ended seconds after it
-    [refused] = rollout.metadata["endpoint_errors"]
-    assert ended - refused["at"] < REFUSAL_TO_END_S
-    # mini-swe-agent retried each refused call 10 times with backoff (265 s a rollout; 609 s when unreachable)
-    assert rollout.wall_time_s < FAIL_FAST_S and rollout.metadata["limit_hit"] is None
-    assert len(gateway.ledger.records()) == 1  # later calls are refused by the endpoint without the gateway
+    assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch)

@@ -279,6 +279,17 @@ def _split_of(skill_id: str, dev_fraction: float) -> str:
     return "dev" if int(digest[:12], 16) < dev_fraction * 16**12 else "test"
 
 
+def near_duplicate_twins(rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """Skill id -> the ids of its near-identical copies (manifest `near_duplicate_of`, either direction)."""
+    twins: dict[str, set[str]] = {}
+    for row in rows:
+        other = row.get("near_duplicate_of")
+        if row.get("kind") == "skill" and other:
+            twins.setdefault(row["id"], set()).add(other)
+            twins.setdefault(other, set()).add(row["id"])
+    return twins
+
+
 def _read_manifest(corpus_dir: Path) -> list[dict[str, Any]]:
     rows = []
     with open(corpus_dir / "MANIFEST.jsonl", encoding="utf-8") as fh:
@@ -315,12 +326,7 @@ def build_reference_benchmark(
     pool_ids = {s.id for s in pool}
     # Near-identical copies of a skill (manifest `near_duplicate_of`, either direction) are excluded
     # from its queries' rankings: ranking the copy first is not an error.
-    twins: dict[str, set[str]] = {}
-    for row in rows:
-        other = row.get("near_duplicate_of")
-        if row.get("kind") == "skill" and other:
-            twins.setdefault(row["id"], set()).add(other)
-            twins.setdefault(other, set()).add(row["id"])
+    twins = near_duplicate_twins(rows)
     queries: list[RetrievalQuery] = []
     dropped = {"short": 0, "gold_not_in_pool": 0, "unreadable": 0}
     for row in rows:
@@ -423,12 +429,7 @@ def build_instruction_benchmarks(spec_path: str | Path, *, roots: dict[str, str 
     rows = _read_manifest(corpus_dir)
     pool = list(pool) if pool is not None else load_pool(corpus_dir)
     pool_ids = {s.id for s in pool}
-    twins: dict[str, set[str]] = {}
-    for row in rows:
-        other = row.get("near_duplicate_of")
-        if row.get("kind") == "skill" and other:
-            twins.setdefault(row["id"], set()).add(other)
-            twins.setdefault(other, set()).add(row["id"])
+    twins = near_duplicate_twins(rows)
     datasets = []
     for entry in spec["sets"]:
         gold = list(entry["gold"])
