@@ -114,7 +114,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from raso.engine.config import ConfigError
+    from raso.errors import ConfigError
 
     from .config import load_experiment
     from .plan import format_experiment_plan, plan_experiment

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from raso.choices import RetrievalKind, choices_of
-from raso.engine.config import ConfigError, OptimizeConfig, has_key, nested, read_config_file
+from raso.engine.config import OptimizeConfig, has_key, nested, read_config_file
+from raso.errors import ConfigError
 
 from .accounting import Convention
 from .baselines.textgrad_baseline import TextGradTrajectories

@@ -268,7 +268,8 @@ def table(cells: list[CellResult]) -> str:
 def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str, *, check: bool = False
                ) -> dict[str, Any]:
     """KEY=VALUE options as a dict (raso's one parser: VALUE as JSON/YAML); a malformed one is a usage error."""
-    from raso.engine.config import ConfigError, parse_assignments
+    from raso.engine.config import parse_assignments
+    from raso.errors import ConfigError
 
     try:
         return parse_assignments(items, flag, check=check)
@@ -279,7 +280,8 @@ def key_values(parser: argparse.ArgumentParser, items: list[str], flag: str, *, 
 def load_evidence_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvidenceConfig:
     """The config file (if any), then the flags that were given, then --set: one EvidenceConfig. A bad file or
     value is a usage error naming it."""
-    from raso.engine.config import ConfigError, read_config_file
+    from raso.engine.config import read_config_file
+    from raso.errors import ConfigError
 
     data: dict[str, Any] = {}
     if args.config is not None:

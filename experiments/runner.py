@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from raso.engine.config import ConfigError, merge, nested
+from raso.engine.config import merge, nested
 from raso.engine.run_dir import atomic_write_json
+from raso.errors import ConfigError
 
 from .cells import git_commit, load_result, run_cell
 from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, check_harness_options, expand_cells, load_experiment

@@ -20,11 +20,11 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs (at run
     from raso.api import optimize as optimize
     from raso.api import plan as plan
     from raso.api import resume as resume
-    from raso.engine.config import ConfigError as ConfigError
     from raso.engine.config import OptimizeConfig as OptimizeConfig
     from raso.engine.engine import OptimizeResult as OptimizeResult
-    from raso.engine.errors import RunError as RunError
     from raso.engine.state import TestScore as TestScore
+    from raso.errors import ConfigError as ConfigError
+    from raso.errors import RunError as RunError
     from raso.harness import Harness as Harness
     from raso.harness import Rollout as Rollout
     from raso.harness import Task as Task
@@ -45,8 +45,8 @@ _LAZY = {
     "Rollout": "raso.harness",
     "TextEnv": "raso.harness",
     "OptimizeConfig": "raso.engine.config",
-    "ConfigError": "raso.engine.config",
-    "RunError": "raso.engine.errors",
+    "ConfigError": "raso.errors",
+    "RunError": "raso.errors",
     "OptimizeResult": "raso.engine.engine",
     "TestScore": "raso.engine.state",
     "InitResult": "raso.optimizer.types",

@@ -24,18 +24,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from typing_extensions import Unpack
 
 from raso.engine.budget import TEST_UNITS
-from raso.engine.config import (
-    ConfigError,
-    OptimizeConfig,
-    build_config,
-    fill_limits,
-    has_key,
-    load_resolved,
-    merge,
-    nested,
-    validate,
-)
-from raso.engine.errors import RunError
+from raso.engine.config import OptimizeConfig, build_config, fill_limits, has_key, load_resolved, merge, nested, validate
+from raso.errors import ConfigError, RunError
 from raso.harness import Harness, Rollout, Task
 from raso.harness.registry import HarnessLoadError, HarnessNotFoundError, available_harnesses, get_harness, harness_class
 from raso.optimizer.options import InitOptions, UpdateOptions

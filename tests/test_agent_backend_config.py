@@ -13,7 +13,8 @@ from raso.agent import ExecutionAgent
 from raso.agent.backends.runner import ExternalAgentRunner
 from raso.api import check_agent_backend, evaluate, harness_description_for, make_agent
 from raso.cli.options import add_config_options, config_overrides
-from raso.engine.config import ConfigError, OptimizeConfig
+from raso.engine.config import OptimizeConfig
+from raso.errors import ConfigError
 from raso.harness.registry import get_harness
 from raso.llm.config import GatewayConfig, RoleConfig
 from raso.llm.gateway import LLMGateway

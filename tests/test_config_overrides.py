@@ -14,7 +14,7 @@ from test_experiments_support import scripted_models
 
 import raso
 from raso.cli.main import main as raso_main
-from raso.engine.config import ConfigError
+from raso.errors import ConfigError
 from raso.testing import count_script
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"

@@ -15,7 +15,8 @@ from test_experiments_support import overrides, scripted_models
 from corpus_tools.card import corpus_identity
 from experiments.config import load_experiment
 from experiments.runner import preflight, read_results, run_experiment
-from raso.engine.config import ConfigError, build_config, load_resolved
+from raso.engine.config import build_config, load_resolved
+from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}

@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from raso.engine.budget import Budget
-from raso.engine.config import (
-    QUICK_LOCAL_DEFAULTS,
-    ConfigError,
-    OptimizeConfig,
-    build_config,
-    load_resolved,
-    parse_assignments,
-)
+from raso.engine.config import QUICK_LOCAL_DEFAULTS, OptimizeConfig, build_config, load_resolved, parse_assignments
+from raso.errors import ConfigError
 
 
 def test_toml_file_with_cli_overrides(tmp_path: Path) -> None:

@@ -159,7 +159,7 @@ def test_report_has_the_score_table_and_png_plots(tmp_path: Path) -> None:
 
 def test_rerunning_into_an_existing_run_dir_is_refused(tmp_path: Path) -> None:
     _run(tmp_path, ["LEVEL=1", "LEVEL=1", "LEVEL=1", "LEVEL=1"])
-    from raso.engine import RunError
+    from raso.errors import RunError
 
     with pytest.raises(RunError, match="raso resume"):
         _run(tmp_path, ["LEVEL=1"])

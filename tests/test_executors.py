@@ -19,9 +19,10 @@ from raso.agent.evaluate import evaluate
 from raso.agent.executors import REMOTE_METHODS, ExecutionOptions, ProcessExecutor, RemoteGateway, harness_spec
 from raso.api import optimize
 from raso.engine import OptimizeConfig, RunDir
-from raso.engine.config import ConfigError, build_config
+from raso.engine.config import build_config
 from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import read_jsonl
+from raso.errors import ConfigError
 from raso.llm.errors import LLMUnavailableError
 from raso.testing import count_script, scripted_gateway
 

@@ -13,7 +13,7 @@ from test_experiments_support import MARKER, calls_matching, overrides, scripted
 from experiments.config import Method, load_experiment
 from experiments.results import CellResult
 from experiments.runner import read_results, run_experiment
-from raso.engine.config import ConfigError
+from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}

@@ -17,7 +17,7 @@ from experiments.plan import plan_experiment
 from experiments.results import DATA_NOT_RECORDED, CellResult
 from experiments.runner import read_results, run_experiment
 from experiments.tables import write_tables
-from raso.engine.config import ConfigError
+from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SIZED = "test_experiments_support:SizedHarness"

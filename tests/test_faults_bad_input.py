@@ -17,8 +17,8 @@ import raso
 from corpus_tools.index import IndexIntegrityError, SectionIndex
 from corpus_tools.index_build import write_index
 from raso.cli.main import main
-from raso.engine import RunError
-from raso.engine.config import ConfigError, build_config
+from raso.engine.config import build_config
+from raso.errors import ConfigError, RunError
 
 
 @pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])

@@ -13,7 +13,8 @@ import pytest
 from test_engine_support import FunctionProposer, ToyHarness, toy_agent_reply, toy_initializer, toy_propose, toy_proposer
 
 from raso.api import optimize
-from raso.engine import ConfigError, OptimizeConfig, RunDir
+from raso.engine import OptimizeConfig, RunDir
+from raso.errors import ConfigError
 from raso.llm import BudgetExceededError, CallRecord, GatewayConfig, LLMGateway, RoleConfig
 from raso.llm.config import ModelPrice
 from raso.llm.scripted import ScriptedModel

@@ -13,7 +13,8 @@ from test_engine_support import ToyHarness, toy_agent_reply, toy_initializer, to
 
 from corpus_tools.blocklist import benchmark_for, index_blocklists
 from raso.api import check_index_blocklist, optimize
-from raso.engine import ConfigError, OptimizeConfig, RunDir
+from raso.engine import OptimizeConfig, RunDir
+from raso.errors import ConfigError
 from raso.llm.scripted import ScriptedModel
 
 

@@ -19,7 +19,7 @@ import pytest
 from test_engine_resume import _outcome, uninterrupted  # noqa: F401  (a module-scoped fixture)
 from test_engine_support import main
 
-from raso.engine import RunError
+from raso.errors import RunError
 
 SUPPORT = Path(__file__).resolve().parent / "test_engine_support.py"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_format1"

@@ -23,7 +23,7 @@ from harnesses.tasks.checks import copy_tree
 from harnesses.tasks.folder import TasksFolderError, read_task
 from harnesses.tasks.harness import EXAMPLE_DIR
 from raso.engine import OptimizeConfig
-from raso.engine.errors import RunError
+from raso.errors import RunError
 from raso.safe_files import TreeLimits, UnsafePathError, list_files, read_bytes, remove_tree, tree_problems
 
 SECRET = "host-secret-7c1f"  # text of a file the agent must never get at

@@ -163,7 +163,8 @@ def test_bad_option_values_are_refused_with_a_clear_error(values: dict, message:
 
 
 def test_a_config_with_a_bad_weight_is_one_line_per_option() -> None:
-    from raso.engine.config import ConfigError, build_config
+    from raso.engine.config import build_config
+    from raso.errors import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         build_config(overrides={"retrieval.skill_dense_weight": 2})

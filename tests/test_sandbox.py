@@ -302,7 +302,8 @@ def test_required_isolation_refuses_root_that_cannot_drop_its_uid(monkeypatch):
 
 
 def test_a_harness_refuses_to_start_unisolated_when_isolation_is_required(monkeypatch):
-    from raso.api import ConfigError, load_harness
+    from raso.api import load_harness
+    from raso.errors import ConfigError
 
     monkeypatch.setattr(sandbox_module, "isolation_support", lambda: IsolationSupport(notes=["bwrap missing"]))
     monkeypatch.setenv("RASO_REQUIRE_ISOLATION", "1")

@@ -15,7 +15,7 @@ from test_engine_support import ToyHarness, named_scripted_model, toy_agent_repl
 
 from raso.api import optimize, resume
 from raso.engine import OptimizeConfig, RunDir
-from raso.engine.errors import RunError
+from raso.errors import RunError
 from raso.optimizer.options import UpdateOptions
 from raso.optimizer.rasu import RFSU
 from raso.skill import (

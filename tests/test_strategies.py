@@ -16,11 +16,10 @@ from pydantic import ValidationError
 
 import raso
 import raso.api
-from raso.engine.config import ConfigError
 from raso.engine.context import NoRetrieverError, RunContext
-from raso.engine.errors import RunError
 from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import RunDir, read_jsonl
+from raso.errors import ConfigError, RunError
 from raso.harness import Rollout
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer.options import InitOptions, UpdateOptions

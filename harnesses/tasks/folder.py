@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from raso.engine.config import ConfigError
+from raso.errors import ConfigError
 from raso.safe_files import MiB, TreeLimits, UnsafePathError, list_files, read_text, tree_problems
 
 SPLIT_NAMES = ("train", "val", "test")

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from raso.cli.options import add_config_options, config_overrides
-from raso.engine.config import ConfigError, merge, nested
+from raso.engine.config import merge, nested
+from raso.errors import ConfigError
 from raso.skill import Skill
 
 _EVAL_FIELDS = ("harness", "harness_options", "models.target", "models.api_base", "models.structured_output",
@@ -104,7 +105,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _run_eval(args: argparse.Namespace) -> int:
     import raso.api as api
-    from raso.engine.errors import RunError
+    from raso.errors import RunError
 
     skills = load_skills(args.skill, args.skills_dir)
     overrides = nested(config_overrides(args, args.config_fields))

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from raso.cli.options import MODEL_FIELDS, add_config_options, config_overrides
-from raso.engine.config import ConfigError
+from raso.errors import ConfigError
 from raso.skill import Skill, SkillParseError, conform_to_agent_skills, validate_agent_skill
 
 _INIT_FIELDS = (*MODEL_FIELDS, "retrieval", "init.num_requirements", "init.adapt", "limits")
@@ -60,7 +60,7 @@ def write_skill(skill: Skill, out: Path) -> tuple[Path, Path, list[str]]:
 
 def run_init(args: argparse.Namespace) -> int:
     import raso.api as api
-    from raso.engine.errors import RunError
+    from raso.errors import RunError
     from raso.llm import LLMError
 
     started = time.perf_counter()

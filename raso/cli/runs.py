@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from raso.cli.options import add_config_options, config_overrides
-from raso.engine.config import QUICK_LOCAL_DEFAULTS, ConfigError
+from raso.engine.config import QUICK_LOCAL_DEFAULTS
+from raso.errors import ConfigError
 from raso.fileio import atomic_write_text
 
 
@@ -153,7 +154,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 
 def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: str, announce: str = "") -> int:
     """Run an optimization (new or resumed) with progress; map its failures to exit codes and hints."""
-    from raso.engine import RunError
+    from raso.errors import RunError
     from raso.llm import LLMError, StructuredOutputError
 
     try:

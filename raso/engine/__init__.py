@@ -4,8 +4,8 @@ checkpoints and resume, progress events and the final report (docs/design.md §1
 from importlib import import_module
 from typing import Any
 
-from .config import ConfigError, OptimizeConfig, build_config, load_resolved, read_config_file
-from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
+from .config import OptimizeConfig, build_config, load_resolved, read_config_file
+from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 
 # The loop, report and events pull in litellm and matplotlib (seconds to import): loaded on first use
 # (PEP 562) so `raso --help` and config validation stay fast.
@@ -25,7 +25,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CandidateRecord",
-    "ConfigError",
     "Engine",
     "Event",
     "InfrastructureError",
@@ -39,7 +38,6 @@ __all__ = [
     "RunComponents",
     "RunContext",
     "RunDir",
-    "RunError",
     "RunState",
     "TestScore",
     "build_config",

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from raso.agent.agent import AgentConfig
 from raso.agent.executors import ExecutionOptions
+from raso.errors import ConfigError
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
 from raso.llm.profiles import ProfileError, check_overrides, profile_for
 from raso.optimizer.options import InitOptions, UpdateOptions
@@ -53,10 +54,6 @@ def cli(*flags: str, **extra: Any) -> dict[str, Any]:
     `flags={leaf: [spellings]}` gives its leaves flags, `flag_all=True` gives every leaf `--leaf-name`,
     `also={leaf: [dotted keys]}` makes a leaf's flag set other keys too."""
     return {"cli": {"flags": list(flags), **extra}} if flags else {"cli": dict(extra)}
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names the source, each bad field and why."""
 
 
 class ModelsConfig(BaseModel):
@@ -641,7 +638,7 @@ def _without_records(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "BudgetOptions", "ConfigError", "FLAT_KEYS", "FORMAT_VERSION", "ModelsConfig", "OptimizeConfig",
+    "BudgetOptions", "FLAT_KEYS", "FORMAT_VERSION", "ModelsConfig", "OptimizeConfig",
     "QUICK_LOCAL_DEFAULTS", "RetrievalSection", "ScheduleOptions", "base_type", "build_config", "check_key", "cli", "dotted",
     "fill_limits",
     "has_key", "load_resolved", "merge", "nested", "option_keys", "parse_assignments", "parse_value", "quick_schedule",

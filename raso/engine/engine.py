@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from raso.errors import RunError
 from raso.harness import Harness, Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
 from raso.optimizer.types import Lesson
@@ -30,7 +31,7 @@ from raso.skill import Skill, SkillParseError, check_skill_name
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
 from .context import RunContext
-from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError, RunError
+from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .gate import decide, overall_mean, split_holdout
 from .protocols import RunComponents

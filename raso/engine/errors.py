@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-class RunError(RuntimeError):
-    """A run that cannot start or continue (bad run directory, missing checkpoint, unusable harness, ...)."""
+from raso.errors import RunError
 
 
 class InfrastructureError(RunError):
@@ -23,4 +21,4 @@ class OptimizerUnavailableError(InfrastructureError):
     iteration's train rollouts are kept; `raso resume` proposes again instead of burning the iteration."""
 
 
-__all__ = ["InfrastructureError", "ModelUnusableError", "OptimizerUnavailableError", "RunError"]
+__all__ = ["InfrastructureError", "ModelUnusableError", "OptimizerUnavailableError"]

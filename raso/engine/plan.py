@@ -148,7 +148,9 @@ def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: 
 def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Path | None:
     """The newest finished run directory under `search` (default: the parent of the run's directory, else
     ./runs) with the same harness and target model, or None."""
-    from .config import ConfigError, nested
+    from raso.errors import ConfigError
+
+    from .config import nested
 
     where = search or (Path(config.run_dir).parent if config.run_dir is not None else Path("runs"))
     if not where.is_dir():
