@@ -43,11 +43,11 @@ from experiments.baselines.gepa_baseline import (  # noqa: E402
     reflection_template,
 )
 from experiments.baselines.textgrad_baseline import textgrad_step  # noqa: E402
-from raso.engine.context import RunContext  # noqa: E402
 from raso.harness import Rollout, Step  # noqa: E402
 from raso.llm import GatewayConfig, LLMGateway, RetryConfig  # noqa: E402
 from raso.llm._litellm import litellm  # noqa: E402
 from raso.llm.scripted import ScriptedModel  # noqa: E402
+from raso.optimizer.context import RunContext  # noqa: E402
 from raso.optimizer.options import UpdateOptions  # noqa: E402
 from raso.optimizer.rasu import RASU, RFSU  # noqa: E402
 from raso.optimizer.render import PromptLimits  # noqa: E402

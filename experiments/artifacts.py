@@ -199,7 +199,8 @@ class SharedArtifacts:
             gw = self._gateway(cfg, folder)
             options = step_options(cfg)[0].model_copy(update={"method": "rfsi" if init == "rfsi" else "rasi",
                                                               "adapt": init != "rasi_raw"})
-            ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").for_unit(f"seed{seed}/{init}")
+            ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").with_gateway(
+                UnitGateway(gw, f"seed{seed}/{init}"))
             result = default_initializer(options, requirements=requirements).init(ctx)
             recorded = dict(retrieval)
             if recorded:  # the index by name ('starter corpus', never 'None'); the key above is left as it was

@@ -34,14 +34,15 @@ from raso.skill import Skill
 if TYPE_CHECKING:
     from corpus_tools.index import SectionIndex
     from raso.agent.evaluate import EvalResult
-    from raso.engine.context import RunContext
     from raso.engine.engine import OptimizeResult
     from raso.engine.events import EventSink
     from raso.engine.plan import CostPlan
-    from raso.engine.protocols import AgentFactory, Initializer, Proposer, RunComponents
+    from raso.engine.protocols import AgentFactory, RunComponents
     from raso.engine.run_dir import RunDir
     from raso.harness.base import RolloutRunner
     from raso.llm import GatewayConfig, LLMGateway, RetryConfig, UsageLedger
+    from raso.optimizer.context import RunContext
+    from raso.optimizer.steps import Initializer, Proposer
     from raso.optimizer.types import InitResult, Requirement
     from raso.retrieval.retrievers import RetrievalOptions, SectionSearcher
 
@@ -286,7 +287,7 @@ def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway",
     """The context every algorithm step of a run reads: `gateway`, the harness's descriptions and prompt library,
     the retrieval options, the worker count, and the retriever (`retriever`, else the configured one, built on
     first need; none when not `use_retrieval`)."""
-    from raso.engine.context import RunContext
+    from raso.optimizer.context import RunContext
 
     def build_retriever() -> "SectionSearcher":
         if retriever is not None:
@@ -308,13 +309,13 @@ def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway",
 
 def _checked_steps(initializer: Any, proposer: Any) -> None:
     """A user's strategies are objects with `init(ctx)` / `propose(ctx, skill, rollouts)`: say so before any work."""
-    from raso.engine.protocols import Initializer, Proposer
+    from raso.optimizer.steps import Initializer, Proposer
 
     if initializer is not None and not isinstance(initializer, Initializer):
-        raise ConfigError(f"initializer {initializer!r} has no init(ctx) method (see raso.engine.protocols.Initializer)")
+        raise ConfigError(f"initializer {initializer!r} has no init(ctx) method (see raso.optimizer.steps.Initializer)")
     if proposer is not None and not isinstance(proposer, Proposer):
         raise ConfigError(f"proposer {proposer!r} has no propose(ctx, skill, rollouts) method (see "
-                          "raso.engine.protocols.Proposer)")
+                          "raso.optimizer.steps.Proposer)")
 
 
 def build_components(
@@ -398,10 +399,10 @@ def optimize(
     (`agent={"max_steps": 8}`) or format-1 name (`epochs=1`). Raises ConfigError / RunError before writing
     anything when the run cannot start.
 
-    `initializer` and `proposer` replace RASI/RFSI and RASU/RFSU with your own strategies (raso.engine.protocols):
+    `initializer` and `proposer` replace RASI/RFSI and RASU/RFSU with your own strategies (raso.optimizer.steps):
     an object with `init(ctx) -> InitResult`, and one with `propose(ctx, skill, rollouts) -> UpdateProposal`
     (or any record with `candidate`, `gradients`, `lessons` and `to_dict()`). `ctx` is a
-    raso.engine.context.RunContext: `ctx.gateway` (every model call, tagged with the unit of work),
+    raso.optimizer.context.RunContext: `ctx.gateway` (every model call, tagged with the unit of work),
     `ctx.task_description`, `ctx.harness_description`, `ctx.retriever()` (built on first call), `ctx.prompts`,
     `ctx.prompt_limits`, `ctx.k` and the exclusions, `ctx.workers`. A strategy's own options are its attributes.
     `agent_factory` and `retriever` replace the execution agent and the configured retriever."""

@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raso.engine.context import RunContext
 from raso.harness import Rollout, Step
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
+from raso.optimizer.context import RunContext
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.rasi import RASI, RFSI
 from raso.optimizer.rasu import RASU, RFSU

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.engine.context import RunContext
 from raso.llm import GatewayConfig, LLMGateway
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer import roles
+from raso.optimizer.context import RunContext
 from raso.optimizer.options import InitOptions
 from raso.optimizer.rasi import RFSI
 from raso.optimizer.render import PromptLimits

@@ -70,8 +70,8 @@ def test_two_stage_skips_sections_flagged_at_build_time_and_reports_them(tmp_pat
 
 
 def test_gather_lessons_lists_the_vetting_drops_among_its_errors() -> None:
-    from raso.engine.context import RunContext
     from raso.optimizer.adaptation import gather_lessons
+    from raso.optimizer.context import RunContext
     from raso.optimizer.render import PromptLimits
 
     options = RetrievalOptions(kind="bm25", k=4)

@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 import raso
 import raso.api
-from raso.engine.context import NoRetrieverError, RunContext
 from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import RunDir, read_jsonl
 from raso.errors import ConfigError, RunError
 from raso.harness import Rollout
 from raso.llm.scripted import ScriptedModel
+from raso.optimizer.context import NoRetrieverError, RunContext
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.rasi import RASI, RFSI, initializer_for
 from raso.optimizer.rasu import RASU, RFSU, proposer_for
@@ -108,10 +108,10 @@ def test_a_unit_view_tags_the_calls_and_shares_one_lazily_built_retriever() -> N
 
     ctx = RunContext(gw, task_description="T", harness_description="H", retriever_factory=factory)
     assert built == []  # nothing is built until a step asks
-    view = ctx.for_unit("iter001/propose")
+    view = ctx.with_gateway(UnitGateway(gw, "iter001/propose"))
     assert isinstance(view.gateway, UnitGateway) and view.gateway.unit == "iter001/propose"
     assert ctx.gateway is gw and view.task_description == "T" and view.prompt_limits == ctx.prompt_limits
-    assert view.retriever() is spy and ctx.retriever() is spy and ctx.for_unit("init").retriever() is spy
+    assert view.retriever() is spy and ctx.retriever() is spy and ctx.with_gateway(UnitGateway(gw, "init")).retriever() is spy
     assert built == [1]
     with pytest.raises(AttributeError):
         ctx.workers = 3  # type: ignore[misc]

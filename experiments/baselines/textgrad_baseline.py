@@ -1,6 +1,6 @@
 """TextGrad (Yuksekgonul et al.) through the `textgrad` package, as an update step of raso's engine.
 
-`TextGradProposer` is a raso proposer (`propose(ctx, skill, rollouts)`, raso.engine.protocols.Proposer), so TextGrad
+`TextGradProposer` is a raso proposer (`propose(ctx, skill, rollouts)`, raso.optimizer.steps.Proposer), so TextGrad
 runs inside the same engine as RASU/RFSU: the same s0 file, minibatch schedule, validation gate, rollout accounting, budgets,
 checkpoints and resume. Only the proposal differs; it is TextGrad's own computation graph:
 
@@ -50,7 +50,7 @@ from raso.skill import Skill
 from .common import rollout_feedback, score_feedback, skill_from_text, task_and_harness
 
 if TYPE_CHECKING:
-    from raso.engine.context import RunContext
+    from raso.optimizer.context import RunContext
 
 #: What TextGrad's loss reads of a rollout: "equal" — the same clipped rendering every method gets
 #: (`PromptLimits.trajectory_chars_each`); "full" — every step unclipped, as in the paper's TextGrad runs.

@@ -13,7 +13,7 @@ _LAZY = {
     "Engine": ".engine", "OptimizeResult": ".engine", "start_run": ".engine", "continue_run": ".engine",
     "load_state": ".engine", "Event": ".events", "RichProgress": ".events", "write_report": ".report",
     "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state", "TestScore": ".state",
-    "RunComponents": ".protocols", "Initializer": ".protocols", "Proposer": ".protocols", "RunContext": ".context",
+    "RunComponents": ".protocols",
 }
 
 
@@ -28,15 +28,12 @@ __all__ = [
     "Engine",
     "Event",
     "InfrastructureError",
-    "Initializer",
     "ModelUnusableError",
     "OptimizeConfig",
     "OptimizeResult",
     "OptimizerUnavailableError",
-    "Proposer",
     "RichProgress",
     "RunComponents",
-    "RunContext",
     "RunDir",
     "RunState",
     "TestScore",

@@ -24,17 +24,18 @@ from pydantic import BaseModel, Field
 from raso.errors import RunError
 from raso.harness import Harness, Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
+from raso.optimizer.context import RunContext
 from raso.optimizer.types import Lesson
 from raso.safe_files import remove_tree
 from raso.skill import Skill, SkillParseError, check_skill_name
 
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
-from .context import RunContext
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .gate import decide, overall_mean, split_holdout
 from .protocols import RunComponents
+from .replay import UnitGateway
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 from .state import (
     OLDEST_READABLE_VERSION,
@@ -463,7 +464,8 @@ class Engine:
         else:
             if self.parts.initializer is None:
                 raise RunError(f"init {cfg.init.method!r} needs an initializer and the run was given none")
-            result = self.parts.initializer.init(self.parts.context.for_unit(self._unit("init")))
+            init_context = self.parts.context.with_gateway(UnitGateway(self.gateway, self._unit("init")))
+            result = self.parts.initializer.init(init_context)
             skill = result.skill
             atomic_write_json(self.run_dir.proposals / "init.json", result.to_dict())
             self._record_lessons(result.lessons, stage="init", iteration=0, version=0)
@@ -612,7 +614,8 @@ class Engine:
         current = self._skill(s.current_version or 0)
         rollouts = self._load_rollouts(f"{tag}_train")
         try:
-            proposal = self.parts.proposer.propose(self.parts.context.for_unit(f"{tag}/propose"), current, rollouts)
+            proposal = self.parts.proposer.propose(
+                self.parts.context.with_gateway(UnitGateway(self.gateway, f"{tag}/propose")), current, rollouts)
         except RunError:  # the run cannot go on as configured (e.g. its retriever cannot be built): not junk
             raise
         except Exception as exc:

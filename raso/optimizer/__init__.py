@@ -2,7 +2,7 @@
 
 The initializers RASI / RFSI (raso.optimizer.rasi) write s0 with zero rollouts; the proposers RASU / RFSU
 (raso.optimizer.rasu) propose s_{t+1} from the rollouts of s_t. Each is built from its options
-(raso.optimizer.options) and called with the run's context (raso.engine.context.RunContext). The engine
+(raso.optimizer.options) and called with the run's context (raso.optimizer.context.RunContext). The engine
 (raso.engine) runs the loop and the validation gate.
 """
 

@@ -19,7 +19,7 @@ from .sanitizers import Context, lesson_rejection, sanitizers_for, words_of
 from .types import Lesson, RetrievedSection, SectionRef
 
 if TYPE_CHECKING:
-    from raso.engine.context import RunContext
+    from raso.optimizer.context import RunContext
     from raso.retrieval.retrievers import SectionSearcher
 
 

@@ -4,7 +4,7 @@ query-init turns (T, H) into M requirement/query pairs; RASI retrieves K section
 them into one lesson each; skill-init writes s0. RFSI runs the same query-init and the same skill-init
 prompt with the lessons block left out. `adapt=False` pastes the raw sections instead of lessons.
 
-Both are initializers (raso.engine.protocols.Initializer): `init(ctx)` with a raso.engine.context.RunContext;
+Both are initializers (raso.optimizer.steps.Initializer): `init(ctx)` with a raso.optimizer.context.RunContext;
 `initializer_for(InitOptions)` builds the one the options name.
 """
 
@@ -26,7 +26,7 @@ from .skills import assemble_body, draft_to_skill, fallback_description, fallbac
 from .types import InitResult, Requirement
 
 if TYPE_CHECKING:
-    from raso.engine.context import RunContext
+    from raso.optimizer.context import RunContext
 
 
 def _dedupe(requirements: Sequence[Requirement], limit: int) -> list[Requirement]:

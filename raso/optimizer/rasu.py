@@ -6,8 +6,8 @@ adapts each query into a lesson; one skill-update call writes candidate s_{t+1}.
 and sends the same update prompt without the lessons block. Validation (the accept/reject gate) is the
 engine's job.
 
-Both are proposers (raso.engine.protocols.Proposer): `propose(ctx, skill, rollouts)` with a
-raso.engine.context.RunContext; `proposer_for(UpdateOptions)` builds the one the options name.
+Both are proposers (raso.optimizer.steps.Proposer): `propose(ctx, skill, rollouts)` with a
+raso.optimizer.context.RunContext; `proposer_for(UpdateOptions)` builds the one the options name.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .skills import draft_to_skill
 from .types import Gradient, UpdateProposal
 
 if TYPE_CHECKING:
-    from raso.engine.context import RunContext
+    from raso.optimizer.context import RunContext
 
 
 def chunked(rollouts: Sequence[Rollout], chunk_size: int) -> list[list[Rollout]]:

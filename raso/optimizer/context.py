@@ -1,10 +1,11 @@
 """What every algorithm step of a run works with, in one object: `RunContext`.
 
-An initializer gets `init(ctx)`, a proposer `propose(ctx, skill, rollouts)` (raso.engine.protocols); what a step
+An initializer gets `init(ctx)`, a proposer `propose(ctx, skill, rollouts)` (raso.optimizer.steps); what a step
 needs beyond its own options (raso.optimizer.options) it reads from the context: the gateway view, the task
 description T and harness description H, the retriever, the prompt templates and limits, the retrieval options
 (k, exclusions), the model profile and the worker count. raso.api builds one per run; the engine hands each unit
-of work a view of it whose model calls carry the unit's cache tag (`for_unit`).
+of work a copy whose gateway tags the unit's model calls (`with_gateway`). It lives in the optimizer's own package,
+so the steps import it without reaching up to the engine (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from raso.errors import RunError
-from raso.optimizer.render import PromptLimits, limits_for
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.retrieval.retrievers import RetrievalOptions
 
-from .replay import UnitGateway
+from .render import PromptLimits, limits_for
 
 if TYPE_CHECKING:
     from raso.llm.gateway import Gateway
@@ -42,10 +42,6 @@ class LazyRetriever:
         self._retriever: SectionSearcher | None = None
         self._lock = threading.Lock()
 
-    @property
-    def built(self) -> bool:
-        return self._retriever is not None
-
     def __call__(self) -> "SectionSearcher":
         with self._lock:
             if self._retriever is None:
@@ -56,7 +52,7 @@ class LazyRetriever:
 @dataclass(frozen=True)
 class RunContext:
     """The shared inputs of RASI/RFSI and RASU/RFSU (and of any user strategy). Immutable: a view for a unit
-    of work is a copy with another gateway (`for_unit`), sharing the same lazily built retriever.
+    of work is a copy with another gateway (`with_gateway`), sharing the same lazily built retriever.
 
     `limits` None = `raso.optimizer.render.limits_for(gateway)`; `prompts` None = the package's templates.
     `profile` is the model profile when the run has one (None otherwise)."""
@@ -94,20 +90,17 @@ class RunContext:
         """Corpus sections retrieved per query."""
         return self.retrieval.k
 
-    @property
-    def has_retriever(self) -> bool:
-        return self.retriever_factory is not None
-
     def retriever(self) -> "SectionSearcher":
         """The run's retriever, built on the first call. NoRetrieverError when the context has none."""
         if self.retriever_factory is None:
             raise NoRetrieverError("this run has no retriever: a retrieval-augmented step (RASI, RASU) needs one")
         return self.retriever_factory()
 
-    def for_unit(self, unit: str) -> "RunContext":
-        """This context with every model call tagged with `unit` (its cache key: a resumed unit replays the
-        replies its first attempt got, and two units never share one)."""
-        return replace(self, gateway=UnitGateway(self.gateway, unit))
+    def with_gateway(self, gateway: "Gateway") -> "RunContext":
+        """This context with its model calls made through `gateway`: the engine passes the run's gateway tagged
+        with a unit of work (raso.engine.replay.UnitGateway; a resumed unit replays the replies its first attempt
+        got, and two units never share one)."""
+        return replace(self, gateway=gateway)
 
 
 __all__ = ["LazyRetriever", "NoRetrieverError", "RetrieverFactory", "RunContext"]
