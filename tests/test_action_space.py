@@ -1,4 +1,4 @@
-"""Harnesses declare action spaces (raso.harness.actions); the LLM layer compiles them (raso.llm.action_grammar).
+"""Harnesses declare action spaces (raso.harness.actions); raso.harness.action_grammar compiles them.
 
 The grammars compiled for every harness and state that had one before are the very text the harnesses wrote
 themselves before (tests/fixtures/reply_grammars_before_action_spaces.json was written by that code, for the
@@ -15,8 +15,8 @@ from grammar_cases import cases
 
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
+from raso.harness.action_grammar import reply_from_json, to_gbnf, to_json_schema
 from raso.harness.actions import Action, ActionSpace, CodeBlock, FreeText, TaskNeeds, Text
-from raso.llm.action_grammar import reply_from_json, to_gbnf, to_json_schema
 from raso.testing import CountingHarness, count_script, scripted_gateway
 
 BEFORE = Path(__file__).parent / "fixtures" / "reply_grammars_before_action_spaces.json"

@@ -17,8 +17,8 @@ from harnesses.spreadsheet.actions import parse_reply
 from harnesses.webshop import WebShopHarness
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.harness import Harness
+from raso.harness.action_grammar import choice_rule, gbnf_caseless, gbnf_literal, to_gbnf
 from raso.harness.actions import ActionSpace
-from raso.llm.action_grammar import choice_rule, gbnf_caseless, gbnf_literal, to_gbnf
 from raso.testing import scripted_gateway
 
 SPREADSHEET_REPLY_GRAMMAR = to_gbnf(SPREADSHEET_ACTION_SPACE)

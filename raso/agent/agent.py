@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
+from raso.harness.action_grammar import to_gbnf
 from raso.harness.base import failure_fields
-from raso.llm.action_grammar import to_gbnf
 from raso.llm.errors import LLMError
 from raso.llm.profiles import ModelProfile
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary

@@ -4,7 +4,7 @@ A harness declares, for the state its environment's latest `info` describes, the
 (exact text, or parts of it in any letter case) and patterns (fixed text around bounded free text); whether a
 reply may start with a one-line `Thought:`; and, for harnesses whose actions carry a program, a fenced code
 block before the action line. This is a declaration only: the LLM layer turns it into what a backend
-constrains decoding with (raso.llm.action_grammar: llama.cpp's GBNF, a JSON schema).
+constrains decoding with (raso.harness.action_grammar: llama.cpp's GBNF, a JSON schema).
 """
 
 from __future__ import annotations

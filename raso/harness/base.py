@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from raso.choices import Outcome
 from raso.fileio import atomic_write_text
+from raso.llm.errors import failure_kind
 
 from .actions import ActionSpace, TaskNeeds
 
@@ -243,7 +244,7 @@ class Harness(ABC):
     def action_space(self, info: Mapping[str, Any]) -> ActionSpace | None:
         """The valid actions in the state that the environment's latest `info` (from reset or step) describes,
         or None for free text (the default). The agent has it compiled for models that can be constrained
-        (raso.llm.action_grammar), so each of their turns is a valid action; raso.harness.actions has the
+        (raso.harness.action_grammar), so each of their turns is a valid action; raso.harness.actions has the
         building blocks. The agent rules out of it the choices that looped (ActionSpace.without)."""
         return None
 
@@ -278,7 +279,5 @@ def failed_rollout(
 def failure_fields(exc: BaseException, *, trace_limit: int) -> dict[str, Any]:
     """A failed rollout's `error` (the exception and its traceback) and `outcome`: the one place a rollout's
     failure is classified (raso.llm.errors.failure_kind)."""
-    from raso.llm.errors import failure_kind
-
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=trace_limit))
     return {"error": f"{type(exc).__name__}: {exc}\n{trace}", "outcome": failure_kind(exc)}

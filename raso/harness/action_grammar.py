@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from raso.harness.actions import THOUGHT_MAX_CHARS, Action, ActionSpace, CodeBlock, FreeText, Text
+from .actions import THOUGHT_MAX_CHARS, Action, ActionSpace, CodeBlock, FreeText, Text
 
 
 # ---------------------------------------------------------------- GBNF building blocks
