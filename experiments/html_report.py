@@ -20,7 +20,7 @@ from urllib.parse import quote
 from raso.engine.html_report import environment
 from raso.fileio import atomic_write_text
 
-from .results import CellResult
+from .results import CellResult, read_results
 from .stats import paired_difference
 from .tables import _cost, aggregate, failed_cells, fmt, headline
 
@@ -142,8 +142,6 @@ def _cells(root: Path, results: list[CellResult]) -> list[dict[str, Any]]:
 
 def build_experiment_html(results_root: str | Path) -> str:
     """The HTML page of an experiment's results folder (`<results_dir>/<name>`, holding config.json and cells/)."""
-    from .runner import read_results
-
     root = Path(results_root)
     meta_path = root / "config.json"
     results = read_results(root)

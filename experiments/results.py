@@ -7,7 +7,9 @@ models existed (their missing fields take the defaults below: no data label, no 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -270,5 +272,11 @@ class TableResult(Record):
     headline: list[Headline] = Field(default_factory=list, description="RASO vs the strongest baseline per harness")
 
 
+def read_results(results_root: Path) -> list[CellResult]:
+    """Every finished cell's result under an experiment's results directory (older result files too)."""
+    return [CellResult.from_dict(json.loads(p.read_text(encoding="utf-8")))
+            for p in sorted(Path(results_root).glob("cells/**/result.json"))]
+
+
 __all__ = ["CellNotes", "CellResult", "CurvePoint", "DATA_NOT_RECORDED", "GitInfo", "Headline", "Record", "RoutedSkill",
-           "StageUsage", "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage"]
+           "StageUsage", "TableResult", "TableRow", "TaskScore", "UpdateSummary", "Usage", "read_results"]

@@ -11,7 +11,6 @@ file carries the experiment's config and the git commit that made it.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,10 +182,4 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     return summary
 
 
-def read_results(results_root: Path) -> list[CellResult]:
-    """Every finished cell's result under an experiment's results directory (older result files too)."""
-    return [CellResult.from_dict(json.loads(p.read_text(encoding="utf-8")))
-            for p in sorted(Path(results_root).glob("cells/**/result.json"))]
-
-
-__all__ = ["ExperimentSummary", "preflight", "read_results", "run_experiment"]
+__all__ = ["ExperimentSummary", "preflight", "run_experiment"]

@@ -14,7 +14,8 @@ from test_experiments_support import overrides, scripted_models
 
 from corpus_tools.card import corpus_identity
 from experiments.config import load_experiment
-from experiments.runner import preflight, read_results, run_experiment
+from experiments.results import read_results
+from experiments.runner import preflight, run_experiment
 from raso.engine.config import build_config, load_resolved
 from raso.errors import ConfigError
 

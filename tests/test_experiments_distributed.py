@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from test_experiments_support import overrides, scripted_models
 
-from experiments.runner import read_results, run_experiment
+from experiments.results import read_results
+from experiments.runner import run_experiment
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}

@@ -10,8 +10,8 @@ from typing import Any
 
 from test_experiments_support import MARKER, SMALL_OPTIONS, _text, corpus_section, overrides, scripted_models
 
-from experiments.results import CellResult
-from experiments.runner import read_results, run_experiment
+from experiments.results import CellResult, read_results
+from experiments.runner import run_experiment
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
 TOPICS = {"name": "test_experiments_support:TopicHarness", "options": {"n_tasks": 4}}

@@ -11,8 +11,8 @@ import pytest
 from test_experiments_support import MARKER, calls_matching, overrides, scripted_models
 
 from experiments.config import Method, load_experiment
-from experiments.results import CellResult
-from experiments.runner import read_results, run_experiment
+from experiments.results import CellResult, read_results
+from experiments.runner import run_experiment
 from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"

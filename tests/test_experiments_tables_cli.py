@@ -14,8 +14,8 @@ from test_experiments_support import SMALL_OPTIONS, calls_matching, overrides, s
 from experiments.accounting import PAPER_TABLE10
 from experiments.config import load_experiment
 from experiments.plan import plan_experiment
-from experiments.results import DATA_NOT_RECORDED, CellResult
-from experiments.runner import read_results, run_experiment
+from experiments.results import DATA_NOT_RECORDED, CellResult, read_results
+from experiments.runner import run_experiment
 from experiments.tables import write_tables
 from raso.errors import ConfigError
 

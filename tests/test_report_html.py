@@ -356,7 +356,7 @@ def test_a_candidate_identical_to_its_parent_shows_as_not_evaluated(tmp_path: Pa
 
 def test_the_experiment_page_pairs_like_the_markdown_and_carries_the_demo_banner(tmp_path: Path) -> None:
     from experiments.html_report import build_experiment_html
-    from experiments.runner import read_results
+    from experiments.results import read_results
     from experiments.stats import paired_difference
 
     root = _experiment(tmp_path / "exp")

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raso.harness import Task, TextEnv
-from raso.harness.sandbox import Sandbox
+from raso.harness.workspace import WorkspaceTasks
 from raso.safe_files import list_files, remove_tree
 
-if TYPE_CHECKING:
-    from .harness import TasksHarness
+from .checks import CheckRunner
+from .folder import FolderTask
 
 SUBMIT = "submit"
 MAX_LISTED_FILES = 30
@@ -34,11 +34,17 @@ def workspace_listing(workspace: Path) -> str:
 
 
 class ShellTaskEnv(TextEnv):
-    def __init__(self, harness: "TasksHarness", task: Task, sandbox: Sandbox) -> None:
+    """`workspace_form` prepares and scores the workspace (the harness's workspace form, the external agents'
+    scorer too); `checks` holds the sandbox the commands run in and their environment."""
+
+    def __init__(self, workspace_form: WorkspaceTasks, task: Task, folder_task: FolderTask,
+                 checks: CheckRunner) -> None:
         super().__init__()
-        self.harness = harness
+        self.workspace_form = workspace_form
         self.task = task
-        self.sandbox = sandbox
+        self.folder_task = folder_task
+        self.checks = checks
+        self.sandbox = checks.sandbox
         self.workspace: Path | None = None
         self.done = False
 
@@ -46,7 +52,7 @@ class ShellTaskEnv(TextEnv):
         super().reset(seed=seed)
         self._cleanup()
         self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40]}-"))
-        instruction = self.harness.prepare_workspace(self.task, self.workspace)
+        instruction = self.workspace_form.prepare_workspace(self.task, self.workspace)
         self.done = False
         observation = (f"{instruction}\n\nFiles in your working folder:\n{workspace_listing(self.workspace)}\n\n"
                        f"Run one shell command per action; `{SUBMIT}` when the files are ready to be checked.")
@@ -64,7 +70,7 @@ class ShellTaskEnv(TextEnv):
                 {"error": "no action"}
         if command.lower() == SUBMIT:
             self.done = True
-            score = self.harness.score_workspace(self.task, self.workspace)
+            score = self.workspace_form.score_workspace(self.task, self.workspace)
             verdict = "passed" if score.reward >= 1.0 else "did not pass"
             soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
             info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info,
@@ -72,16 +78,16 @@ class ShellTaskEnv(TextEnv):
             if score.reward < 1.0:
                 info["error"] = score.info.get("check_error") or "the check did not pass"
             return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
-        folder_task = self.harness.folder_task(self.task.id)
+        folder_task = self.folder_task
         if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)
             result = self.sandbox.run_command(
                 ["bash", "-c", 'cd "$RASO_WORKDIR" && eval "$RASO_COMMAND"'], self.workspace,
                 ro_binds=[Path(r) for r in self.sandbox.python_roots], mounts={folder_task.workdir: self.workspace},
-                env=self.harness.checks.environment({"RASO_WORKDIR": folder_task.workdir, "RASO_COMMAND": command}))
+                env=self.checks.environment({"RASO_WORKDIR": folder_task.workdir, "RASO_COMMAND": command}))
         else:
             result = self.sandbox.run_command(["bash", "-c", command], self.workspace,
                                               ro_binds=[Path(r) for r in self.sandbox.python_roots],
-                                              env=self.harness.checks.environment({}))
+                                              env=self.checks.environment({}))
         head = f"exit code {result.exit_code if not result.timed_out else 'killed (time limit)'}"
         lines = result.report_lines()
         observation = "\n".join([head, *lines]) if lines else f"{head} (no output)"

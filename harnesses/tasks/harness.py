@@ -169,8 +169,7 @@ class TasksHarness(Harness, WorkspaceTasks):
 
     # ------------------------------------------------------------------ builtin agent
     def make_env(self, task: Task) -> ShellTaskEnv:
-        self.folder_task(task.id)
-        return ShellTaskEnv(self, task, self.checks.sandbox)
+        return ShellTaskEnv(self, task, self.folder_task(task.id), self.checks)
 
     # ------------------------------------------------------------------ external agents
     def hidden_paths(self) -> list[Path]:

@@ -182,7 +182,7 @@ def _warn_unusable_best(run_dir: Any) -> None:
     """The report's warning about an unusable best skill, on the terminal too (never fatal: the run is done)."""
     from raso.engine import RunDir
     from raso.engine.config import load_resolved
-    from raso.engine.report import best_skill_warning
+    from raso.engine.report_facts import best_skill_warning
     from raso.engine.state import RunState
 
     rd = RunDir(run_dir)

@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .report_facts import best_skill_warning, degradation_lines, val_curve_figure
 from .run_dir import RunDir, atomic_write_text, read_jsonl
 from .state import CandidateRecord, RunState
 
@@ -524,8 +525,6 @@ def _cost(state: RunState, ledger: dict[str, Any], glance: dict[str, Any]) -> di
 
 
 def _plots(state: RunState) -> list[dict[str, str]]:
-    from .report import val_curve_figure
-
     if not state.curve:
         return []
     plots = [{"title": "best val score against rollouts",
@@ -541,8 +540,6 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
     from markupsafe import Markup
 
     from corpus_tools.card import record_label
-
-    from .report import best_skill_warning, degradation_lines
 
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     state = RunState.model_validate_json(rd.checkpoint.read_text(encoding="utf-8"))
