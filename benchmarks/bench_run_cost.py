@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from experiments.accounting import engine_budget  # noqa: E402
-from raso.harness import Harness, Rollout, Task, TextEnv  # noqa: E402
+from raso.harness import Harness, Rollout, Task, TextEnv, TextTasks  # noqa: E402
 from raso.llm.scripted import ScriptedModel  # noqa: E402
 from raso.skill import Skill  # noqa: E402
 
@@ -101,7 +101,7 @@ def load_recording(folder: Path) -> Recording:
                      reply_tokens={stage: sum(v) / len(v) for stage, v in sums.items()})
 
 
-class ReplayHarness(Harness):
+class ReplayHarness(Harness, TextTasks):
     """The recorded harness's descriptions (T, H) with `n_train` / `n_val` placeholder tasks; rollouts come from
     `ReplayingAgent`, never from an environment."""
 

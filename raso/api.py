@@ -213,12 +213,16 @@ def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) 
 
 
 def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
-    """Before any work: an external agent backend (`agent.backend` other than builtin) needs its program installed,
-    the OS sandbox, a harness with a workspace form and rollouts run in threads. ConfigError saying which."""
+    """Before any work: raso's own agent (`agent.backend` builtin) needs a harness with a text form; an external
+    agent backend needs its program installed, the OS sandbox, a harness with a workspace form and rollouts run in
+    threads. ConfigError saying which."""
     from raso.agent.backends.registry import BUILTIN, make_backend
 
     name = config.agent.backend
     if name == BUILTIN:
+        if harness.text_form() is None:
+            raise ConfigError(f"harness {harness.name!r} has no text form (raso.harness.TextTasks), which raso's own "
+                              "agent (agent.backend builtin) runs: choose an agent backend that works in its workspace")
         return
     from raso.agent.backends.runner import AgentSetupError, check_workspace_harness
     from raso.harness.sandbox import Sandbox
@@ -246,12 +250,11 @@ def harness_description_for(config: OptimizeConfig, harness: Harness) -> str:
     """H as every optimizer role reads it: the harness's own for the builtin agent; for an external agent, the
     harness's workspace description and the agent program's tools (both true of the rollouts it runs)."""
     from raso.agent.backends.registry import BUILTIN, make_backend
-    from raso.harness.workspace import WorkspaceTasks
-
-    if config.agent.backend == BUILTIN or not isinstance(harness, WorkspaceTasks):
+    workspace = harness.workspace_form()
+    if config.agent.backend == BUILTIN or workspace is None:
         return harness.harness_description
     backend = make_backend(config.agent.backend, config.agent)
-    return (f"{harness.workspace_description.strip()}\n\n## The agent ({backend.name})\n\n"
+    return (f"{workspace.workspace_description.strip()}\n\n## The agent ({backend.name})\n\n"
             f"{backend.tools_description.strip()}")
 
 

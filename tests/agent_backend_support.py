@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raso.harness.base import Harness, Task, TextEnv
-from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
+from raso.harness.base import Harness, Task, WorkspaceScore, WorkspaceTasks
 from raso.skill import Skill
 
 SKILL = Skill(name="Answer Files", description="How to answer in a file",
@@ -26,9 +25,6 @@ class AnswerFileTestHarness(WorkspaceTasks, Harness):
     def splits(self) -> dict[str, list[Task]]:
         tasks = [Task(id=f"t{i}", instruction=f"copy {w}", metadata={"word": w}) for i, w in enumerate(self.words)]
         return {"train": tasks, "val": tasks, "test": tasks}
-
-    def make_env(self, task: Task) -> TextEnv:
-        raise NotImplementedError("the answer-file test harness has only a workspace form")
 
     def prepare_workspace(self, task: Task, workspace: Path) -> str:
         (workspace / "input.txt").write_text(task.metadata["word"] + "\n", encoding="utf-8")

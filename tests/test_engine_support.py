@@ -29,7 +29,7 @@ if __name__ == "__main__":  # run as a script: make the repo and this folder imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from raso.harness import Harness, Task, TextEnv
+from raso.harness import Harness, Task, TextEnv, TextTasks
 from raso.llm import scripted
 from raso.llm.scripted import ScriptedModel
 from raso.optimizer.types import Gradient, InitResult, Lesson, Requirement, SectionRef, UpdateProposal
@@ -61,7 +61,7 @@ def _task(task_id: str, difficulty: int, crash: bool = False) -> Task:
                 metadata={"answer": f"ok-{task_id}", "difficulty": difficulty, "crash": crash})
 
 
-class ToyHarness(Harness):
+class ToyHarness(Harness, TextTasks):
     """6 train tasks (difficulty 1-3), 4 val tasks (difficulty 1-4); `crash_val=True` makes val task v4 crash."""
 
     name = "toy"

@@ -19,8 +19,7 @@ from harnesses.officeqa import OfficeQAHarness
 from harnesses.officeqa.loader import PACKAGED_DATA_DIR as OFFICEQA_DATA
 from harnesses.spreadsheet import SpreadsheetHarness
 from harnesses.spreadsheet.workspace import input_name, output_name
-from raso.harness import Task
-from raso.harness.workspace import WorkspaceTasks
+from raso.harness import Task, WorkspaceTasks
 from tests.spreadsheet_solutions import CORRECT, SUBTLY_WRONG
 
 

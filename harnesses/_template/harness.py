@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from raso.choices import Split
-from raso.harness import SPLITS, Harness, Task, TextEnv
+from raso.harness import SPLITS, Harness, Task, TextEnv, TextTasks
 from raso.harness.actions import Action, ActionSpace, FreeText
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -84,7 +84,7 @@ class TemplateEnv(TextEnv):
         return f"Unknown command {command!r}. Commands: {COMMANDS}", 0.0, False, False, {}
 
 
-class TemplateHarness(Harness):
+class TemplateHarness(Harness, TextTasks):
     """Document questions from `tasks_file` (default: the small `tasks.json` beside this module)."""
 
     name: ClassVar[str] = "template"

@@ -10,13 +10,13 @@ from harnesses.alfworld.action_space import alfworld_action_is_valid, alfworld_a
 from harnesses.alfworld.env import OBSERVATION_MODES, AlfworldEnv
 from harnesses.alfworld.games import SHIPPED_DATA_DIR, GameRecord, discover_games, paper_games
 from harnesses.paper_splits import check_split_option, data_label, demo_refusal
-from raso.harness import Harness, Task, TextEnv
+from raso.harness import Harness, Task, TextEnv, TextTasks
 from raso.harness.actions import ActionSpace
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 
 
-class AlfworldHarness(Harness):
+class AlfworldHarness(Harness, TextTasks):
     """ALFWorld text games.
 
     `data_dir`: a folder laid out like `$ALFWORLD_DATA` (json_2.1.1/...), optionally with a split manifest

@@ -14,9 +14,8 @@ from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQA
 from harnesses.officeqa.reward import judge
 from harnesses.officeqa.splits import DEFAULT_SALT, load_or_make_splits
 from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
-from raso.harness import Harness, Task
+from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
 from raso.harness.sandbox import Sandbox, SandboxLimits
-from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 
 RESOURCE_DIR = Path(__file__).resolve().parent
 PACKAGED_SPLITS_FILE = RESOURCE_DIR / "splits.json"
@@ -25,7 +24,7 @@ ANSWER_FILE = "answer.txt"
 MAX_ANSWER_FILE_BYTES = 64 * 1024
 
 
-class OfficeQAHarness(Harness, WorkspaceTasks):
+class OfficeQAHarness(Harness, TextTasks, WorkspaceTasks):
     """Tasks: the shipped synthetic demo set (NOT OfficeQA; see data/README.md), or a user's official download.
 
     Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):

@@ -17,16 +17,15 @@ from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, loa
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
 from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
 from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS, UpstreamSpreadsheetEnv, extract_code
-from raso.harness import Harness, Task
+from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
 from raso.harness.actions import ActionSpace
 from raso.harness.sandbox import Sandbox, SandboxLimits
-from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 
 DEFAULT_RECALC = "auto"
 PromptMode = Literal["raso", "upstream"]
 
 
-class SpreadsheetHarness(Harness, WorkspaceTasks):
+class SpreadsheetHarness(Harness, TextTasks, WorkspaceTasks):
     """Tasks: the 50 shipped SpreadsheetBench tasks (or any folder in its layout, e.g. Verified-400).
 
     Arguments (all optional, also reachable as `--harness-arg KEY=VALUE`):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harnesses.spreadsheet.loader import SpreadsheetTask
-from raso.harness.workspace import WorkspaceScore
+from raso.harness import WorkspaceScore
 from raso.safe_files import UnsafePathError, copy_file
 
 if TYPE_CHECKING:

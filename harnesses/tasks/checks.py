@@ -20,8 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from raso.harness import WorkspaceScore
 from raso.harness.sandbox import Sandbox, SandboxLimits, SandboxResult
-from raso.harness.workspace import WorkspaceScore
 from raso.safe_files import MiB, TreeLimits, UnsafePathError, read_bytes, remove_tree
 from raso.safe_files import copy_tree as safe_copy_tree
 

@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from raso.harness import Task, TextEnv
-from raso.harness.workspace import WorkspaceTasks
+from raso.harness import Task, TextEnv, WorkspaceTasks
 from raso.safe_files import list_files, remove_tree
 
 from .checks import CheckRunner

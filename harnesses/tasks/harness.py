@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from raso.harness import Harness, Task
+from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits
-from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 from raso.safe_files import UnsafePathError, copy_file
 
 from .checks import CheckRunner
@@ -55,7 +54,7 @@ def resolve_folder(path: str | Path) -> Path:
     return folder.resolve()
 
 
-class TasksHarness(Harness, WorkspaceTasks):
+class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     """Tasks from a folder: one sub-folder per task (folder.py has the layout), T and H from the folder's
     task_description.md and harness_description.md.
 

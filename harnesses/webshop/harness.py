@@ -13,7 +13,7 @@ from harnesses.webshop.catalog import SMALL_CATALOG, Catalog, CatalogError, Goal
 from harnesses.webshop.env import OBSERVATION_MODES, WebShopEnv
 from harnesses.webshop.reward import noun_tagger
 from harnesses.webshop.search import ProductSearch
-from raso.harness import Harness, Task, TextEnv
+from raso.harness import Harness, Task, TextEnv, TextTasks
 from raso.harness.actions import ActionSpace, TaskNeeds
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -51,7 +51,7 @@ def split_goals(goals: list[Goal], seed: int = 233) -> dict[str, list[Goal]]:
     return {"train": shuffled[val_end:], "val": shuffled[test_end:val_end], "test": shuffled[:test_end]}
 
 
-class WebShopHarness(Harness):
+class WebShopHarness(Harness, TextTasks):
     """Text-mode WebShop. Without arguments it uses the small catalog shipped with raso (60 products, 60 goals);
     pass `data_dir` (a folder with the official files) or the file paths for real runs.
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raso.choices import AgentMode, choices_of
-from raso.harness import Harness, Rollout, Step, Task, clamp_reward, json_safe
+from raso.harness import Harness, Rollout, Step, Task, TextTasks, clamp_reward, json_safe
 from raso.harness.action_grammar import to_gbnf
 from raso.harness.base import failure_fields
 from raso.llm.errors import LLMError
@@ -248,6 +248,15 @@ def cut_middle(text: str, limit: int) -> str:
     return text[:head] + marker + text[len(text) - (keep - head):]
 
 
+def text_form(harness: Harness) -> TextTasks:
+    """The text form of `harness`'s tasks, which raso's own agent runs; ValueError for a harness without one."""
+    text = harness.text_form()
+    if text is None:
+        raise ValueError(f"harness {harness.name!r} has no text form (raso.harness.TextTasks), which raso's own agent "
+                         "runs: choose an agent backend that works in the harness's workspace form")
+    return text
+
+
 class ExecutionAgent:
     """Runs tasks for harnesses; satisfies `raso.harness.RolloutRunner`. Thread-safe (no per-run state on self).
 
@@ -273,8 +282,9 @@ class ExecutionAgent:
         try:
             max_steps = cfg.max_steps or harness.max_steps
             state.metadata["max_steps"] = max_steps
-            env = harness.make_env(task)
-            self._loop(harness, task, skills, env, state, max_steps, started)
+            text = text_form(harness)
+            env = text.make_env(task)
+            self._loop(harness, text, task, skills, env, state, max_steps, started)
         except Exception as exc:  # model junk, tool crash, timeout, LLMError: a score of 0, never a crash
             state.failure = failure_fields(exc, trace_limit=6)
             state.reward = 0.0
@@ -308,9 +318,8 @@ class ExecutionAgent:
         )
 
     # ------------------------------------------------------------------ the loop
-    def _loop(
-        self, harness: Harness, task: Task, skills: list[Skill], env: Any, state: _State, max_steps: int, started: float
-    ) -> None:
+    def _loop(self, harness: Harness, text: TextTasks, task: Task, skills: list[Skill], env: Any, state: _State,
+              max_steps: int, started: float) -> None:
         cfg = self.config
         reset = env.reset()
         observation, info = reset if isinstance(reset, tuple) else (reset, {})
@@ -332,7 +341,7 @@ class ExecutionAgent:
         state.metadata["skills_in_prompt"] = [s.name for s in in_prompt]
 
         system = self.system_prompt(harness, in_prompt, catalog, max_steps)
-        reminder = harness.turn_reminder  # harnesses may word the reply format their own way
+        reminder = text.turn_reminder  # harnesses may word the reply format their own way
         first = cut_middle(observation, cfg.max_observation_chars)
         loads_allowed = cfg.max_loads if catalog else 0
         max_turns = cfg.max_turns or (max_steps + loads_allowed)
@@ -350,10 +359,10 @@ class ExecutionAgent:
             grammar = None
             if constrained:
                 avoid = cycles.avoid(observation) if cfg.avoid_cycles else frozenset()
-                grammar = to_gbnf(harness.action_space(info), avoid)
+                grammar = to_gbnf(text.action_space(info), avoid)
                 if avoid:
                     state.metadata["cycle_avoiding_turns"] = state.metadata.get("cycle_avoiding_turns", 0) + 1
-            reply = self._complete(messages, state, self._reply_tokens(harness), grammar=grammar,
+            reply = self._complete(messages, state, self._reply_tokens(text), grammar=grammar,
                                    temperature=guard.temperature)
             if grammar is not None:
                 state.metadata["constrained_turns"] = state.metadata.get("constrained_turns", 0) + 1
@@ -361,7 +370,7 @@ class ExecutionAgent:
             load_key = self._load_request(reply) if catalog else None
             action = None
             if load_key is None:
-                action = harness.parse_action(reply)
+                action = text.parse_action(reply)
                 if catalog:
                     match = _LOAD_ACTION.match(action)
                     load_key = match.group(1) if match else None
@@ -374,7 +383,7 @@ class ExecutionAgent:
                 continue
 
             assert action is not None
-            valid = harness.action_is_valid(action, info)
+            valid = text.action_is_valid(action, info)
             if valid is not None:
                 key = "valid_actions" if valid else "invalid_actions"
                 state.metadata[key] = state.metadata.get(key, 0) + 1
@@ -426,7 +435,7 @@ class ExecutionAgent:
             "agent_system.md",
             task_description=harness.task_description,
             harness_description=harness.harness_description,
-            action_instructions=harness.action_instructions,
+            action_instructions=text_form(harness).action_instructions,
             max_steps=max_steps,
             skill_section=skill_section,
         )
@@ -481,8 +490,8 @@ class ExecutionAgent:
         return cut_middle(reply, self.config.max_reply_chars)
 
     # ------------------------------------------------------------------ model calls
-    def _reply_tokens(self, harness: Harness) -> int:
-        wanted = self.config.max_tokens or harness.max_reply_tokens
+    def _reply_tokens(self, text: TextTasks) -> int:
+        wanted = self.config.max_tokens or text.max_reply_tokens
         profile = self._profile()
         return (profile.cap_reply_tokens(wanted) or wanted) if profile is not None else wanted
 

@@ -8,6 +8,9 @@ from .base import (
     Step,
     Task,
     TextEnv,
+    TextTasks,
+    WorkspaceScore,
+    WorkspaceTasks,
     clamp_reward,
     failed_rollout,
     json_safe,
@@ -24,6 +27,6 @@ from .registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP", "SPLITS", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError", "Rollout",
-    "RolloutRunner", "Step", "Task", "TextEnv", "available_harnesses", "clamp_reward", "describe_harnesses",
-    "failed_rollout", "get_harness", "json_safe",
+    "RolloutRunner", "Step", "Task", "TextEnv", "TextTasks", "WorkspaceScore", "WorkspaceTasks", "available_harnesses",
+    "clamp_reward", "describe_harnesses", "failed_rollout", "get_harness", "json_safe",
 ]

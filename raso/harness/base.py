@@ -1,8 +1,11 @@
 """The harness protocol: what every environment a skill is optimized for implements.
 
 A harness fixes the tools, file access, observation format, interaction budget and scoring (docs/design.md
-§1 and §5). It is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H), a
-text environment per task, and `rollout`, which never raises into the optimizer.
+§1 and §5). Its core is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H)
+and `rollout`, which never raises into the optimizer. The forms its tasks take are declared capabilities that a
+runner asks for (`Harness.text_form()`, `Harness.workspace_form()`): the text form (`TextTasks`: an environment per
+task, action parsing, the action space) for raso's own agent, the workspace form (`WorkspaceTasks`: a folder the
+task's files are put in and the scorer reads back) for external agent programs.
 
 Harnesses are found by name through raso.harness.registry.
 """
@@ -180,28 +183,26 @@ class RolloutRunner(Protocol):
 
 
 class Harness(ABC):
-    """Base class of every harness. Subclasses set `name` and `resource_dir` and implement the abstract methods.
+    """Base class of every harness: its core, what every agent runner and the optimizer read. Subclasses set
+    `name` and `resource_dir`, implement `splits` and declare the forms their tasks take by subclassing them:
+    `TextTasks` (a text environment per task: what raso's own agent runs) and `WorkspaceTasks` (a folder an
+    external agent program works in, scored by the harness's own scorer). A runner asks for the form it needs
+    (`text_form()`, `workspace_form()`) and never looks at the rest.
 
-    `resource_dir` holds `task_description.md` (T: objective and output format), `harness_description.md`
+    `resource_dir` holds `task_description.md` (T: objective and output format) and `harness_description.md`
     (H: tools, file access, observation format, interaction budget, scoring — RASO's adaptation checks claims
-    against it, so it must be accurate) and `action_format.md` (how the agent writes an action); optionally
-    `turn_reminder.md`, the one line that ends each agent turn's message (default: the agent's generic one).
+    against it, so it must be accurate); the text form adds its own files there (TextTasks).
     """
 
     name: ClassVar[str]
     resource_dir: ClassVar[Path]
-    max_steps: int = 20
-    max_reply_tokens: int = 512  # reply length the agent allows per turn unless AgentConfig.max_tokens says otherwise
+    max_steps: int = 20  # the interaction budget per task (H states it): environment actions, or an agent's turns
     #: what one task needs (agent steps, reply tokens): a quick schedule gives the agent these (TaskNeeds)
     task_needs: ClassVar[TaskNeeds] = TaskNeeds()
 
     @abstractmethod
     def splits(self) -> dict[str, list[Task]]:
         """Disjoint train / val / test task lists."""
-
-    @abstractmethod
-    def make_env(self, task: Task) -> TextEnv:
-        """A fresh environment for one task."""
 
     def data_label(self) -> str:
         """What data the splits come from, as a table row or `result.json` names it ("paper split of <dir>",
@@ -225,9 +226,44 @@ class Harness(ABC):
     def harness_description(self) -> str:
         return self._resource("harness_description.md")
 
+    def text_form(self) -> "TextTasks | None":
+        """The text form of this harness's tasks (what raso's own agent runs), or None when it declares none.
+        Declared by subclassing TextTasks; a harness that keeps the form in another object returns that."""
+        return self if isinstance(self, TextTasks) else None
+
+    def workspace_form(self) -> "WorkspaceTasks | None":
+        """The workspace form of this harness's tasks (what an external agent program works in), or None when it
+        declares none. Declared by subclassing WorkspaceTasks; a harness may return another object instead."""
+        return self if isinstance(self, WorkspaceTasks) else None
+
+    def rollout(self, task: Task, skills: Sequence["Skill"], agent: RolloutRunner) -> Rollout:
+        """Run one task. Never raises: any failure becomes reward 0 with the error recorded."""
+        start = time.perf_counter()
+        try:
+            return agent.run(self, task, skills)
+        except Exception as exc:  # a crashing rollout must not stop the optimizer
+            return failed_rollout(self.name, task, skills, exc, wall_time_s=time.perf_counter() - start)
+
+
+class TextTasks(ABC):
+    """The text form of a harness's tasks (a capability: mix into a Harness subclass), what raso's own agent
+    (`agent.backend` builtin) runs: a text environment per task, how an action is read out of a model reply and,
+    optionally, the valid actions in a state.
+
+    `resource_dir` also holds `action_format.md` (how the agent writes an action) and, optionally,
+    `turn_reminder.md`, the one line that ends each agent turn's message (default: the agent's generic one).
+    """
+
+    resource_dir: ClassVar[Path]
+    max_reply_tokens: int = 512  # reply length the agent allows per turn unless AgentConfig.max_tokens says otherwise
+
+    @abstractmethod
+    def make_env(self, task: Task) -> TextEnv:
+        """A fresh environment for one task."""
+
     @property
     def action_instructions(self) -> str:
-        return self._resource("action_format.md")
+        return (Path(self.resource_dir) / "action_format.md").read_text(encoding="utf-8").strip()
 
     @property
     def turn_reminder(self) -> str | None:
@@ -253,13 +289,44 @@ class Harness(ABC):
         tell (the default). The agent counts valid actions and reacts to a repeated invalid reply."""
         return None
 
-    def rollout(self, task: Task, skills: Sequence["Skill"], agent: RolloutRunner) -> Rollout:
-        """Run one task. Never raises: any failure becomes reward 0 with the error recorded."""
-        start = time.perf_counter()
-        try:
-            return agent.run(self, task, skills)
-        except Exception as exc:  # a crashing rollout must not stop the optimizer
-            return failed_rollout(self.name, task, skills, exc, wall_time_s=time.perf_counter() - start)
+
+class WorkspaceScore(BaseModel):
+    """What the harness's scorer made of a workspace after the agent finished."""
+
+    reward: float = Field(ge=0.0, le=1.0)
+    soft_score: float | None = None
+    info: dict[str, Any] = Field(default_factory=dict)  # the scorer's details (shown in the trajectory, never secret)
+
+
+class WorkspaceTasks(ABC):
+    """The workspace form of a harness's tasks (a capability: mix into a Harness subclass), what every agent
+    backend other than the builtin one runs: the harness puts the task's files in a workspace, the agent program
+    (Claude Code, Codex, mini-swe-agent, a user's command) works there, and the harness scores what it holds.
+
+    `prepare_workspace` must copy only what the agent may see (inputs, never answers): the workspace is the one
+    folder the agent's sandbox can write, and everything in it is visible to the agent.
+    """
+
+    @abstractmethod
+    def prepare_workspace(self, task: Task, workspace: Path) -> str:
+        """Put the task's input files into the empty folder `workspace`; return the instruction the agent gets
+        (what to do, which files to read, which file to write the answer to, relative to the workspace)."""
+
+    @abstractmethod
+    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+        """Score what the agent left in `workspace` with the harness's own scorer. Never raises for a missing or
+        malformed answer (that is reward 0 with the reason in `info`)."""
+
+    def hidden_paths(self) -> list[Path]:
+        """Folders the agent's sandbox must never show, wherever they lie (the harness's answers, checks and data
+        folders when they are given from outside the project; the project's own packages are hidden in every run)."""
+        return []
+
+    @property
+    @abstractmethod
+    def workspace_description(self) -> str:
+        """H for external agents, without the agent's tools: the workspace's files, where the answer goes, the
+        limits and the scoring (an agent backend adds its own tools' description)."""
 
 
 def failed_rollout(

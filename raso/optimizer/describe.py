@@ -137,9 +137,11 @@ def _splits(harness: Harness) -> dict[str, list[Task]] | str:
 
 
 def _facts(harness: Harness, splits: dict[str, list[Task]] | str) -> str:
+    text = harness.text_form()
     lines = [f"- class: {type(harness).__module__}.{type(harness).__qualname__}",
-             f"- max_steps (environment actions per task): {harness.max_steps}",
-             f"- max_reply_tokens (agent reply length per turn): {harness.max_reply_tokens}"]
+             f"- max_steps (environment actions per task): {harness.max_steps}"]
+    if text is not None:
+        lines.append(f"- max_reply_tokens (agent reply length per turn): {text.max_reply_tokens}")
     if isinstance(splits, str):
         lines.append(f"- tasks per split: not available here ({clip(splits, 200)})")
     else:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from raso.harness import Harness, Task, TextEnv
+from raso.harness import Harness, Task, TextEnv, TextTasks
 from raso.harness.actions import ActionSpace
 
 RESOURCES = Path(__file__).resolve().parent / "toy_resources"
@@ -46,7 +46,7 @@ class CountingEnv(TextEnv):
                 {"soft_score": self.count / self.target})
 
 
-class CountingHarness(Harness):
+class CountingHarness(Harness, TextTasks):
     """`n_tasks` counting games (targets 2, 3, 4, 2, ...): the first half is train, the rest val, all of them test."""
 
     name = "toy"

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raso.choices import Outcome
-from raso.harness.base import Harness, Rollout, Step, Task, failure_fields
+from raso.harness.base import Harness, Rollout, Step, Task, WorkspaceScore, WorkspaceTasks, failure_fields
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
-from raso.harness.workspace import WorkspaceScore, WorkspaceTasks
 from raso.safe_files import remove_tree
 from raso.skill import slugify
 
@@ -93,10 +92,11 @@ def workspace_harnesses() -> list[str]:
     return names
 
 
-def check_workspace_harness(harness: Any, backend: str) -> WorkspaceTasks:
-    """`harness` as WorkspaceTasks, or AgentSetupError naming the harnesses that are."""
-    if isinstance(harness, WorkspaceTasks):
-        return harness
+def check_workspace_harness(harness: Harness, backend: str) -> WorkspaceTasks:
+    """The workspace form of `harness`'s tasks, or AgentSetupError naming the harnesses that declare one."""
+    workspace = harness.workspace_form()
+    if workspace is not None:
+        return workspace
     which = ", ".join(workspace_harnesses()) or "none is registered here"
     raise AgentSetupError(f"agent backend {backend!r} runs tasks in a workspace, and harness "
                           f"{getattr(harness, 'name', harness)!r} has no workspace form (WorkspaceTasks); "
