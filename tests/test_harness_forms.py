@@ -94,3 +94,15 @@ def test_no_runner_tests_a_harness_class_for_a_form() -> None:
                     and len(node.args) == 2 and ast.unparse(node.args[1]) in ("WorkspaceTasks", "TextTasks")):
                 found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_the_text_form_reads_its_files_through_the_harnesses_own_resource_lookup() -> None:
+    """webshop's text mode, alfworld's ReAct mode and spreadsheet's upstream mode pick their action format by
+    overriding `_resource`; the text form must read action_format.md through it."""
+
+    class OtherFormat(CountingHarness):
+        def _resource(self, filename: str) -> str:
+            return "the other action format" if filename == "action_format.md" else super()._resource(filename)
+
+    assert OtherFormat().action_instructions == "the other action format"
+    assert CountingHarness().action_instructions != "the other action format"

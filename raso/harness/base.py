@@ -261,9 +261,12 @@ class TextTasks(ABC):
     def make_env(self, task: Task) -> TextEnv:
         """A fresh environment for one task."""
 
+    def _resource(self, filename: str) -> str:  # the same as Harness._resource, which a harness may override
+        return (Path(self.resource_dir) / filename).read_text(encoding="utf-8").strip()
+
     @property
     def action_instructions(self) -> str:
-        return (Path(self.resource_dir) / "action_format.md").read_text(encoding="utf-8").strip()
+        return self._resource("action_format.md")
 
     @property
     def turn_reminder(self) -> str | None:
