@@ -240,9 +240,9 @@ def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
         check_workspace_harness(harness, name)
     except AgentSetupError as exc:
         raise ConfigError(str(exc)) from None
-    if config.execution.backend != "threads":
-        raise ConfigError(f"agent backend {name!r} runs its rollouts in this process's threads; execution.backend "
-                          f"{config.execution.backend!r} is for the builtin agent")
+    if config.execution.executor != "threads":
+        raise ConfigError(f"agent backend {name!r} runs its rollouts in this process's threads; execution.executor "
+                          f"{config.execution.executor!r} is for the builtin agent")
     reason = backend.unavailable_reason()
     if reason:
         raise ConfigError(f"agent backend {name!r} cannot run here: {reason}")

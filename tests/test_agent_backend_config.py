@@ -54,9 +54,9 @@ def test_checks_before_a_run():
         check_agent_backend(OptimizeConfig(agent={"backend": "nope"}), harness)
     with pytest.raises(ConfigError, match=r"has no workspace form \(WorkspaceTasks\)"):
         check_agent_backend(OptimizeConfig(agent={"backend": "command", "command": "x"}), get_harness("alfworld"))
-    with pytest.raises(ConfigError, match="execution.backend 'processes' is for the builtin agent"):
+    with pytest.raises(ConfigError, match="execution.executor 'processes' is for the builtin agent"):
         check_agent_backend(OptimizeConfig(agent={"backend": "command", "command": "x"},
-                                           execution={"backend": "processes"}), harness)
+                                           execution={"executor": "processes"}), harness)
     with pytest.raises(ConfigError, match="set agent.command"):
         check_agent_backend(OptimizeConfig(agent={"backend": "command"}), harness)
     check_agent_backend(OptimizeConfig(), get_harness("alfworld"))  # builtin: nothing to check

@@ -19,10 +19,10 @@ import raso.api
 from raso.engine.config import ConfigError
 from raso.engine.context import NoRetrieverError, RunContext
 from raso.engine.errors import RunError
-from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import RunDir, read_jsonl
 from raso.harness import Rollout
 from raso.llm.scripted import ScriptedModel
+from raso.llm.view import UnitGateway
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.rasi import RASI, RFSI, initializer_for
 from raso.optimizer.rasu import RASU, RFSU, proposer_for

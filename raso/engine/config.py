@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from raso.agent.agent import AgentConfig
-from raso.agent.executors import ExecutionOptions
+from raso.execution.options import ExecutionOptions
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
 from raso.llm.profiles import ProfileError, check_overrides, profile_for
 from raso.optimizer.options import InitOptions, UpdateOptions
@@ -207,9 +207,9 @@ class OptimizeConfig(BaseModel):
                               "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)",
                               json_schema_extra=cli(flags={"mode": ["--gate"]}))
     execution: ExecutionOptions = Field(
-        default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
-        "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",
-        json_schema_extra=cli(flags={"backend": ["--execution-backend", "--execution"],
+        default_factory=ExecutionOptions, description="where rollouts run: an executor (threads, processes, dask, "
+        "ray) and its address, workers, driver_host (raso.execution.options.ExecutionOptions)",
+        json_schema_extra=cli(flags={"executor": ["--executor", "--execution"],
                                      "address": ["--execution-address"], "workers": ["--execution-workers"]}))
 
     quick_defaults_applied: list[str] = Field(default_factory=list, description="dotted keys the embedded model's "
@@ -235,8 +235,8 @@ class OptimizeConfig(BaseModel):
 
     @field_validator("execution", mode="before")
     @classmethod
-    def _execution_backend(cls, value: Any) -> Any:
-        return {"backend": value} if isinstance(value, str) else value
+    def _execution_executor(cls, value: Any) -> Any:
+        return {"executor": value} if isinstance(value, str) else value
 
     @field_validator("harness")
     @classmethod
@@ -291,7 +291,7 @@ FLAT_KEYS: dict[str, tuple[str, ...]] = {
                                               "call_retry_max_wait_s")},
 }
 _WORD_SECTIONS = {"init": "init.method", "update": "update.method", "retrieval": "retrieval.kind",
-                  "execution": "execution.backend"}
+                  "execution": "execution.executor"}
 
 
 def _other_spelling(key: str, value: Any) -> bool:

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from raso.llm.view import UnitGateway
 from raso.optimizer.render import PromptLimits, limits_for
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.retrieval.retrievers import RetrievalOptions
 
 from .errors import RunError
-from .replay import UnitGateway
 
 if TYPE_CHECKING:
     from raso.llm.gateway import Gateway

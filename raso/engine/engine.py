@@ -173,14 +173,14 @@ class Engine:
         if not self.train_tasks:
             raise RunError(f"harness {self.harness.name!r} has no train tasks to optimize on")
         self._check_pending_tasks()
-        from raso.agent.executors import make_executor
+        from raso.execution.executors import make_executor
 
         try:
             self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
                                           harness_name=config.harness, harness_options=config.harness_options,
                                           default_workers=config.schedule.workers)
         except ValueError as exc:
-            raise RunError(f"execution backend {config.execution.backend}: {exc}") from None
+            raise RunError(f"executor {config.execution.executor}: {exc}") from None
 
     def _check_pending_tasks(self) -> None:
         """A checkpoint whose pending minibatch names tasks this harness does not have (its data changed since the

@@ -211,7 +211,7 @@ def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
 
 class ModelGateway(Protocol):
     """What the execution agent uses of a gateway: model calls and profiles. A worker's
-    raso.agent.executors.RemoteGateway has this much (its calls are made by the driver's gateway)."""
+    raso.execution.remote.RemoteGateway has this much (its calls are made by the driver's gateway)."""
 
     @property
     def config(self) -> GatewayConfig: ...
@@ -235,7 +235,7 @@ class ModelGateway(Protocol):
 
 class Gateway(ModelGateway, Protocol):
     """What the optimizer and the engine use of a gateway: an `LLMGateway`, or a view of one that tags its calls
-    with a unit of work (raso.engine.replay.UnitGateway)."""
+    with a unit of work (raso.llm.view.UnitGateway)."""
 
     @property
     def ledger(self) -> UsageLedger: ...
