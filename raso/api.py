@@ -209,31 +209,31 @@ def prompt_library(harness: Harness) -> Any:
 
 def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) -> "RolloutRunner":
     """The execution agent of the config's `agent` section: raso's own loop (`agent.backend` builtin), else the
-    external agent program it names run by raso.agent.backends.runner.ExternalAgentRunner."""
+    external agent program it names run by raso.agent.programs.runner.ExternalAgentRunner."""
     from raso.agent import ExecutionAgent
-    from raso.agent.backends.registry import BUILTIN
+    from raso.agent.programs.registry import BUILTIN
 
     if config.agent.backend != BUILTIN:
-        from raso.agent.backends.registry import make_backend
-        from raso.agent.backends.runner import ExternalAgentRunner
+        from raso.agent.programs.registry import make_program
+        from raso.agent.programs.runner import ExternalAgentRunner
 
-        return ExternalAgentRunner(make_backend(config.agent.backend, config.agent), gateway, config.agent.model_copy())
+        return ExternalAgentRunner(make_program(config.agent.backend, config.agent), gateway, config.agent.model_copy())
     return ExecutionAgent(gateway, config.agent.model_copy(), prompts=prompt_library(harness))
 
 
 def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
     """Before any work: an external agent backend (`agent.backend` other than builtin) needs its program installed,
     the OS sandbox, a harness with a workspace form and rollouts run in threads. ConfigError saying which."""
-    from raso.agent.backends.registry import BUILTIN, make_backend
+    from raso.agent.programs.registry import BUILTIN, make_program
 
     name = config.agent.backend
     if name == BUILTIN:
         return
-    from raso.agent.backends.runner import AgentSetupError, check_workspace_harness
+    from raso.agent.programs.runner import AgentSetupError, check_workspace_harness
     from raso.harness.sandbox import Sandbox
 
     try:
-        backend = make_backend(name, config.agent)
+        backend = make_program(name, config.agent)
     except ValueError as exc:
         raise ConfigError(f"agent.backend: {exc}") from None
     try:
@@ -254,12 +254,12 @@ def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
 def harness_description_for(config: OptimizeConfig, harness: Harness) -> str:
     """H as every optimizer role reads it: the harness's own for the builtin agent; for an external agent, the
     harness's workspace description and the agent program's tools (both true of the rollouts it runs)."""
-    from raso.agent.backends.registry import BUILTIN, make_backend
+    from raso.agent.programs.registry import BUILTIN, make_program
     from raso.harness.workspace import WorkspaceTasks
 
     if config.agent.backend == BUILTIN or not isinstance(harness, WorkspaceTasks):
         return harness.harness_description
-    backend = make_backend(config.agent.backend, config.agent)
+    backend = make_program(config.agent.backend, config.agent)
     return (f"{harness.workspace_description.strip()}\n\n## The agent ({backend.name})\n\n"
             f"{backend.tools_description.strip()}")
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_backend_support import (
+from agent_program_support import (
     SKILL,
     AnswerFileTestHarness,
     assert_refused_rollout_ends_fast,
 )
 
 from raso.agent.agent import AgentConfig
-from raso.agent.backends.claude_code import ClaudeCodeBackend
-from raso.agent.backends.codex import CodexBackend
-from raso.agent.backends.qwen_code import QwenCodeBackend
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.claude_code import ClaudeCodeProgram
+from raso.agent.programs.codex import CodexProgram
+from raso.agent.programs.qwen_code import QwenCodeProgram
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.ledger import CallRecord
@@ -46,9 +46,9 @@ def agent_root(open_tmp_path, monkeypatch):
     return root
 
 
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, tmp_path):
-    backend = backend_class()
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_real_agent_does_a_task_through_the_endpoint(program_class, agent_root, tmp_path):
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     secret = tmp_path / "secret" / "answers.txt"
     secret.parent.mkdir()
@@ -98,9 +98,9 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     assert list(agent_root.iterdir()) == []  # nothing left behind
 
 
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_root):
-    backend = backend_class()
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_real_agent_stops_when_the_budget_refuses_the_call(program_class, agent_root):
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     model = ScriptedModel(["never sent"])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1},
@@ -119,10 +119,10 @@ def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_
 
 
 @pytest.mark.parametrize("refusal", ["budget", "unreachable"])
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(backend_class, refusal, agent_root,
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(program_class, refusal, agent_root,
                                                                         monkeypatch):
-    backend = backend_class()
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
                          memory_mb=max(backend.min_memory_mb, 1536))

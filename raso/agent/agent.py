@@ -111,7 +111,7 @@ class AgentConfig(BaseModel):
     )
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
 
-    # -- which agent program runs the rollouts (raso.agent.backends). max_steps, max_tokens (a cap on what an
+    # -- which agent program runs the rollouts (raso.agent.programs). max_steps, max_tokens (a cap on what an
     # -- external agent may ask for per call), max_wall_s and max_observation_chars (tool outputs kept in the
     # -- trajectory) apply to external backends too.
     backend: str = Field(default="builtin", description="the agent program: builtin (raso's own loop), command (a "
@@ -137,7 +137,7 @@ class AgentConfig(BaseModel):
         """A template with an unknown placeholder or a stray brace is refused with the configuration, before a
         run writes anything (not when the first rollout starts)."""
         if value is not None:
-            from raso.agent.backends.command import check_template
+            from raso.agent.programs.command import check_template
 
             check_template(value)
         return value

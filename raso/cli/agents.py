@@ -21,16 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def list_agents(args: argparse.Namespace) -> int:
-    from raso.agent.backends.install import agents_dir
-    from raso.agent.backends.registry import BUILTIN, backend_names, make_backend
+    from raso.agent.programs.install import agents_dir
+    from raso.agent.programs.registry import BUILTIN, make_program, program_names
 
     print(f"Agent backends (--agent NAME; programs install under {agents_dir()}):")
     print(f"  {BUILTIN:<16} raso's own agent loop (no program to install)  ready")
-    for name in backend_names():
+    for name in program_names():
         if name == BUILTIN:
             continue
         try:
-            backend = make_backend(name)
+            backend = make_program(name)
             package, reason = backend.package, backend.unavailable_reason()
         except Exception as exc:  # noqa: BLE001 - one broken backend must not hide the others
             package, reason = "?", f"cannot be loaded: {exc}"
@@ -39,17 +39,17 @@ def list_agents(args: argparse.Namespace) -> int:
 
 
 def install_agent(args: argparse.Namespace) -> int:
-    from raso.agent.backends.install import install, parse_package
-    from raso.agent.backends.registry import BUILTIN, backend_class, backend_names
+    from raso.agent.programs.install import install, parse_package
+    from raso.agent.programs.registry import BUILTIN, program_class, program_names
 
     if args.name == BUILTIN:
         print("raso agents: the builtin agent needs no install", file=sys.stderr)
         return 0
     try:
-        cls = backend_class(args.name)
+        cls = program_class(args.name)
         parse_package(cls.package)
     except ValueError as exc:
-        known = ", ".join(n for n in backend_names() if n not in (BUILTIN, "command"))
+        known = ", ".join(n for n in program_names() if n not in (BUILTIN, "command"))
         print(f"raso agents: {exc}" + ("" if "unknown" in str(exc) else f" (installable: {known})"), file=sys.stderr)
         return 2
     print(f"installing {cls.package} for {args.name} ...", flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, read_stream_json
+from .npm import NODE_ENV, NpmAgentProgram, read_stream_json
 from .registry import register
 
 #: ~/.qwen/settings.json: nothing leaves the machine, no update checks, and only the candidate skills listed (not
@@ -22,7 +22,7 @@ SETTINGS = {
 
 
 @register
-class QwenCodeBackend(NpmAgentBackend):
+class QwenCodeProgram(NpmAgentProgram):
     name: ClassVar[str] = "qwen-code"
     wire_format: ClassVar[str] = "openai-chat"
     npm_package: ClassVar[str] = "@qwen-code/qwen-code"
@@ -70,4 +70,4 @@ class QwenCodeBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["QwenCodeBackend"]
+__all__ = ["QwenCodeProgram"]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, finished_transcript, json_lines, mapping, tool_action
+from .npm import NODE_ENV, NpmAgentProgram, finished_transcript, json_lines, mapping, tool_action
 from .registry import register
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
@@ -78,7 +78,7 @@ def read_codex_json(stdout: str) -> Transcript:
 
 
 @register
-class CodexBackend(NpmAgentBackend):
+class CodexProgram(NpmAgentProgram):
     name: ClassVar[str] = "codex"
     wire_format: ClassVar[str] = "openai-responses"
     npm_package: ClassVar[str] = "@openai/codex"
@@ -138,4 +138,4 @@ class CodexBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["CodexBackend", "read_codex_json"]
+__all__ = ["CodexProgram", "read_codex_json"]

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from raso.harness.base import Step
 from raso.safe_files import MiB, read_text
 
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, Transcript
 from .install import base_python_prefix, install_dir
 from .registry import register
 
@@ -65,7 +65,7 @@ def skills_text(skills_dir: Path, names: list[str]) -> str:
 
 
 @register
-class MiniSweAgentBackend(AgentBackend):
+class MiniSweAgentProgram(AgentProgram):
     name: ClassVar[str] = "mini-swe-agent"
     wire_format: ClassVar[str] = "openai-chat"
     package: ClassVar[str] = f"pypi:mini-swe-agent=={VERSION}"
@@ -215,4 +215,4 @@ def transcript_of(messages: list[Any], info: dict[str, Any]) -> Transcript:
     return Transcript(steps=steps, final_message=final, tool_calls=tool_calls, notes=notes)
 
 
-__all__ = ["FINISH_COMMAND", "MiniSweAgentBackend", "VERSION", "skills_text", "transcript_of"]
+__all__ = ["FINISH_COMMAND", "MiniSweAgentProgram", "VERSION", "skills_text", "transcript_of"]

@@ -30,7 +30,7 @@ from raso.safe_files import remove_tree
 from raso.skill import slugify
 
 from ..endpoint import EndpointSession, ModelEndpoint
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, Transcript
 
 if TYPE_CHECKING:
     from raso.agent.agent import AgentConfig
@@ -167,7 +167,7 @@ def _folder_names(skills: Sequence[Skill]) -> list[str]:
 class ExternalAgentRunner:
     """Runs rollouts inside `backend`'s program with `gateway`'s `config.role` model behind the loopback endpoint."""
 
-    def __init__(self, backend: AgentBackend, gateway: Any, config: AgentConfig) -> None:
+    def __init__(self, backend: AgentProgram, gateway: Any, config: AgentConfig) -> None:
         self.backend = backend
         self.gateway = gateway
         self.config = config

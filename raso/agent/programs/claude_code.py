@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from .base import AgentRun, Transcript
-from .npm import NpmAgentBackend, read_stream_json
+from .npm import NpmAgentProgram, read_stream_json
 from .registry import register
 
 
 @register
-class ClaudeCodeBackend(NpmAgentBackend):
+class ClaudeCodeProgram(NpmAgentProgram):
     name: ClassVar[str] = "claude-code"
     wire_format: ClassVar[str] = "anthropic-messages"
     npm_package: ClassVar[str] = "@anthropic-ai/claude-code"
@@ -69,4 +69,4 @@ class ClaudeCodeBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["ClaudeCodeBackend"]
+__all__ = ["ClaudeCodeProgram"]

@@ -1,4 +1,4 @@
-"""Where agent programs are installed and how: each backend's pinned package (`AgentBackend.package`) goes into its
+"""Where agent programs are installed and how: each backend's pinned package (`AgentProgram.package`) goes into its
 own folder under the raso cache (`$RASO_CACHE_DIR/agents/<backend>`, else `~/.cache/raso/agents/<backend>`), never
 into raso's own environment: a PyPI package into a virtual environment there, an npm package into an npm prefix
 there. The folder must be readable by the sandboxed program (it is bound read-only into each rollout)."""

@@ -7,10 +7,10 @@ import argparse
 import sys
 
 import pytest
-from agent_backend_support import SKILL, AnswerFileTestHarness
+from agent_program_support import SKILL, AnswerFileTestHarness
 
 from raso.agent import ExecutionAgent
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.api import check_agent_backend, evaluate, harness_description_for, make_agent
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import ConfigError, OptimizeConfig

@@ -68,7 +68,7 @@ def assert_refused_rollout_ends_fast(backend, config, refusal: str, monkeypatch)
     always had, one call asked and refused (nothing retried it), the rollout over seconds after the refusal."""
     import time
 
-    from raso.agent.backends.runner import ExternalAgentRunner
+    from raso.agent.programs.runner import ExternalAgentRunner
 
     gateway = refusing_gateway(refusal, monkeypatch)
     harness = AnswerFileTestHarness()

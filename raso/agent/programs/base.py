@@ -1,4 +1,4 @@
-"""The contract every external agent backend meets. The runner (raso.agent.backends.runner) does the shared work:
+"""The contract every external agent backend meets. The runner (raso.agent.programs.runner) does the shared work:
 a fresh workspace per rollout, the candidate skill folders installed where the agent reads skills, the loopback model
 endpoint, the OS sandbox, the harness's scorer and the Rollout. A backend only knows its program: how it is installed,
 where it reads skills, how it runs headless against an endpoint, and how its transcript reads back."""
@@ -42,7 +42,7 @@ class Transcript(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what could not be read, in words
 
 
-class AgentBackend(ABC):
+class AgentProgram(ABC):
     """One agent program."""
 
     name: ClassVar[str]  # the `agent.backend` value, e.g. "claude-code"
@@ -89,4 +89,4 @@ class AgentBackend(ABC):
                 "unavailable": self.unavailable_reason()}
 
 
-__all__ = ["AgentBackend", "AgentRun", "Transcript"]
+__all__ = ["AgentProgram", "AgentRun", "Transcript"]

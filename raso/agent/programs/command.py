@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from raso.harness.sandbox import interpreter_layout
 
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, Transcript
 from .registry import register
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def check_template(template: str) -> list[str]:
 
 
 @register
-class CommandBackend(AgentBackend):
+class CommandProgram(AgentProgram):
     name: ClassVar[str] = "command"
     wire_format: ClassVar[str] = "openai-chat"
     package: ClassVar[str] = "none: the user's own program (agent.command)"
@@ -65,7 +65,7 @@ class CommandBackend(AgentBackend):
         self.argv = check_template(self.template)
 
     @classmethod
-    def from_config(cls, config: AgentConfig) -> CommandBackend:
+    def from_config(cls, config: AgentConfig) -> CommandProgram:
         return cls(config.command, config.skills_dir)
 
     def unavailable_reason(self) -> str | None:
@@ -119,4 +119,4 @@ class CommandBackend(AgentBackend):
                 "the program decides whether and how it reads them. It has no network except its model endpoint.")
 
 
-__all__ = ["PLACEHOLDERS", "CommandBackend", "check_template"]
+__all__ = ["PLACEHOLDERS", "CommandProgram", "check_template"]
