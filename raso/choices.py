@@ -30,7 +30,7 @@ Outcome = Literal["ok", FailureKind]
 #: processes, or a Dask or Ray cluster's workers (raso.execution).
 ExecutorKind = Literal["threads", "processes", "dask", "ray"]
 #: The API an external agent program speaks to its model (the loopback endpoint serves each of them).
-WireFormat = Literal["openai-chat", "anthropic-messages", "openai-responses"]
+WireFormatName = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -39,4 +39,4 @@ def choices_of(literal: Any) -> tuple[str, ...]:
 
 
 __all__ = ["AgentMode", "ExecutorKind", "FailureKind", "InitKind", "InitMode", "Outcome", "RetrievalKind", "Split", "UpdateKind",
-           "UpdateMode", "WireFormat", "choices_of"]
+           "UpdateMode", "WireFormatName", "choices_of"]

@@ -367,8 +367,8 @@ def test_the_reply_length_an_agent_may_ask_for_is_capped_by_the_model_profile():
     # a provider that allows 16,384 reply tokens (Claude Code asks 32,000)
     gateway = LLMGateway(GatewayConfig.for_models(target=model.model, profile={"max_output_tokens": 16384}))
     backend = ClaudeCodeProgram()
-    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code")).reply_token_cap() == 16384
-    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code", max_tokens=4000)).reply_token_cap() == 4000
+    assert ExternalAgentRunner(backend, gateway, AgentConfig()).reply_token_cap() == 16384
+    assert ExternalAgentRunner(backend, gateway, AgentConfig(max_tokens=4000)).reply_token_cap() == 4000
     run = AgentRun(instruction="i", workspace="/w", home="/h", endpoint_url="http://e", api_key="k", model_name="m",
                    max_steps=3, wall_seconds=60, max_tokens=16384)
     assert backend.environment(run)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "16384"

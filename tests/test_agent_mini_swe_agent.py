@@ -40,7 +40,7 @@ def test_real_mini_swe_agent_through_the_endpoint(open_tmp_path, monkeypatch):
         _reply("Done.", FINISH_COMMAND),
     ])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}))
-    config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
+    config = AgentConfig(max_steps=6, max_wall_s=240)
     harness = AnswerFileTestHarness()
     rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
 
@@ -83,6 +83,6 @@ def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(refusal,
     backend = MiniSweAgentProgram()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))
-    config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
+    config = AgentConfig(max_steps=6, max_wall_s=240)
 
     assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch)

@@ -187,10 +187,10 @@ def test_qwen_code_settings_and_command(run):
 
 def test_the_runner_never_sets_less_memory_than_the_program_needs():
     from raso.agent.agent import AgentConfig
+    from raso.agent.programs.config import ProgramSection
     from raso.agent.programs.runner import ExternalAgentRunner
 
-    low = AgentConfig(backend="qwen-code", memory_mb=2048)
-    qwen = ExternalAgentRunner(QwenCodeProgram(), None, low)
+    qwen = ExternalAgentRunner(QwenCodeProgram(), None, AgentConfig(), ProgramSection(memory_mb=2048))
     assert qwen.limits().memory_bytes == QwenCodeProgram.min_memory_mb * 1024 * 1024 > 2048 * 1024 * 1024
-    high = AgentConfig(backend="codex", memory_mb=20_000)
-    assert ExternalAgentRunner(CodexProgram(), None, high).limits().memory_bytes == 20_000 * 1024 * 1024
+    high = ProgramSection(memory_mb=20_000)
+    assert ExternalAgentRunner(CodexProgram(), None, AgentConfig(), high).limits().memory_bytes == 20_000 * 1024 * 1024

@@ -12,7 +12,8 @@ import pytest
 from agent_program_support import SKILL, AnswerFileTestHarness
 
 from raso.agent.agent import AgentConfig
-from raso.agent.programs.command import CommandProgram
+from raso.agent.programs.base import ProgramOptions
+from raso.agent.programs.command import CommandOptions, CommandProgram
 from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
@@ -73,8 +74,8 @@ def _runner(model_or_role, template: str, **config) -> tuple[ExternalAgentRunner
     budget = config.pop("budget_usd", None)
     gateway = LLMGateway(GatewayConfig(roles={"agent": role}, prices=prices, budget_usd=budget,
                                        retry={"max_attempts": 1}))
-    agent_config = AgentConfig(backend="command", command=template, **config)
-    return ExternalAgentRunner(CommandProgram.from_config(agent_config), gateway, agent_config), gateway
+    agent_config = AgentConfig(**config)
+    return ExternalAgentRunner(CommandProgram(CommandOptions(template=template)), gateway, agent_config), gateway
 
 
 def test_command_agent_solves_a_task_through_the_endpoint(agent_root, program):
@@ -100,7 +101,7 @@ def test_command_agent_solves_a_task_through_the_endpoint(agent_root, program):
     assert gateway.ledger.totals()["calls"] == 1
     # the transcript: the model call as a step, then the scorer's verdict
     assert rollout.trajectory[0].reply == "blue" and rollout.trajectory[-1].kind == "score"
-    assert rollout.skill_names == ["Answer Files"] and rollout.metadata["backend"] == "command"
+    assert rollout.skill_names == ["Answer Files"] and rollout.metadata["program"] == "command"
     assert list(agent_root.iterdir()) == []  # nothing left behind
 
 
@@ -182,18 +183,19 @@ def test_harness_without_workspace_form_is_refused_clearly(agent_root):
 
 
 def test_missing_command_is_unusable(agent_root):
-    agent_config = AgentConfig(backend="command")
-    runner = ExternalAgentRunner(CommandProgram.from_config(agent_config), None, agent_config)
+    runner = ExternalAgentRunner(CommandProgram(), None, AgentConfig())
     harness = AnswerFileTestHarness()
     rollout = runner.run(harness, harness.tasks("train")[0], [])
-    assert rollout.outcome == "unusable" and "set agent.command" in rollout.error
+    assert rollout.outcome == "unusable" and "set program.command.template" in rollout.error
 
 
 def test_bad_placeholder_is_a_clear_error():
     with pytest.raises(ValueError, match=r"unknown placeholder \{workdir\}"):
-        CommandProgram("agent {workdir}")
+        CommandOptions(template="agent {workdir}")
     with pytest.raises(ValueError, match="inside the rollout's home"):
-        CommandProgram("agent", skills_dir="../x")
+        CommandOptions(template="agent", skills_dir="../x")
+    with pytest.raises(TypeError, match="takes CommandOptions"):  # a program is built from its own options model
+        CommandProgram(ProgramOptions())
 
 
 def test_skill_files_travel_with_the_skill(tmp_path):

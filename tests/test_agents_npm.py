@@ -21,6 +21,7 @@ from agent_program_support import (
 from raso.agent.agent import AgentConfig
 from raso.agent.programs.claude_code import ClaudeCodeProgram
 from raso.agent.programs.codex import CodexProgram
+from raso.agent.programs.config import ProgramSection
 from raso.agent.programs.qwen_code import QwenCodeProgram
 from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
@@ -61,12 +62,12 @@ def test_real_agent_does_a_task_through_the_endpoint(program_class, agent_root, 
                            "Done: answer.txt holds the word."])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
     # the address-space limit each program is documented to need (README), not the default
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=240, cpu_seconds=240,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=240)
+    limits = ProgramSection(cpu_seconds=240, memory_mb=max(backend.min_memory_mb, 1536))
     harness = AnswerFileTestHarness()
     task = harness.tasks("train")[0]
 
-    rollout = harness.rollout(task, [SKILL], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(task, [SKILL], ExternalAgentRunner(backend, gateway, config, limits))
 
     assert rollout.outcome == "ok", rollout.error
     # the score is the harness's scorer's verdict on the file the agent's own shell tool wrote
@@ -106,11 +107,11 @@ def test_real_agent_stops_when_the_budget_refuses_the_call(program_class, agent_
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1},
                                        budget_usd=1e-9, prices={model.model: ModelPrice(input=1.0, output=1.0)}))
     gateway.ledger.record(CallRecord(role="agent", stage="earlier", model=model.model, cost_usd=1.0))  # spent already
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=120)
+    limits = ProgramSection(cpu_seconds=120, memory_mb=max(backend.min_memory_mb, 1536))
     harness = AnswerFileTestHarness()
 
-    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config, limits))
 
     # the refusal (HTTP 402 in the program's own API) ends the program: no retrying until the wall clock
     assert rollout.outcome == "budget" and "USD budget reached" in rollout.error
@@ -124,7 +125,7 @@ def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(program_
                                                                         monkeypatch):
     backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=120)
+    limits = ProgramSection(cpu_seconds=120, memory_mb=max(backend.min_memory_mb, 1536))
 
-    assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch)
+    assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch, limits)

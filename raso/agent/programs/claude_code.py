@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from raso.choices import WireFormatName
+
 from .base import AgentRun, Transcript
 from .npm import NpmAgentProgram, read_stream_json
-from .registry import register
 
 
-@register
 class ClaudeCodeProgram(NpmAgentProgram):
     name: ClassVar[str] = "claude-code"
-    wire_format: ClassVar[str] = "anthropic-messages"
+    wire_format: ClassVar[WireFormatName] = "anthropic-messages"
     npm_package: ClassVar[str] = "@anthropic-ai/claude-code"
     version: ClassVar[str] = "2.1.332"
     package: ClassVar[str] = f"npm:{npm_package}@{version}"

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from raso.choices import WireFormatName
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
 from .npm import NODE_ENV, NpmAgentProgram, finished_transcript, json_lines, mapping, tool_action
-from .registry import register
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
 KEY_VARIABLE = "RASO_ENDPOINT_API_KEY"
@@ -77,10 +77,9 @@ def read_codex_json(stdout: str) -> Transcript:
                                completion_tokens=completion_tokens, notes=notes)
 
 
-@register
 class CodexProgram(NpmAgentProgram):
     name: ClassVar[str] = "codex"
-    wire_format: ClassVar[str] = "openai-responses"
+    wire_format: ClassVar[WireFormatName] = "openai-responses"
     npm_package: ClassVar[str] = "@openai/codex"
     version: ClassVar[str] = "0.169.0"
     package: ClassVar[str] = f"npm:{npm_package}@{version}"

@@ -18,12 +18,12 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from raso.choices import WireFormatName
 from raso.harness.base import Step
 from raso.safe_files import MiB, read_text
 
-from .base import AgentProgram, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, ProgramOptions, Transcript
 from .install import base_python_prefix, install_dir
-from .registry import register
 
 VERSION = "2.4.6"
 COMMAND_TIMEOUT_S = 60
@@ -64,13 +64,13 @@ def skills_text(skills_dir: Path, names: list[str]) -> str:
             "them where they apply.\n\n" + "\n\n".join(blocks))
 
 
-@register
 class MiniSweAgentProgram(AgentProgram):
     name: ClassVar[str] = "mini-swe-agent"
-    wire_format: ClassVar[str] = "openai-chat"
+    wire_format: ClassVar[WireFormatName] = "openai-chat"
     package: ClassVar[str] = f"pypi:mini-swe-agent=={VERSION}"
 
-    def __init__(self, home: Path | None = None) -> None:
+    def __init__(self, options: ProgramOptions | None = None, *, home: Path | None = None) -> None:
+        super().__init__(options)
         self.install = home or install_dir(self.name)
 
     @property

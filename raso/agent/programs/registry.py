@@ -1,68 +1,79 @@
-"""Agent backends by name (`agent.backend`). `builtin` is raso's own ExecutionAgent (not an AgentProgram: it needs
-no program, endpoint or workspace); every other name is an AgentProgram class registered here.
+"""Agent programs by name (`program.name`). `builtin` is raso's own ExecutionAgent (not an AgentProgram: it needs no
+program, endpoint or workspace); every other name is an AgentProgram class registered in the entry-point group
+``raso.agent_programs`` of some installed package's metadata: raso's own in its pyproject.toml, a third party's in
+theirs (``[project.entry-points."raso.agent_programs"] my-agent = "my_pkg.agent:MyAgentProgram"``). Nothing here
+lists them: installing the package is what adds one.
 
-A backend module in this package decorates its class with `register` and is named in `_MODULES` (imported when
-present). A class with a `from_config(config: AgentConfig)` classmethod is built with it (e.g. the command backend
-reads its template); any other is built with no arguments.
+Each program is built from its own options model (`AgentProgram.options_model`), the `program.<name>` section of the
+run's config (raso.agent.programs.config).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+import importlib.metadata
+from typing import Any
 
-from .base import AgentProgram
+from .base import AgentProgram, ProgramOptions
 
-if TYPE_CHECKING:
-    from raso.agent.agent import AgentConfig
-
+ENTRY_POINT_GROUP = "raso.agent_programs"
 BUILTIN = "builtin"
-BACKENDS: dict[str, type[AgentProgram]] = {}
-_MODULES = ("command", "mini_swe_agent", "claude_code", "codex", "qwen_code")
-_loaded = False
 
 
-def register(cls: type[AgentProgram]) -> type[AgentProgram]:
-    """Add a backend class under its `name` (a class decorator)."""
-    BACKENDS[cls.name] = cls
-    return cls
+class ProgramLoadError(ValueError):
+    """A registered program that cannot be imported here, or whose target is not an AgentProgram of that name."""
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in _MODULES:
-        try:
-            importlib.import_module(f"{__package__}.{module}")
-        except ModuleNotFoundError as exc:  # a backend not written (yet); any other import error is a bug
-            if exc.name != f"{__package__}.{module}":
-                raise
+def registered_programs() -> dict[str, str]:
+    """Each registered program's name and its 'module:Class' target."""
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def program_names() -> list[str]:
-    """Every `agent.backend` value: builtin first, then the registered backends."""
-    _load()
-    return [BUILTIN, *sorted(BACKENDS)]
+    """Every `program.name` value: builtin first, then the registered programs."""
+    return [BUILTIN, *sorted(registered_programs())]
+
+
+def _load(name: str, target: str) -> type[AgentProgram]:
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ProgramLoadError(f"agent program {name!r} ({target}) cannot be loaded: {type(exc).__name__}: {exc}") \
+            from None
+    if not (isinstance(obj, type) and issubclass(obj, AgentProgram)):
+        raise ProgramLoadError(f"agent program {name!r}: {target} is not a raso.agent.programs.base.AgentProgram")
+    if obj.name != name:
+        raise ProgramLoadError(f"agent program {name!r}: {target} calls itself {obj.name!r}")
+    return obj
 
 
 def program_class(name: str) -> type[AgentProgram]:
-    _load()
-    if name not in BACKENDS:
-        raise ValueError(f"unknown agent backend {name!r} (known: {', '.join(program_names())})")
-    return BACKENDS[name]
+    """The class registered as `name`; ValueError for an unknown name or one that cannot be loaded here."""
+    registered = registered_programs()
+    if name not in registered:
+        raise ValueError(f"unknown agent program {name!r} (known: {', '.join(program_names())})")
+    return _load(name, registered[name])
 
 
-def make_program(name: str, config: AgentConfig | None = None) -> AgentProgram:
-    """The backend `name`, built from the agent section `config`. ValueError for an unknown name or bad options."""
-    from raso.agent.agent import AgentConfig
+def loadable_programs() -> dict[str, type[AgentProgram]]:
+    """Every registered program that loads here, by name (one that does not is left out: choosing it reports why)."""
+    found = {}
+    for name, target in sorted(registered_programs().items()):
+        try:
+            found[name] = _load(name, target)
+        except ProgramLoadError:
+            continue
+    return found
 
-    cls = program_class(name)
-    from_config = getattr(cls, "from_config", None)
-    if callable(from_config):
-        return from_config(config or AgentConfig())
-    return cls()
+
+def make_program(name: str, options: ProgramOptions | None = None) -> AgentProgram:
+    """The program `name`, built with `options` (its options model; None = its defaults). ValueError for an unknown
+    name or one that cannot be loaded."""
+    return program_class(name)(options)
 
 
-__all__ = ["BACKENDS", "BUILTIN", "program_class", "program_names", "make_program", "register"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ProgramLoadError", "loadable_programs", "make_program", "program_class",
+           "program_names", "registered_programs"]
