@@ -180,3 +180,21 @@ def test_evaluate_runs_the_command_program(open_tmp_path, monkeypatch):
                       **{"program.name": "command", "program.command.template": f"{sys.executable} {script}"})
     rewards = sorted(r.reward for r in result.rollouts)
     assert rewards == [1.0, 1.0] and {r.metadata["program"] for r in result.rollouts} == {"command"}
+
+
+def test_backend_no_longer_names_three_things():
+    """The model's server, the agent program and the rollout executor each have their own name (issue 38)."""
+    import importlib.util
+    import typing
+
+    from raso.choices import ExecutorKind
+    from raso.engine.config import option_keys
+    from raso.execution.options import ExecutionOptions
+    from raso.llm.profiles import ModelProfile
+
+    assert [key for key in option_keys() if "backend" in key] == []
+    assert {"program.name", "execution.executor"} <= set(option_keys())
+    assert "backend" not in ModelProfile.model_fields and "served_by" in ModelProfile.model_fields
+    assert typing.get_args(ExecutionOptions.model_fields["executor"].annotation) == typing.get_args(ExecutorKind)
+    for moved in ("raso.agent.executors", "raso.agent.backends"):
+        assert importlib.util.find_spec(moved) is None, moved

@@ -30,7 +30,7 @@ class AgentRun(BaseModel):
     instruction: str  # the task as the agent gets it (the harness's workspace instruction)
     workspace: Path  # the agent's working directory (the task's files; the answer goes here)
     home: Path  # the program's HOME: writable, fresh per rollout, holds its config and skills dir when user-level
-    endpoint_url: str  # base URL of the loopback model endpoint for this backend's wire format (no trailing slash)
+    endpoint_url: str  # base URL of the loopback model endpoint for this program's wire format (no trailing slash)
     api_key: str  # the endpoint's per-run key
     model_name: str  # the name the program sends (the endpoint serves the agent role's model whatever it is called)
     max_steps: int  # step / turn limit the program is given, where it has one

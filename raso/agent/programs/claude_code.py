@@ -1,4 +1,4 @@
-"""Claude Code (@anthropic-ai/claude-code) as a rollout backend: `claude -p` headless with stream-json output,
+"""Claude Code (@anthropic-ai/claude-code) as an agent program: `claude -p` headless with stream-json output,
 talking Anthropic Messages to the loopback endpoint (ANTHROPIC_BASE_URL), skills from ~/.claude/skills."""
 
 from __future__ import annotations

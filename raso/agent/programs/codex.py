@@ -1,4 +1,4 @@
-"""Codex CLI (@openai/codex) as a rollout backend: `codex exec --json` headless, talking OpenAI Responses to the
+"""Codex CLI (@openai/codex) as an agent program: `codex exec --json` headless, talking OpenAI Responses to the
 loopback endpoint through a model provider in $CODEX_HOME/config.toml, skills from $CODEX_HOME/skills."""
 
 from __future__ import annotations

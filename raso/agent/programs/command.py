@@ -9,7 +9,7 @@ RASO_SKILLS_DIR, OPENAI_BASE_URL, OPENAI_API_KEY, RASO_MODEL and RASO_MAX_STEPS.
 
 An absolute path in the template that exists here (the program, its script) is shown read-only in the sandbox; the
 system folders and raso's Python are there anyway. The program's stdout is its final message; its steps are the
-model calls the endpoint answered (the runner reads them from the session when a backend reports none).
+model calls the endpoint answered (the runner reads them from the session when a program reports none).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class CommandProgram(AgentProgram):
 
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:
         return Transcript(final_message=stdout.strip() or None,
-                          notes=["the command backend reads no transcript of its own: the steps are the model calls "
+                          notes=["the command program reads no transcript of its own: the steps are the model calls "
                                  "the endpoint answered"])
 
     @property

@@ -1,4 +1,4 @@
-"""mini-swe-agent (PyPI `mini-swe-agent`, pinned) as a rollout backend, in its text-based mode: each turn the model
+"""mini-swe-agent (PyPI `mini-swe-agent`, pinned) as an agent program, in its text-based mode: each turn the model
 writes a thought and one bash command in a fenced block, so a small model that cannot call tools can drive it.
 
 - Installed into its own virtual environment under the raso cache (`raso agents install mini-swe-agent`), never
@@ -6,7 +6,7 @@ writes a thought and one bash command in a fenced block, so a small model that c
 - Model: its litellm text-based model class pointed at the loopback endpoint as an OpenAI-compatible server
   (`openai/<name>` with `api_base`), so every call goes through raso's gateway.
 - Skills: mini-swe-agent has no skills folder. The runner installs each skill as `$HOME/skills/<name>/SKILL.md`
-  and this backend appends those SKILL.md files, whole, to the task message (after the instruction); the agent can
+  and this program class appends those SKILL.md files, whole, to the task message (after the instruction); the agent can
   also read the files.
 - Limits: its step limit is `agent.max_steps`, its wall-clock limit a little under the sandbox's, each command 60 s.
 - Transcript: its trajectory JSON file (`$HOME/trajectory.json`) becomes the steps.

@@ -1,4 +1,4 @@
-"""Qwen Code (@qwen-code/qwen-code) as a rollout backend: `qwen` headless with stream-json output, talking OpenAI
+"""Qwen Code (@qwen-code/qwen-code) as an agent program: `qwen` headless with stream-json output, talking OpenAI
 chat to the loopback endpoint (OPENAI_BASE_URL), skills from ~/.qwen/skills."""
 
 from __future__ import annotations

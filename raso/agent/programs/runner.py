@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 #: where rollout folders are made: $RASO_AGENT_ROOT, else the system temp folder (searchable by every uid, which
 #: the sandbox needs when it runs programs as another user)
 ROOT_ENV = "RASO_AGENT_ROOT"
-MODEL_NAME = "raso-agent"  # the model name an agent is told when its backend names none
+MODEL_NAME = "raso-agent"  # the model name an agent is told when its program class names none
 
 
 #: Seconds between the lines a still-running external program prints on stderr (what it has asked so far), so a
@@ -218,13 +218,13 @@ class ExternalAgentRunner:
         tasks = check_workspace_harness(harness, self.program.name)
         reason = self.program.unavailable_reason()
         if reason:
-            raise AgentSetupError(f"agent backend {self.program.name!r} cannot run: {reason}")
+            raise AgentSetupError(f"agent program {self.program.name!r} cannot run: {reason}")
         try:
             sandbox = Sandbox(self.limits(), deny_read=tasks.hidden_paths())
         except Exception as exc:
-            raise AgentSetupError(f"agent backend {self.program.name!r} needs the OS sandbox: {exc}") from None
+            raise AgentSetupError(f"agent program {self.program.name!r} needs the OS sandbox: {exc}") from None
         if sandbox.isolation_level != "os":
-            raise AgentSetupError(f"agent backend {self.program.name!r} needs OS-level isolation (bubblewrap): "
+            raise AgentSetupError(f"agent program {self.program.name!r} needs OS-level isolation (bubblewrap): "
                                   "a coding agent runs any command it likes")
         base = Path(os.environ.get(ROOT_ENV) or tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
@@ -248,7 +248,7 @@ class ExternalAgentRunner:
                     skill_names=_folder_names(skills), max_tokens=cap)
                 skills_dir = Path(self.program.skills_dir(run))
                 if not str(skills_dir.resolve()).startswith(str(root.resolve()) + os.sep):
-                    raise AgentSetupError(f"agent backend {self.program.name!r} reads skills from {skills_dir}, "
+                    raise AgentSetupError(f"agent program {self.program.name!r} reads skills from {skills_dir}, "
                                           "outside the rollout's folder")
                 skill_files = {name: _write_skill(skill, skills_dir / name) for name, skill in zip(run.skill_names, skills)}
                 self.program.prepare_home(run)
@@ -261,7 +261,7 @@ class ExternalAgentRunner:
                         result = sandbox.run_command(argv, root, ro_binds=self.program.read_only_paths(), env=env,
                                                      loopback_ports=[endpoint.port])
                 except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
-                    raise AgentSetupError(f"agent backend {self.program.name!r}: {exc} (set {ROOT_ENV} to a folder "
+                    raise AgentSetupError(f"agent program {self.program.name!r}: {exc} (set {ROOT_ENV} to a folder "
                                           "every user can enter)") from None
             score = tasks.score_workspace(task, workspace)
             transcript = self._transcript(run, result)
