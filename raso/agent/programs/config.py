@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from .base import ProgramOptions
-from .registry import BUILTIN, loadable_programs, program_class, program_names
+from .registry import BUILTIN, loadable_programs, program_class, program_names, registered_programs
 
 
 def section_name(program: str) -> str:
@@ -45,7 +45,9 @@ class ProgramSection(BaseModel):
     @classmethod
     def _registered(cls, value: str) -> str:
         if value not in program_names():
-            raise ValueError(f"unknown agent program {value!r} (known: {', '.join(program_names())})")
+            hint = "" if registered_programs() else (": no program is registered here; reinstall raso (pip install "
+                                                      "-e .) so its entry points are in the environment's metadata")
+            raise ValueError(f"unknown agent program {value!r} (known: {', '.join(program_names())}){hint}")
         return value
 
     @property
