@@ -1,18 +1,18 @@
-"""Rollout throughput per execution backend (issue 27): a minibatch of toy counting games (2-4 steps each) against a
+"""Rollout throughput per executor (issue 27): a minibatch of toy counting games (2-4 steps each) against a
 loopback stand-in model server (an OpenAI-compatible HTTP server in this process that answers after `--latency`
-seconds) and a toy environment that takes `--step-delay` seconds per step, run by each backend of
-raso.agent.executors: threads (16), processes, and a local Dask and Ray cluster (`--remote-workers` each). The
+seconds) and a toy environment that takes `--step-delay` seconds per step, run by each executor of
+raso.execution.executors: threads (16), processes, and a local Dask and Ray cluster (`--remote-workers` each). The
 baseline, measured in the same run, is the serial run (1 thread).
 
-Then the per-rollout overhead of each backend with a zero-latency model and a zero-delay environment, one rollout at
+Then the per-rollout overhead of each executor with a zero-latency model and a zero-delay environment, one rollout at
 a time: (wall per rollout) - (the serial in-process wall per rollout). Startup (a first batch of one task per worker:
 pool, cluster, imports) is reported apart.
 
-Every model call goes through the driver's gateway (the design under test), so the ledger of each backend is
+Every model call goes through the driver's gateway (the design under test), so the ledger of each executor is
 checked to hold the serial run's number of calls.
 
     python benchmarks/bench_executors.py [--tasks 40] [--latency 1.0] [--step-delay 0.5] [--remote-workers 2]
-        [--backends threads,processes,dask,ray] [--overhead-tasks 20]
+        [--executors threads,processes,dask,ray] [--overhead-tasks 20]
 """
 
 from __future__ import annotations
@@ -97,11 +97,11 @@ def start_server() -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
-def make_executor(backend: str, workers: int, gateway: Any, harness: Any, options: Mapping[str, Any]) -> Any:
-    from raso.agent.executors import ExecutionOptions
-    from raso.agent.executors import make_executor as build
+def make_executor(executor: str, workers: int, gateway: Any, harness: Any, options: Mapping[str, Any]) -> Any:
+    from raso.execution.executors import make_executor as build
+    from raso.execution.options import ExecutionOptions
 
-    return build(ExecutionOptions(backend=backend, workers=workers), gateway=gateway, harness=harness,
+    return build(ExecutionOptions(executor=executor, workers=workers), gateway=gateway, harness=harness,
                  harness_name="bench_executors:SlowCountingHarness", harness_options=dict(options),
                  default_workers=workers)
 
@@ -135,10 +135,10 @@ def main() -> None:
     parser.add_argument("--step-delay", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--remote-workers", type=int, default=2)
-    parser.add_argument("--backends", default="threads,processes,dask,ray")
+    parser.add_argument("--executors", default="threads,processes,dask,ray")
     parser.add_argument("--overhead-tasks", type=int, default=20)
     args = parser.parse_args()
-    backends = [b for b in args.backends.split(",") if b]
+    executors = [b for b in args.executors.split(",") if b]
 
     server, api_base = start_server()
     gateway = LLMGateway(GatewayConfig.for_models("openai/stand-in", api_base=api_base, max_concurrency=64,
@@ -153,13 +153,13 @@ def main() -> None:
         harness = ByName(**options)
         tasks = harness.tasks("test")
         out: dict[str, tuple] = {}
-        for backend, workers in plan:
-            name = f"{backend}" if backend != "threads" else f"threads ({workers})"
+        for kind, workers in plan:
+            name = f"{kind}" if kind != "threads" else f"threads ({workers})"
             calls_before = int(gateway.ledger.totals()["calls"])
             cpu_before = cpu_s()
-            with make_executor(backend, workers, gateway, harness, options) as executor:
+            with make_executor(kind, workers, gateway, harness, options) as executor:
                 # the first batch starts every worker (pools and clusters start theirs on demand): startup, apart
-                warm = 1 if backend == "threads" else workers
+                warm = 1 if kind == "threads" else workers
                 startup, _ = run_batch(executor, gateway, harness, tasks[:warm], f"{name}-{latency}-warm")
                 calls_before = int(gateway.ledger.totals()["calls"])
                 wall, reward = run_batch(executor, gateway, harness, tasks, f"{name}-{latency}")
@@ -171,24 +171,24 @@ def main() -> None:
 
     print(f"throughput: {args.tasks} tasks, model latency {args.latency} s/call, env {args.step_delay} s/step",
           flush=True)
-    plan = [("threads", 1)] + [(b, args.threads if b == "threads" else args.remote_workers) for b in backends]
+    plan = [("threads", 1)] + [(b, args.threads if b == "threads" else args.remote_workers) for b in executors]
     slow = measure(args.latency, args.step_delay, args.tasks, plan)
     print(f"overhead: {args.overhead_tasks} tasks, zero latency, zero step delay, one rollout at a time", flush=True)
-    fast = measure(0.0, 0.0, args.overhead_tasks, [("threads", 1)] + [(b, 1) for b in backends if b != "threads"])
+    fast = measure(0.0, 0.0, args.overhead_tasks, [("threads", 1)] + [(b, 1) for b in executors if b != "threads"])
     server.shutdown()
 
     serial = slow["threads (1)"]
     base = fast["threads (1)"][2] / args.overhead_tasks
-    print("\n| backend | workers | first batch s (1 task per worker: startup) | wall s (batch) | vs serial | calls "
+    print("\n| executor | workers | first batch s (1 task per worker: startup) | wall s (batch) | vs serial | calls "
           "| driver CPU s | overhead ms/rollout |")
     print("|---|---|---|---|---|---|---|---|")
     for name, (workers, startup, wall, _reward, cpu, calls) in slow.items():
-        one_at_a_time = fast.get(name)  # the remote backends and threads (1), the baseline
+        one_at_a_time = fast.get(name)  # the remote executors and threads (1), the baseline
         overhead = "" if one_at_a_time is None else f"{(one_at_a_time[2] / args.overhead_tasks - base) * 1000:+.1f}"
         print(f"| {name} | {workers} | {startup:.2f} | {wall:.2f} | {serial[2] / wall:.2f}x | {calls} | {cpu:.1f} | "
               f"{overhead} |")
     print(f"\nserial in-process rollout with a zero-latency model: {base * 1000:.1f} ms (the overhead baseline); every "
-          f"backend's reward: {sorted({round(v[3], 3) for v in slow.values()})}; calls per batch equal: "
+          f"executor's reward: {sorted({round(v[3], 3) for v in slow.values()})}; calls per batch equal: "
           f"{len({v[5] for v in slow.values()}) == 1}")
 
 

@@ -28,10 +28,11 @@ from typing import Any
 
 from corpus_tools.card import CARD_FILE, STARTER_NAME, corpus_identity, corpus_record
 from raso.engine.config import OptimizeConfig
-from raso.engine.replay import PersistentLedger, UnitGateway
+from raso.engine.replay import PersistentLedger
 from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness
 from raso.llm import LLMGateway, UsageLedger
+from raso.llm.view import UnitGateway
 from raso.optimizer.types import Requirement
 
 _LOCKS: dict[str, threading.Lock] = {}

@@ -20,9 +20,9 @@ from typing import Any
 from corpus_tools.card import corpus_record
 from raso.api import load_harness
 from raso.engine.config import OptimizeConfig, merge, nested, validate
-from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness
+from raso.llm.view import UnitGateway
 from raso.skill import Skill
 
 from .accounting import engine_budget, reported_rollouts

@@ -199,63 +199,64 @@ def prompt_library(harness: Harness) -> Any:
 
 
 def make_agent(config: OptimizeConfig, gateway: "LLMGateway", harness: Harness) -> "RolloutRunner":
-    """The execution agent of the config's `agent` section: raso's own loop (`agent.backend` builtin), else the
-    external agent program it names run by raso.agent.backends.runner.ExternalAgentRunner."""
+    """The execution agent: raso's own loop with the `agent` section (`program.name` builtin), else the external
+    agent program `program.name` built from its options, run by raso.agent.programs.runner.ExternalAgentRunner."""
     from raso.agent import ExecutionAgent
-    from raso.agent.backends.registry import BUILTIN
 
-    if config.agent.backend != BUILTIN:
-        from raso.agent.backends.registry import make_backend
-        from raso.agent.backends.runner import ExternalAgentRunner
+    if config.program.external:
+        from raso.agent.programs.registry import make_program
+        from raso.agent.programs.runner import ExternalAgentRunner
 
-        return ExternalAgentRunner(make_backend(config.agent.backend, config.agent), gateway, config.agent.model_copy())
+        return ExternalAgentRunner(make_program(config.program.name, config.program.options()), gateway,
+                                   config.agent.model_copy(), config.program.model_copy())
     return ExecutionAgent(gateway, config.agent.model_copy(), prompts=prompt_library(harness))
 
 
-def check_agent_backend(config: OptimizeConfig, harness: Harness) -> None:
-    """Before any work: raso's own agent (`agent.backend` builtin) needs a harness with a text form; an external
-    agent backend needs its program installed, the OS sandbox, a harness with a workspace form and rollouts run in
+def check_agent_program(config: OptimizeConfig, harness: Harness) -> None:
+    """Before any work: raso's own agent (`program.name` builtin) needs a harness with a text form; an external
+    agent program needs to be installed, the OS sandbox, a harness with a workspace form and rollouts run in
     threads. ConfigError saying which."""
-    from raso.agent.backends.registry import BUILTIN, make_backend
+    from raso.agent.programs.registry import make_program
 
-    name = config.agent.backend
-    if name == BUILTIN:
+    name = config.program.name
+    if not config.program.external:
         if harness.text_form() is None:
             raise ConfigError(f"harness {harness.name!r} has no text form (raso.harness.TextTasks), which raso's own "
-                              "agent (agent.backend builtin) runs: choose an agent backend that works in its workspace")
+                              "agent (program.name builtin) runs: choose an agent program that works in its workspace")
         return
-    from raso.agent.backends.runner import AgentSetupError, check_workspace_harness
+    from raso.agent.programs.runner import AgentSetupError, check_workspace_harness
     from raso.harness.sandbox import Sandbox
 
     try:
-        backend = make_backend(name, config.agent)
+        program = make_program(name, config.program.options())
     except ValueError as exc:
-        raise ConfigError(f"agent.backend: {exc}") from None
+        raise ConfigError(f"program.name: {exc}") from None
     try:
         check_workspace_harness(harness, name)
     except AgentSetupError as exc:
         raise ConfigError(str(exc)) from None
-    if config.execution.backend != "threads":
-        raise ConfigError(f"agent backend {name!r} runs its rollouts in this process's threads; execution.backend "
-                          f"{config.execution.backend!r} is for the builtin agent")
-    reason = backend.unavailable_reason()
+    if config.execution.executor != "threads":
+        raise ConfigError(f"agent program {name!r} runs its rollouts in this process's threads; execution.executor "
+                          f"{config.execution.executor!r} is for the builtin agent")
+    reason = program.unavailable_reason()
     if reason:
-        raise ConfigError(f"agent backend {name!r} cannot run here: {reason}")
+        raise ConfigError(f"agent program {name!r} cannot run here: {reason}")
     if Sandbox().isolation_level != "os":
-        raise ConfigError(f"agent backend {name!r} needs the OS sandbox (bubblewrap with user namespaces): a coding "
+        raise ConfigError(f"agent program {name!r} needs the OS sandbox (bubblewrap with user namespaces): a coding "
                           "agent runs any command it likes")
 
 
 def harness_description_for(config: OptimizeConfig, harness: Harness) -> str:
     """H as every optimizer role reads it: the harness's own for the builtin agent; for an external agent, the
     harness's workspace description and the agent program's tools (both true of the rollouts it runs)."""
-    from raso.agent.backends.registry import BUILTIN, make_backend
+    from raso.agent.programs.registry import make_program
+
     workspace = harness.workspace_form()
-    if config.agent.backend == BUILTIN or workspace is None:
+    if not config.program.external or workspace is None:
         return harness.harness_description
-    backend = make_backend(config.agent.backend, config.agent)
-    return (f"{workspace.workspace_description.strip()}\n\n## The agent ({backend.name})\n\n"
-            f"{backend.tools_description.strip()}")
+    program = make_program(config.program.name, config.program.options())
+    return (f"{workspace.workspace_description.strip()}\n\n## The agent ({program.name})\n\n"
+            f"{program.tools_description.strip()}")
 
 
 def step_options(config: OptimizeConfig) -> tuple[InitOptions, UpdateOptions]:
@@ -416,7 +417,7 @@ def optimize(
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     check_splits(harness_obj, cfg)
-    check_agent_backend(cfg, harness_obj)
+    check_agent_program(cfg, harness_obj)
     root = Path(cfg.run_dir) if cfg.run_dir is not None else default_run_dir(harness_obj.name)
     run_dir = RunDir(root)
     if run_dir.exists() or (root.exists() and any(root.iterdir())):
@@ -527,7 +528,7 @@ def evaluate(
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
     check_index_blocklist(cfg, harness_obj)
-    check_agent_backend(cfg, harness_obj)
+    check_agent_program(cfg, harness_obj)
     gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
     _preflight(gw)
     agent = make_agent(cfg, gw, harness_obj)
@@ -595,7 +596,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
 
 
 __all__ = [
-    "build_components", "check_agent_backend", "check_budget_prices", "check_index_blocklist", "check_splits",
+    "build_components", "check_agent_program", "check_budget_prices", "check_index_blocklist", "check_splits",
     "default_initializer", "default_proposer", "eval_tasks", "evaluate", "gateway_config", "harness_description_for",
     "harness_target", "init_skill", "load_harness", "load_skills", "make_agent", "make_gateway", "load_index",
     "make_retriever", "optimize", "plan", "prompt_library",

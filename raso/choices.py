@@ -26,6 +26,11 @@ Split = Literal["train", "val", "test"]
 FailureKind = Literal["agent_error", "infrastructure", "unusable", "budget"]
 #: How a rollout ended: "ok" (the agent's own result, whatever its reward) or how it failed.
 Outcome = Literal["ok", FailureKind]
+#: What runs a batch's rollouts (the `execution.executor` option): threads in this process, a pool of local
+#: processes, or a Dask or Ray cluster's workers (raso.execution).
+ExecutorKind = Literal["threads", "processes", "dask", "ray"]
+#: The API an external agent program speaks to its model (the loopback endpoint serves each of them).
+WireFormatName = Literal["openai-chat", "anthropic-messages", "openai-responses"]
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -33,5 +38,5 @@ def choices_of(literal: Any) -> tuple[str, ...]:
     return tuple(get_args(literal))
 
 
-__all__ = ["AgentMode", "FailureKind", "InitKind", "InitMode", "Outcome", "RetrievalKind", "Split", "UpdateKind",
-           "UpdateMode", "choices_of"]
+__all__ = ["AgentMode", "ExecutorKind", "FailureKind", "InitKind", "InitMode", "Outcome", "RetrievalKind", "Split", "UpdateKind",
+           "UpdateMode", "WireFormatName", "choices_of"]

@@ -126,7 +126,7 @@ class PromptLibrary:
         return _fill(self.template(name), values, name=name).strip() + "\n"
 
     def __getstate__(self) -> _PickledLibrary:
-        """Pickled with every template read, so a library sent to a rollout worker (raso.agent.executors) needs
+        """Pickled with every template read, so a library sent to a rollout worker (raso.execution) needs
         none of these folders there."""
         texts = {name: self.template(name) for name in self.names()}
         return {"folders": self.folders, "texts": texts}

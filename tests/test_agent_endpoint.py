@@ -357,18 +357,18 @@ def test_after_a_refusal_every_later_call_of_the_session_is_refused_at_once(monk
 
 def test_the_reply_length_an_agent_may_ask_for_is_capped_by_the_model_profile():
     from raso.agent.agent import AgentConfig, ExecutionAgent
-    from raso.agent.backends.base import AgentRun
-    from raso.agent.backends.claude_code import ClaudeCodeBackend
-    from raso.agent.backends.runner import ExternalAgentRunner
+    from raso.agent.programs.base import AgentRun
+    from raso.agent.programs.claude_code import ClaudeCodeProgram
+    from raso.agent.programs.runner import ExternalAgentRunner
     from raso.testing import count_script
     from raso.testing.toy import CountingHarness
 
     model = ScriptedModel(count_script)
     # a provider that allows 16,384 reply tokens (Claude Code asks 32,000)
     gateway = LLMGateway(GatewayConfig.for_models(target=model.model, profile={"max_output_tokens": 16384}))
-    backend = ClaudeCodeBackend()
-    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code")).reply_token_cap() == 16384
-    assert ExternalAgentRunner(backend, gateway, AgentConfig(backend="claude-code", max_tokens=4000)).reply_token_cap() == 4000
+    backend = ClaudeCodeProgram()
+    assert ExternalAgentRunner(backend, gateway, AgentConfig()).reply_token_cap() == 16384
+    assert ExternalAgentRunner(backend, gateway, AgentConfig(max_tokens=4000)).reply_token_cap() == 4000
     run = AgentRun(instruction="i", workspace="/w", home="/h", endpoint_url="http://e", api_key="k", model_name="m",
                    max_steps=3, wall_seconds=60, max_tokens=16384)
     assert backend.environment(run)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "16384"

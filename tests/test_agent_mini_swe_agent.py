@@ -6,15 +6,15 @@ the score came from the harness's scorer."""
 from __future__ import annotations
 
 import pytest
-from agent_backend_support import (
+from agent_program_support import (
     SKILL,
     AnswerFileTestHarness,
     assert_refused_rollout_ends_fast,
 )
 
 from raso.agent.agent import AgentConfig
-from raso.agent.backends.mini_swe_agent import FINISH_COMMAND, MiniSweAgentBackend, transcript_of
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.mini_swe_agent import FINISH_COMMAND, MiniSweAgentProgram, transcript_of
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.scripted import ScriptedModel
@@ -28,7 +28,7 @@ def _reply(thought: str, command: str) -> str:
 @pytest.mark.agents
 def test_real_mini_swe_agent_through_the_endpoint(open_tmp_path, monkeypatch):
     tmp_path = open_tmp_path
-    backend = MiniSweAgentBackend()
+    backend = MiniSweAgentProgram()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()  # .ci/run installs it
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))
     secret = tmp_path / "answers.txt"
@@ -40,7 +40,7 @@ def test_real_mini_swe_agent_through_the_endpoint(open_tmp_path, monkeypatch):
         _reply("Done.", FINISH_COMMAND),
     ])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}))
-    config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
+    config = AgentConfig(max_steps=6, max_wall_s=240)
     harness = AnswerFileTestHarness()
     rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
 
@@ -80,9 +80,9 @@ def test_transcript_of_a_trajectory_with_a_format_error():
 @pytest.mark.agents
 @pytest.mark.parametrize("refusal", ["budget", "unreachable"])
 def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(refusal, tmp_path, monkeypatch):
-    backend = MiniSweAgentBackend()
+    backend = MiniSweAgentProgram()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(tmp_path / "rollouts"))
-    config = AgentConfig(backend="mini-swe-agent", max_steps=6, max_wall_s=240)
+    config = AgentConfig(max_steps=6, max_wall_s=240)
 
     assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch)

@@ -9,11 +9,12 @@ import sys
 import textwrap
 
 import pytest
-from agent_backend_support import SKILL, AnswerFileTestHarness
+from agent_program_support import SKILL, AnswerFileTestHarness
 
 from raso.agent.agent import AgentConfig
-from raso.agent.backends.command import CommandBackend
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.base import ProgramOptions
+from raso.agent.programs.command import CommandOptions, CommandProgram
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.scripted import ScriptedModel
@@ -73,8 +74,8 @@ def _runner(model_or_role, template: str, **config) -> tuple[ExternalAgentRunner
     budget = config.pop("budget_usd", None)
     gateway = LLMGateway(GatewayConfig(roles={"agent": role}, prices=prices, budget_usd=budget,
                                        retry={"max_attempts": 1}))
-    agent_config = AgentConfig(backend="command", command=template, **config)
-    return ExternalAgentRunner(CommandBackend.from_config(agent_config), gateway, agent_config), gateway
+    agent_config = AgentConfig(**config)
+    return ExternalAgentRunner(CommandProgram(CommandOptions(template=template)), gateway, agent_config), gateway
 
 
 def test_command_agent_solves_a_task_through_the_endpoint(agent_root, program):
@@ -100,7 +101,7 @@ def test_command_agent_solves_a_task_through_the_endpoint(agent_root, program):
     assert gateway.ledger.totals()["calls"] == 1
     # the transcript: the model call as a step, then the scorer's verdict
     assert rollout.trajectory[0].reply == "blue" and rollout.trajectory[-1].kind == "score"
-    assert rollout.skill_names == ["Answer Files"] and rollout.metadata["backend"] == "command"
+    assert rollout.skill_names == ["Answer Files"] and rollout.metadata["program"] == "command"
     assert list(agent_root.iterdir()) == []  # nothing left behind
 
 
@@ -182,22 +183,23 @@ def test_harness_without_workspace_form_is_refused_clearly(agent_root):
 
 
 def test_missing_command_is_unusable(agent_root):
-    agent_config = AgentConfig(backend="command")
-    runner = ExternalAgentRunner(CommandBackend.from_config(agent_config), None, agent_config)
+    runner = ExternalAgentRunner(CommandProgram(), None, AgentConfig())
     harness = AnswerFileTestHarness()
     rollout = runner.run(harness, harness.tasks("train")[0], [])
-    assert rollout.outcome == "unusable" and "set agent.command" in rollout.error
+    assert rollout.outcome == "unusable" and "set program.command.template" in rollout.error
 
 
 def test_bad_placeholder_is_a_clear_error():
     with pytest.raises(ValueError, match=r"unknown placeholder \{workdir\}"):
-        CommandBackend("agent {workdir}")
+        CommandOptions(template="agent {workdir}")
     with pytest.raises(ValueError, match="inside the rollout's home"):
-        CommandBackend("agent", skills_dir="../x")
+        CommandOptions(template="agent", skills_dir="../x")
+    with pytest.raises(TypeError, match="takes CommandOptions"):  # a program is built from its own options model
+        CommandProgram(ProgramOptions())
 
 
 def test_skill_files_travel_with_the_skill(tmp_path):
-    from raso.agent.backends.runner import _write_skill
+    from raso.agent.programs.runner import _write_skill
 
     skill = SKILL.model_copy(update={"files": {"references/notes.md": "more", "scripts/run.sh": "echo hi\n"}})
     written = _write_skill(skill, tmp_path / "answer-files")
@@ -210,7 +212,7 @@ def test_skill_files_travel_with_the_skill(tmp_path):
 
 
 def test_skills_with_the_same_name_get_their_own_folders():
-    from raso.agent.backends.runner import _folder_names
+    from raso.agent.programs.runner import _folder_names
 
     other = SKILL.model_copy(update={"body": "other"})
     assert _folder_names([SKILL, other, SKILL]) == ["answer-files", "answer-files-2", "answer-files-3"]

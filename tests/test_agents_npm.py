@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_backend_support import (
+from agent_program_support import (
     SKILL,
     AnswerFileTestHarness,
     assert_refused_rollout_ends_fast,
 )
 
 from raso.agent.agent import AgentConfig
-from raso.agent.backends.claude_code import ClaudeCodeBackend
-from raso.agent.backends.codex import CodexBackend
-from raso.agent.backends.qwen_code import QwenCodeBackend
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.claude_code import ClaudeCodeProgram
+from raso.agent.programs.codex import CodexProgram
+from raso.agent.programs.config import ProgramSection
+from raso.agent.programs.qwen_code import QwenCodeProgram
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.ledger import CallRecord
@@ -46,9 +47,9 @@ def agent_root(open_tmp_path, monkeypatch):
     return root
 
 
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, tmp_path):
-    backend = backend_class()
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_real_agent_does_a_task_through_the_endpoint(program_class, agent_root, tmp_path):
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     secret = tmp_path / "secret" / "answers.txt"
     secret.parent.mkdir()
@@ -61,12 +62,12 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
                            "Done: answer.txt holds the word."])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
     # the address-space limit each program is documented to need (README), not the default
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=240, cpu_seconds=240,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=240)
+    limits = ProgramSection(cpu_seconds=240, memory_mb=max(backend.min_memory_mb, 1536))
     harness = AnswerFileTestHarness()
     task = harness.tasks("train")[0]
 
-    rollout = harness.rollout(task, [SKILL], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(task, [SKILL], ExternalAgentRunner(backend, gateway, config, limits))
 
     assert rollout.outcome == "ok", rollout.error
     # the score is the harness's scorer's verdict on the file the agent's own shell tool wrote
@@ -98,19 +99,19 @@ def test_real_agent_does_a_task_through_the_endpoint(backend_class, agent_root, 
     assert list(agent_root.iterdir()) == []  # nothing left behind
 
 
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_root):
-    backend = backend_class()
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_real_agent_stops_when_the_budget_refuses_the_call(program_class, agent_root):
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
     model = ScriptedModel(["never sent"])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1},
                                        budget_usd=1e-9, prices={model.model: ModelPrice(input=1.0, output=1.0)}))
     gateway.ledger.record(CallRecord(role="agent", stage="earlier", model=model.model, cost_usd=1.0))  # spent already
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=120)
+    limits = ProgramSection(cpu_seconds=120, memory_mb=max(backend.min_memory_mb, 1536))
     harness = AnswerFileTestHarness()
 
-    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config, limits))
 
     # the refusal (HTTP 402 in the program's own API) ends the program: no retrying until the wall clock
     assert rollout.outcome == "budget" and "USD budget reached" in rollout.error
@@ -119,12 +120,12 @@ def test_real_agent_stops_when_the_budget_refuses_the_call(backend_class, agent_
 
 
 @pytest.mark.parametrize("refusal", ["budget", "unreachable"])
-@pytest.mark.parametrize("backend_class", [ClaudeCodeBackend, CodexBackend, QwenCodeBackend], ids=lambda c: c.name)
-def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(backend_class, refusal, agent_root,
+@pytest.mark.parametrize("program_class", [ClaudeCodeProgram, CodexProgram, QwenCodeProgram], ids=lambda c: c.name)
+def test_a_refused_or_unreachable_model_ends_the_rollout_within_seconds(program_class, refusal, agent_root,
                                                                         monkeypatch):
-    backend = backend_class()
+    backend = program_class()
     assert backend.unavailable_reason() is None, backend.unavailable_reason()
-    config = AgentConfig(backend=backend.name, max_steps=6, max_wall_s=120, cpu_seconds=120,
-                         memory_mb=max(backend.min_memory_mb, 1536))
+    config = AgentConfig(max_steps=6, max_wall_s=120)
+    limits = ProgramSection(cpu_seconds=120, memory_mb=max(backend.min_memory_mb, 1536))
 
-    assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch)
+    assert_refused_rollout_ends_fast(backend, config, refusal, monkeypatch, limits)

@@ -43,7 +43,7 @@ def test_an_unknown_section_is_one_clear_line(capsys: pytest.CaptureFixture[str]
     assert raso_main(["options", "gates"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["raso options: no option or section 'gates' (sections: agent, budget, execution, gate, init, "
-                   "limits, models, retrieval, schedule, update)"]
+                   "limits, models, program, retrieval, schedule, update)"]
 
 
 def test_optimize_help_shows_the_gate_and_points_to_raso_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -159,9 +159,9 @@ def test_the_execution_flags_set_the_execution_section() -> None:
 
     parser = argparse.ArgumentParser()
     flags = add_config_options(parser)
-    args = parser.parse_args(["--execution-backend", "dask", "--execution-address", "tcp://scheduler:8786",
+    args = parser.parse_args(["--executor", "dask", "--execution-address", "tcp://scheduler:8786",
                               "--execution-workers", "3"])
     config = OptimizeConfig(**config_overrides(args, flags))
-    assert (config.execution.backend, config.execution.address, config.execution.workers) == (
+    assert (config.execution.executor, config.execution.address, config.execution.workers) == (
         "dask", "tcp://scheduler:8786", 3)
-    assert OptimizeConfig(**config_overrides(parser.parse_args(["--execution", "ray"]), flags)).execution.backend == "ray"
+    assert OptimizeConfig(**config_overrides(parser.parse_args(["--execution", "ray"]), flags)).execution.executor == "ray"

@@ -107,7 +107,7 @@ class SkillEchoAgent:
 
 
 def test_task_skills_gives_each_task_its_own_skills() -> None:
-    from raso.agent.executors import TaskSkills, skills_per_task
+    from raso.execution.executors import TaskSkills, skills_per_task
     from raso.skill import Skill
 
     skills = {name: Skill(name=name, description=f"{name} skill", body="# Steps\n1. Do it.") for name in "abc"}

@@ -1,4 +1,4 @@
-"""Rollout executors (raso.agent.executors): a toy run whose rollouts run in local processes, on a loopback Dask
+"""Rollout executors (raso.execution.executors): a toy run whose rollouts run in local processes, on a loopback Dask
 cluster or on a local Ray gives the threads run's results and, call for call, its ledger (the workers' model calls go
 through the driver's gateway, where the scripted model lives); a worker that dies mid-rollout is an infrastructure
 failure the engine re-runs, never a 0."""
@@ -16,13 +16,14 @@ from test_engine_support import named_scripted_model, toy_initializer, toy_propo
 
 from raso.agent import AgentConfig, ExecutionAgent
 from raso.agent.evaluate import evaluate
-from raso.agent.executors import REMOTE_METHODS, ExecutionOptions, ProcessExecutor, RemoteGateway, harness_spec
 from raso.api import optimize
 from raso.engine import OptimizeConfig, RunDir
 from raso.engine.config import build_config
-from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import read_jsonl
 from raso.errors import ConfigError
+from raso.execution.executors import ProcessExecutor, harness_spec
+from raso.execution.options import ExecutionOptions
+from raso.execution.remote import RemoteGateway
 from raso.llm.errors import LLMUnavailableError
 from raso.testing import count_script, scripted_gateway
 
@@ -73,28 +74,20 @@ def threads_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, RunDir]:
 
 
 def test_execution_section_in_the_config() -> None:
-    assert OptimizeConfig(execution="ray").execution == ExecutionOptions(backend="ray")
-    config = build_config(overrides={"execution": {"backend": "dask", "address": "tcp://10.0.0.5:8786", "workers": 8}},
+    assert OptimizeConfig(execution="ray").execution == ExecutionOptions(executor="ray")
+    config = build_config(overrides={"execution": {"executor": "dask", "address": "tcp://10.0.0.5:8786", "workers": 8}},
                           quick_local_defaults=False)
-    assert (config.execution.backend, config.execution.address, config.execution.workers) == ("dask",
+    assert (config.execution.executor, config.execution.address, config.execution.workers) == ("dask",
                                                                                                "tcp://10.0.0.5:8786", 8)
-    with pytest.raises(ConfigError, match="execution.backend"):
-        build_config(overrides={"execution": {"backend": "slurm"}}, quick_local_defaults=False)
+    with pytest.raises(ConfigError, match="execution.executor"):
+        build_config(overrides={"execution": {"executor": "slurm"}}, quick_local_defaults=False)
     with pytest.raises(ConfigError, match="address is for a cluster"):
-        build_config(overrides={"execution": {"backend": "processes", "address": "tcp://h:8786"}},
+        build_config(overrides={"execution": {"executor": "processes", "address": "tcp://h:8786"}},
                      quick_local_defaults=False)
 
 
-def test_remote_gateway_offers_what_the_unit_gateway_does_but_the_ledger() -> None:
-    def public(cls: type) -> set[str]:
-        return {n for n in dir(cls) if not n.startswith("_")}
-
-    assert public(RemoteGateway) == public(UnitGateway) - {"ledger"} | {"address"}
-    assert set(REMOTE_METHODS) == public(UnitGateway) - {"ledger", "unit", "config"}
-
-
 def test_processes_backend_gives_the_threads_run_and_its_ledger(tmp_path: Path, threads_run: Any) -> None:
-    other = _toy_run(tmp_path / "run", ExecutionOptions(backend="processes"))
+    other = _toy_run(tmp_path / "run", ExecutionOptions(executor="processes"))
     _same_run(threads_run, other)
     pids = _pids(other[1])
     assert os.getpid() not in pids and 1 <= len(pids) <= 2  # rollouts ran in the pool's worker processes
@@ -106,7 +99,7 @@ def test_dask_cluster_gives_the_threads_run_and_its_ledger(tmp_path: Path, threa
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
-        other = _toy_run(tmp_path / "run", ExecutionOptions(backend="dask", address=cluster.scheduler_address))
+        other = _toy_run(tmp_path / "run", ExecutionOptions(executor="dask", address=cluster.scheduler_address))
 
     _same_run(threads_run, other)
     assert os.getpid() not in _pids(other[1])
@@ -121,7 +114,7 @@ def test_local_ray_gives_the_threads_run_and_its_ledger(tmp_path: Path, threads_
     # harness through PYTHONPATH
     paths = [str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
-    other = _toy_run(tmp_path / "run", ExecutionOptions(backend="ray", workers=2))
+    other = _toy_run(tmp_path / "run", ExecutionOptions(executor="ray", workers=2))
     _same_run(threads_run, other)
     assert os.getpid() not in _pids(other[1])
 
@@ -130,7 +123,7 @@ def test_a_worker_that_dies_is_an_infrastructure_failure(tmp_path: Path) -> None
     gateway, _ = scripted_gateway(count_script)
     harness = DieOnceHarness(n_tasks=4, marker=str(tmp_path / "died"))
     spec = harness_spec(harness, "executor_support:DieOnceHarness", {"n_tasks": 4, "marker": str(tmp_path / "died")})
-    with ProcessExecutor(gateway, spec, ExecutionOptions(backend="processes"), workers=1) as executor:
+    with ProcessExecutor(gateway, spec, ExecutionOptions(executor="processes"), workers=1) as executor:
         agent = executor.agent(lambda gw: ExecutionAgent(gw, AgentConfig(mode="none")), gateway, "batch")
         first = evaluate(harness, agent, harness.tasks("test"), executor=executor)
         assert (tmp_path / "died").exists()
@@ -151,7 +144,7 @@ def test_worker_processes_run_each_task_with_its_own_skills(tmp_path: Path) -> N
     spec = harness_spec(harness, "executor_support:PidCountingHarness", {"n_tasks": 2})
     own = {"count-0": Skill(name="apples", description="Count apples.", body="# Steps\n1. Count apples."),
            "count-1": Skill(name="stars", description="Count stars.", body="# Steps\n1. Count stars.")}
-    with ProcessExecutor(gateway, spec, ExecutionOptions(backend="processes"), workers=1) as executor:
+    with ProcessExecutor(gateway, spec, ExecutionOptions(executor="processes"), workers=1) as executor:
         agent = executor.agent(lambda gw: ExecutionAgent(gw, AgentConfig(mode="full")), gateway, "batch")
         result = evaluate(harness, agent, harness.tasks("test"), executor=executor, task_skills=lambda t: [own[t.id]])
     assert [(r.task_id, r.skill_names, r.reward) for r in result.rollouts] == [
@@ -165,7 +158,7 @@ def test_worker_processes_run_each_task_with_its_own_skills(tmp_path: Path) -> N
 
 def test_the_engine_reruns_a_rollout_whose_worker_died(tmp_path: Path, threads_run: Any) -> None:
     marker = tmp_path / "died"
-    result, rd = _toy_run(tmp_path / "run", ExecutionOptions(backend="processes"),
+    result, rd = _toy_run(tmp_path / "run", ExecutionOptions(executor="processes"),
                           harness="executor_support:DieOnceHarness",
                           harness_options={"n_tasks": 8, "marker": str(marker), "die_task": "count-5"},
                           infra_retry_wait_s=0.0)

@@ -11,8 +11,8 @@ import pytest
 from agent_backend_support import AnswerFileTestHarness
 
 from raso.agent.agent import AgentConfig, ExecutionAgent
-from raso.agent.backends.runner import AgentSetupError, check_workspace_harness
-from raso.api import check_agent_backend
+from raso.agent.programs.runner import AgentSetupError, check_workspace_harness
+from raso.api import check_agent_program
 from raso.engine.config import build_config
 from raso.errors import ConfigError
 from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
@@ -36,11 +36,11 @@ def test_each_harness_declares_its_forms() -> None:
 
 
 def test_a_workspace_only_harness_is_refused_by_the_builtin_agent_in_one_line() -> None:
-    config = build_config(overrides={"harness": "toy", "agent": {"backend": "builtin"}})
+    config = build_config(overrides={"harness": "toy", "program": {"name": "builtin"}})
     with pytest.raises(ConfigError, match="has no text form") as info:
-        check_agent_backend(config, AnswerFileTestHarness())
+        check_agent_program(config, AnswerFileTestHarness())
     assert "\n" not in str(info.value)
-    check_agent_backend(config, CountingHarness())  # the toy harness has one: no error
+    check_agent_program(config, CountingHarness())  # the toy harness has one: no error
 
 
 def test_the_builtin_agent_scores_a_harness_without_a_text_form_zero_and_says_why() -> None:

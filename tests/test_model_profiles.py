@@ -46,7 +46,7 @@ SKILL_BODY_LOOP = f"{LOOPING} {LOOPING}\n{LOOPING}\nCall save() at the end."
 def test_embedded_models_get_the_embedded_profile() -> None:
     for model in (DEFAULT_LOCAL_MODEL, "local/qwen2.5-coder-1.5b"):
         profile = profile_for(model)
-        assert (profile.name, profile.backend, profile.model) == ("embedded", "embedded", model)
+        assert (profile.name, profile.served_by, profile.model) == ("embedded", "embedded", model)
         assert profile.grammar and profile.structured_output == "json_object" and profile.in_process
         assert profile.sanitizers == ALL_SANITIZERS
         assert profile.quick_schedule == EMBEDDED_QUICK_SCHEDULE and set(profile.quick_schedule) <= set(QUICK_SCHEDULE_KEYS)
@@ -55,14 +55,14 @@ def test_embedded_models_get_the_embedded_profile() -> None:
 
 def test_hosted_models_get_the_default_with_litellms_schema_support() -> None:
     hosted = profile_for(HOSTED)
-    assert (hosted.name, hosted.backend) == ("hosted", "litellm") and not hosted.in_process
+    assert (hosted.name, hosted.served_by) == ("hosted", "litellm") and not hosted.in_process
     assert not hosted.grammar and hosted.sanitizers == () and hosted.quick_schedule == {}
     assert hosted.prompt_limits == {} and hosted.describe_limits == {} and hosted.caveat == ""
     assert hosted.structured_output == "json_schema" and hosted.context_tokens  # litellm knows this model
     unknown = profile_for("openai/raso-loopback-alias")  # a self-hosted server litellm knows nothing about
     assert unknown.structured_output == "instructions" and unknown.context_tokens is None
     scripted = profile_for("scripted/x")
-    assert scripted.backend == "scripted" and scripted.in_process and not scripted.takes_json_schema
+    assert scripted.served_by == "scripted" and scripted.in_process and not scripted.takes_json_schema
 
 
 def test_overrides_replace_fields_and_are_checked() -> None:
@@ -72,7 +72,7 @@ def test_overrides_replace_fields_and_are_checked() -> None:
                                   "quick_schedule": {"schedule.epochs": 1}})
     assert hosted.sanitizers == ("repeated_sentences",) and hosted.grammar and hosted.quick_schedule == {"schedule.epochs": 1}
     for bad, message in (({"sanitisers": []}, "unknown model profile field 'sanitisers'"),
-                         ({"backend": "embedded"}, "cannot be overridden"),
+                         ({"served_by": "embedded"}, "cannot be overridden"),
                          ({"sanitizers": ["no_such_repair"]}, "sanitizers"),
                          ({"quick_schedule": {"epochs": 1}}, "unknown key(s) epochs"),
                          ({"context_tokens": 10}, "context_tokens")):

@@ -16,11 +16,11 @@ from pydantic import ValidationError
 
 import raso
 import raso.api
-from raso.engine.replay import UnitGateway
 from raso.engine.run_dir import RunDir, read_jsonl
 from raso.errors import ConfigError, RunError
 from raso.harness import Rollout
 from raso.llm.scripted import ScriptedModel
+from raso.llm.view import UnitGateway
 from raso.optimizer.context import NoRetrieverError, RunContext
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.rasi import RASI, RFSI, initializer_for

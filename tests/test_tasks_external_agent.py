@@ -12,8 +12,8 @@ import pytest
 
 from harnesses.tasks import TasksHarness
 from raso.agent.agent import AgentConfig
-from raso.agent.backends.command import CommandBackend
-from raso.agent.backends.runner import ExternalAgentRunner
+from raso.agent.programs.command import CommandOptions, CommandProgram
+from raso.agent.programs.runner import ExternalAgentRunner
 from raso.llm.config import GatewayConfig, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.scripted import ScriptedModel
@@ -51,8 +51,8 @@ def test_a_command_agent_does_an_example_task_scored_by_its_check(agent_script, 
     task = next(t for t in harness.tasks("train") if t.id == "error-count")
     model = ScriptedModel([reply])
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=model.model)}, retry={"max_attempts": 1}))
-    config = AgentConfig(backend="command", command=f"{sys.executable} {agent_script} {{instruction_file}}")
-    rollout = harness.rollout(task, [], ExternalAgentRunner(CommandBackend.from_config(config), gateway, config))
+    program = CommandProgram(CommandOptions(template=f"{sys.executable} {agent_script} {{instruction_file}}"))
+    rollout = harness.rollout(task, [], ExternalAgentRunner(program, gateway, AgentConfig()))
     assert rollout.outcome == "ok", rollout.error
     assert rollout.reward == reward
     sent = model.calls[0][-1]["content"]
@@ -82,8 +82,7 @@ def test_a_tasks_folder_under_a_bound_folder_is_hidden_from_the_agent(open_tmp_p
     harness = TasksHarness(str(prog / "tasks"))
     task = next(t for t in harness.tasks("train") if t.id == "error-count")
     gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=ScriptedModel([]).model)}))
-    config = AgentConfig(backend="command", command=f"{sys.executable} {prog}/peek.py {prog}/tasks")
-    backend = CommandBackend.from_config(config)
+    backend = CommandProgram(CommandOptions(template=f"{sys.executable} {prog}/peek.py {prog}/tasks"))
     assert prog / "peek.py" in backend.read_only_paths() or prog in backend.read_only_paths()
-    rollout = harness.rollout(task, [], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(task, [], ExternalAgentRunner(backend, gateway, AgentConfig()))
     assert rollout.final_output is not None and rollout.final_output.startswith("hidden"), rollout.final_output

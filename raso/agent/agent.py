@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from raso.choices import AgentMode, choices_of
 from raso.harness import Harness, Rollout, Step, Task, TextTasks, clamp_reward, json_safe
@@ -52,7 +52,9 @@ _LEADING_THOUGHT = re.compile(r"\A\s*Thought\s*:[^\n]*\n+(?=\S)", re.IGNORECASE)
 
 
 class AgentConfig(BaseModel):
-    """How the execution agent runs. Defaults suit a small embedded model (8k-token context)."""
+    """How raso's own execution agent runs. Defaults suit a small embedded model (8k-token context). An external
+    agent program (the config's `program` section) reads role, stage, max_steps, max_tokens (a cap on what it may
+    ask per call), max_wall_s and max_observation_chars (tool outputs kept in the trajectory) from here too."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -110,37 +112,6 @@ class AgentConfig(BaseModel):
         "back to search until the budget is gone); free-text models are unaffected",
     )
     stage: str = Field(default="rollout", description="gateway stage name of the agent's turns")
-
-    # -- which agent program runs the rollouts (raso.agent.backends). max_steps, max_tokens (a cap on what an
-    # -- external agent may ask for per call), max_wall_s and max_observation_chars (tool outputs kept in the
-    # -- trajectory) apply to external backends too.
-    backend: str = Field(default="builtin", description="the agent program: builtin (raso's own loop), command (a "
-                         "user's command template), mini-swe-agent, claude-code, codex, qwen-code (`raso agents` lists them)")
-    command: str | None = Field(default=None, description="the command backend's command line template, with "
-                                "placeholders {instruction_file} {instruction} {workspace} {home} {skills_dir} "
-                                "{endpoint_url} {api_key} {model} {max_steps}")
-    skills_dir: str | None = Field(default=None, description="the command backend's skills folder, relative to the "
-                                   "rollout's home folder (default: skills)")
-    cpu_seconds: int = Field(default=600, ge=1, description="an external agent's CPU-time limit per rollout, all its "
-                             "processes together")
-    memory_mb: int = Field(default=16_384, ge=256, description="an external agent's memory limit per rollout in MiB: "
-                           "each process's address space (node and Python reserve far more than they use) and the "
-                           "resident memory of all its processes together")
-    disk_mb: int = Field(default=4096, ge=16, description="what an external agent's rollout folder (workspace and "
-                         "home) may hold in MiB; the rollout is stopped past it")
-    external_wall_s: float = Field(default=900.0, gt=0, description="an external agent's wall-clock limit per "
-                                   "rollout when max_wall_s is not set")
-
-    @field_validator("command")
-    @classmethod
-    def _known_placeholders(cls, value: str | None) -> str | None:
-        """A template with an unknown placeholder or a stray brace is refused with the configuration, before a
-        run writes anything (not when the first rollout starts)."""
-        if value is not None:
-            from raso.agent.backends.command import check_template
-
-            check_template(value)
-        return value
 
 
 class SkillChoice(BaseModel):

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from raso.choices import FailureKind
+from raso.choices import FailureKind, WireFormatName
 from raso.llm.errors import BudgetExceededError, LLMContextWindowError, failure_kind
 
 from .wire import FORMATS, ChatReply, ChatRequest, ToolCall
@@ -76,7 +76,7 @@ class EndpointSession:
         """The session's root URL (no trailing slash)."""
         return f"http://127.0.0.1:{self.endpoint.port}{SESSION_PREFIX}{self.token}"
 
-    def base_url(self, format_name: str) -> str:
+    def base_url(self, format_name: WireFormatName) -> str:
         """The base URL a client of `format_name` is given (the session's URL plus the format's base path)."""
         fmt = FORMATS.get(format_name)
         if fmt is None:

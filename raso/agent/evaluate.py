@@ -1,6 +1,6 @@
 """Parallel evaluation: run a skill on a list of tasks and collect the rollouts in task order.
 
-Rollouts run in a thread pool, or where a `RolloutExecutor` puts them (raso.agent.executors); the gateway's
+Rollouts run in a thread pool, or where a `RolloutExecutor` puts them (raso.execution.executors); the gateway's
 `max_concurrency` bounds the model calls across all of them. A rollout that crashes (even in a harness that
 overrides `rollout` carelessly) scores 0 with its error, so one bad task never stops an evaluation.
 """
@@ -16,10 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from raso.execution.executors import RolloutExecutor, TaskSkills, ThreadExecutor
 from raso.harness import Harness, Rollout, RolloutRunner, Task
 from raso.skill import Skill
-
-from .executors import RolloutExecutor, TaskSkills, ThreadExecutor
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -137,7 +136,7 @@ def evaluate(
     task's instruction); it is called once per task, in task order, before any rollout starts, and `skills` must
     then be empty.
 
-    `executor` says where the rollouts run (raso.agent.executors; None = a pool of `max_workers` threads here);
+    `executor` says where the rollouts run (raso.execution.executors; None = a pool of `max_workers` threads here);
     `agent` must be the one it built (`executor.agent(...)`). Each finished rollout is written to
     `trajectories_dir/<index>_<task id>.json` (if given) and passed to `on_rollout` in the calling thread; an
     exception from `on_rollout` cancels the tasks not yet started and propagates (how a caller stops an

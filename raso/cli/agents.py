@@ -1,4 +1,4 @@
-"""`raso agents`: the agent programs a skill can be run inside (`agent.backend`), and installing them."""
+"""`raso agents`: the agent programs a skill can be run inside (`program.name`, flag --agent), and installing them."""
 
 from __future__ import annotations
 
@@ -8,48 +8,48 @@ import sys
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "agents", help="list the agent backends (--agent) and install their programs",
-        description="Without a subcommand: each agent backend, its pinned package and whether it is installed "
+        "agents", help="list the agent programs (--agent) and install them",
+        description="Without a subcommand: each agent program, its pinned package and whether it is installed "
         "here (or why not). `raso agents install NAME` installs NAME's package into its own folder under the raso "
         "cache ($RASO_CACHE_DIR/agents/NAME): a PyPI package into a virtual environment there, an npm package into "
         "an npm prefix there, never into raso's own environment.")
     parser.set_defaults(func=list_agents)
     sub = parser.add_subparsers(dest="agents_command", metavar="ACTION")
-    install = sub.add_parser("install", help="install an agent backend's pinned program")
-    install.add_argument("name", metavar="NAME", help="a backend name from `raso agents`")
+    install = sub.add_parser("install", help="install an agent program's pinned package")
+    install.add_argument("name", metavar="NAME", help="a program name from `raso agents`")
     install.set_defaults(func=install_agent)
 
 
 def list_agents(args: argparse.Namespace) -> int:
-    from raso.agent.backends.install import agents_dir
-    from raso.agent.backends.registry import BUILTIN, backend_names, make_backend
+    from raso.agent.programs.install import agents_dir
+    from raso.agent.programs.registry import BUILTIN, make_program, program_names
 
-    print(f"Agent backends (--agent NAME; programs install under {agents_dir()}):")
+    print(f"Agent programs (--agent NAME; they install under {agents_dir()}):")
     print(f"  {BUILTIN:<16} raso's own agent loop (no program to install)  ready")
-    for name in backend_names():
+    for name in program_names():
         if name == BUILTIN:
             continue
         try:
-            backend = make_backend(name)
-            package, reason = backend.package, backend.unavailable_reason()
-        except Exception as exc:  # noqa: BLE001 - one broken backend must not hide the others
+            program = make_program(name)
+            package, reason = program.package, program.unavailable_reason()
+        except Exception as exc:  # noqa: BLE001 - one broken program must not hide the others
             package, reason = "?", f"cannot be loaded: {exc}"
         print(f"  {name:<16} {package:<45} {'ready' if reason is None else reason}")
     return 0
 
 
 def install_agent(args: argparse.Namespace) -> int:
-    from raso.agent.backends.install import install, parse_package
-    from raso.agent.backends.registry import BUILTIN, backend_class, backend_names
+    from raso.agent.programs.install import install, parse_package
+    from raso.agent.programs.registry import BUILTIN, program_class, program_names
 
     if args.name == BUILTIN:
         print("raso agents: the builtin agent needs no install", file=sys.stderr)
         return 0
     try:
-        cls = backend_class(args.name)
+        cls = program_class(args.name)
         parse_package(cls.package)
     except ValueError as exc:
-        known = ", ".join(n for n in backend_names() if n not in (BUILTIN, "command"))
+        known = ", ".join(n for n in program_names() if n not in (BUILTIN, "command"))
         print(f"raso agents: {exc}" + ("" if "unknown" in str(exc) else f" (installable: {known})"), file=sys.stderr)
         return 2
     print(f"installing {cls.package} for {args.name} ...", flush=True)

@@ -24,7 +24,7 @@ from raso.errors import ConfigError
 from raso.skill import Skill
 
 _EVAL_FIELDS = ("harness", "harness_options", "models.target", "models.api_base", "models.structured_output",
-                "models.prices", "agent", "schedule.workers")
+                "models.prices", "agent", "program", "schedule.workers")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -125,6 +125,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         "split": args.split, "tasks": [t.id for t in tasks], "model": config.models.target,
         "api_base": config.models.api_base, "mode": mode, "skills": [s.name for s in skills],
         "workers": config.schedule.workers, "agent": config.agent.model_dump(mode="json"),
+        "program": config.program.model_dump(mode="json"),
         "started_at": datetime.now(UTC).isoformat(),
     }
     (out / "config.json").write_text(json.dumps(run_config, indent=1), encoding="utf-8")

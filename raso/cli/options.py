@@ -48,6 +48,10 @@ def _section_flags(section: str, info: FieldInfo, model: type[BaseModel]) -> lis
         own = _cli_meta(leaf)
         if own.get("hidden"):
             continue
+        sub = section_model(leaf.annotation)
+        if sub is not None:  # a section inside a section (program.command): only its leaves' own flags
+            out.extend(_section_flags(f"{section}.{name}", leaf, sub))
+            continue
         spellings = own.get("flags") or named.get(name) or ([f"--{name.replace('_', '-')}"] if meta.get("flag_all")
                                                            else [])
         if spellings:

@@ -3,9 +3,10 @@ overridable by dotted keys (`--set agent.max_steps=8`, `raso.optimize(..., **{"s
 CLI flags generated from its fields (raso.cli.options).
 
 Each section is the options model of the code that reads it: `agent` is the execution agent's AgentConfig,
-`retrieval` the retriever's options, `init`/`update` the initializer's and proposer's, `limits` the prompt
-budgets; `models`, `schedule` and `budget` are read by the gateway and the engine. A new option is declared in
-its section's model and read where that section is used; nothing else changes.
+`program` the agent program's (an external one's sandbox limits and each registered program's own options),
+`execution` the rollout executor's, `retrieval` the retriever's options, `init`/`update` the initializer's and
+proposer's, `limits` the prompt budgets; `models`, `schedule` and `budget` are read by the gateway and the engine.
+A new option is declared in its section's model and read where that section is used; nothing else changes.
 
 Precedence (lowest first): field defaults < the model's quick schedule (each field it names that nothing else
 sets; see `resolve_defaults`) < config file < overrides. Unknown keys are errors, so a typo is reported, not
@@ -29,8 +30,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from raso.agent.agent import AgentConfig
-from raso.agent.executors import ExecutionOptions
+from raso.agent.programs.config import ProgramConfig
 from raso.errors import ConfigError
+from raso.execution.options import ExecutionOptions
 from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
 from raso.llm.profiles import ProfileError, check_overrides, profile_for
 from raso.optimizer.options import InitOptions, UpdateOptions
@@ -180,8 +182,12 @@ class OptimizeConfig(BaseModel):
         default_factory=AgentConfig, description="the execution agent (raso.agent.AgentConfig)",
         json_schema_extra=cli(flags={"mode": ["--agent-mode", "--mode"], "max_steps": ["--max-steps"],
                                      "max_tokens": ["--max-reply-tokens", "--max-tokens"],
-                                     "temperature": ["--temperature"], "context_chars": ["--context-chars"],
-                                     "backend": ["--agent"], "command": ["--agent-command"]}))
+                                     "temperature": ["--temperature"], "context_chars": ["--context-chars"]}))
+    program: ProgramConfig = Field(
+        default_factory=ProgramConfig, description="the agent program that runs the rollouts: builtin (raso's own "
+        "loop, the agent section) or an external one (`raso agents` lists them), the sandbox limits of an external "
+        "one and each program's own options (raso.agent.programs.config)",
+        json_schema_extra=cli(flags={"name": ["--agent"]}))
     retrieval: RetrievalSection = Field(
         default_factory=RetrievalSection, description="how corpus sections are retrieved: the kind and its options "
         "(raso.retrieval.retrievers.RetrievalOptions), k, the index",
@@ -204,9 +210,9 @@ class OptimizeConfig(BaseModel):
                               "significant), rollouts_per_task, level, val_holdout (raso.engine.gate.GateOptions)",
                               json_schema_extra=cli(flags={"mode": ["--gate"]}))
     execution: ExecutionOptions = Field(
-        default_factory=ExecutionOptions, description="where rollouts run: a backend (threads, processes, dask, "
-        "ray) and its address, workers, driver_host (raso.agent.executors.ExecutionOptions)",
-        json_schema_extra=cli(flags={"backend": ["--execution-backend", "--execution"],
+        default_factory=ExecutionOptions, description="where rollouts run: an executor (threads, processes, dask, "
+        "ray) and its address, workers, driver_host (raso.execution.options.ExecutionOptions)",
+        json_schema_extra=cli(flags={"executor": ["--executor", "--execution"],
                                      "address": ["--execution-address"], "workers": ["--execution-workers"]}))
 
     quick_defaults_applied: list[str] = Field(default_factory=list, description="dotted keys the embedded model's "
@@ -232,8 +238,8 @@ class OptimizeConfig(BaseModel):
 
     @field_validator("execution", mode="before")
     @classmethod
-    def _execution_backend(cls, value: Any) -> Any:
-        return {"backend": value} if isinstance(value, str) else value
+    def _execution_executor(cls, value: Any) -> Any:
+        return {"executor": value} if isinstance(value, str) else value
 
     @field_validator("harness")
     @classmethod
@@ -288,7 +294,7 @@ FLAT_KEYS: dict[str, tuple[str, ...]] = {
                                               "call_retry_max_wait_s")},
 }
 _WORD_SECTIONS = {"init": "init.method", "update": "update.method", "retrieval": "retrieval.kind",
-                  "execution": "execution.backend"}
+                  "execution": "execution.executor", "program": "program.name"}
 
 
 def _other_spelling(key: str, value: Any) -> bool:

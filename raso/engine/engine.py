@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from raso.errors import RunError
 from raso.harness import Harness, Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
+from raso.llm.view import UnitGateway
 from raso.optimizer.context import RunContext
 from raso.optimizer.types import Lesson
 from raso.safe_files import remove_tree
@@ -35,7 +36,6 @@ from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailabl
 from .events import Emitter, Event, EventLog, Snapshot, make_event
 from .gate import decide, overall_mean, split_holdout
 from .protocols import RunComponents
-from .replay import UnitGateway
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 from .state import (
     OLDEST_READABLE_VERSION,
@@ -175,14 +175,14 @@ class Engine:
         if not self.train_tasks:
             raise RunError(f"harness {self.harness.name!r} has no train tasks to optimize on")
         self._check_pending_tasks()
-        from raso.agent.executors import make_executor
+        from raso.execution.executors import make_executor
 
         try:
             self.executor = make_executor(config.execution, gateway=self.gateway, harness=self.harness,
                                           harness_name=config.harness, harness_options=config.harness_options,
                                           default_workers=config.schedule.workers)
         except ValueError as exc:
-            raise RunError(f"execution backend {config.execution.backend}: {exc}") from None
+            raise RunError(f"executor {config.execution.executor}: {exc}") from None
 
     def _check_pending_tasks(self) -> None:
         """A checkpoint whose pending minibatch names tasks this harness does not have (its data changed since the

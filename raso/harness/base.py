@@ -247,7 +247,7 @@ class Harness(ABC):
 
 class TextTasks(ABC):
     """The text form of a harness's tasks (a capability: mix into a Harness subclass), what raso's own agent
-    (`agent.backend` builtin) runs: a text environment per task, how an action is read out of a model reply and,
+    (`program.name` builtin) runs: a text environment per task, how an action is read out of a model reply and,
     optionally, the valid actions in a state.
 
     `resource_dir` also holds `action_format.md` (how the agent writes an action) and, optionally,
@@ -329,7 +329,7 @@ class WorkspaceTasks(ABC):
     @abstractmethod
     def workspace_description(self) -> str:
         """H for external agents, without the agent's tools: the workspace's files, where the answer goes, the
-        limits and the scoring (an agent backend adds its own tools' description)."""
+        limits and the scoring (an agent program adds its own tools' description)."""
 
 
 def failed_rollout(

@@ -1,5 +1,5 @@
 """A model's reply as the gateway returns it. Its own light module (no litellm import), so a rollout worker that
-receives replies from the driver's gateway (raso.agent.executors) does not pay for importing litellm."""
+receives replies from the driver's gateway (raso.execution) does not pay for importing litellm."""
 
 from __future__ import annotations
 

@@ -211,7 +211,7 @@ def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
 
 class ModelGateway(Protocol):
     """What the execution agent uses of a gateway: model calls and profiles. A worker's
-    raso.agent.executors.RemoteGateway has this much (its calls are made by the driver's gateway)."""
+    raso.execution.remote.RemoteGateway has this much (its calls are made by the driver's gateway)."""
 
     @property
     def config(self) -> GatewayConfig: ...
@@ -235,7 +235,7 @@ class ModelGateway(Protocol):
 
 class Gateway(ModelGateway, Protocol):
     """What the optimizer and the engine use of a gateway: an `LLMGateway`, or a view of one that tags its calls
-    with a unit of work (raso.engine.replay.UnitGateway)."""
+    with a unit of work (raso.llm.view.UnitGateway)."""
 
     @property
     def ledger(self) -> UsageLedger: ...
@@ -395,7 +395,7 @@ class LLMGateway:
             self._check_credentials(model, role, role_cfg)
         elif self.config.seed is not None and key is not None and "seed" not in params:
             params = {**params, "seed": call_seed(self.config.seed, key)}
-        if profile.backend == "embedded":
+        if profile.served_by == "embedded":
             try:
                 local.ensure_ready(model)
             except LLMError as exc:
@@ -471,10 +471,10 @@ class LLMGateway:
         is installed and its weights assemble; a hosted model's API key is set. Raises LLMError saying what to
         do. A reachable server is not probed here (the first call's retries handle a slow start)."""
         for role, role_cfg in self.config.roles.items():
-            backend = self.profile(role).backend
-            if backend == "embedded":
+            served_by = self.profile(role).served_by
+            if served_by == "embedded":
                 local.ensure_ready(role_cfg.model)
-            elif backend == "litellm":
+            elif served_by == "litellm":
                 self._check_credentials(role_cfg.model, role, role_cfg)
 
     def _check_credentials(self, model: str, role: str, role_cfg: RoleConfig) -> None:

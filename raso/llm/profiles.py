@@ -1,6 +1,6 @@
 """Model profiles: what a model can do, resolved once from its model string (docs/model-profiles.md).
 
-A `ModelProfile` says which backend serves a model, its context size, whether it takes a GBNF grammar and how it
+A `ModelProfile` says what serves a model (`served_by`), its context size, whether it takes a GBNF grammar and how it
 takes a JSON schema, the quick schedule and prompt limits that suit it, and which small-model repairs
 (sanitizers, raso.optimizer.sanitizers) run on its replies. Product code reads the profile, never the model's
 name: `profile_for` is the one place that looks at a model string to decide what it is.
@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 EMBEDDED_PROVIDER = "local"
 SCRIPTED_PROVIDER = "scripted"
 
-Backend = Literal["litellm", "embedded", "scripted"]
+#: What serves a model: litellm (a hosted API or a server), the embedded llama.cpp model, or a scripted test model.
+ModelServer = Literal["litellm", "embedded", "scripted"]
 
 #: How a JSON schema reaches the model when a role's structured-output mode is `auto`: OpenAI's json_schema
 #: response_format, {"type": "json_object", "schema": ...} (llama.cpp's servers and the embedded backend
@@ -47,14 +48,14 @@ QUICK_SCHEDULE_KEYS = ("schedule.epochs", "schedule.minibatch", "schedule.val_li
 
 
 class ModelProfile(BaseModel):
-    """What one model can do and what suits it. Built by `profile_for`; fields after `backend` can be overridden."""
+    """What one model can do and what suits it. Built by `profile_for`; fields after `served_by` can be overridden."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(description="the model string this profile was resolved for")
     name: str = Field(description="which registry entry it came from: embedded, hosted or scripted")
-    backend: Backend = Field(description="what serves the model: litellm (a hosted API or a server), the embedded "
-                             "llama.cpp backend, or the scripted test backend")
+    served_by: ModelServer = Field(description="what serves the model: litellm (a hosted API or a server), the "
+                                   "embedded llama.cpp model, or the scripted test model")
     context_tokens: int | None = Field(default=None, ge=256, description="prompt + reply tokens the model holds "
                                        "(None: unknown)")
     max_output_tokens: int | None = Field(default=None, ge=1, description="the most reply tokens one call may ask "
@@ -87,7 +88,7 @@ class ModelProfile(BaseModel):
     @property
     def in_process(self) -> bool:
         """Served inside this process: no API key, no cost."""
-        return self.backend != "litellm"
+        return self.served_by != "litellm"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (for config.resolved.json and the report)."""
@@ -96,14 +97,14 @@ class ModelProfile(BaseModel):
     def summary(self) -> str:
         """One line for the report (the quick schedule is reported where it was applied)."""
         schema = self.structured_output if self.takes_json_schema else "none (instructions)"
-        parts = [f"{self.name} ({self.backend})", f"context {self.context_tokens or 'unknown'} tokens",
+        parts = [f"{self.name} ({self.served_by})", f"context {self.context_tokens or 'unknown'} tokens",
                  f"grammar {'yes' if self.grammar else 'no'}", f"schema {schema}",
                  f"sanitizers {', '.join(self.sanitizers) or 'none'}"]
         return "; ".join(parts)
 
 
 #: Fields that say what the model is, not what it can do: never overridden.
-IDENTITY_FIELDS = ("model", "name", "backend")
+IDENTITY_FIELDS = ("model", "name", "served_by")
 
 
 @runtime_checkable
@@ -170,7 +171,7 @@ EMBEDDED_QUICK_SCHEDULE: dict[str, Any] = {
 
 def _embedded(model: str) -> ModelProfile:
     return ModelProfile(
-        model=model, name="embedded", backend="embedded", context_tokens=embedded_context_tokens(), grammar=True,
+        model=model, name="embedded", served_by="embedded", context_tokens=embedded_context_tokens(), grammar=True,
         structured_output="json_object", tool_calls="text", quick_schedule=EMBEDDED_QUICK_SCHEDULE,
         prompt_limits=EMBEDDED_PROMPT_LIMITS, describe_limits=EMBEDDED_DESCRIBE_LIMITS, sanitizers=ALL_SANITIZERS,
         caveat="a small model's drafts are rough; a stronger --optimizer-model writes better ones",
@@ -190,7 +191,7 @@ def _hosted(model: str) -> ModelProfile:
         context, output = info.get("max_input_tokens"), info.get("max_output_tokens")
     except Exception:
         context = output = None
-    return ModelProfile(model=model, name="hosted", backend="litellm",
+    return ModelProfile(model=model, name="hosted", served_by="litellm",
                         context_tokens=int(context) if context else None,
                         max_output_tokens=int(output) if output else None,
                         structured_output="json_schema" if takes_schema else "instructions")
@@ -198,7 +199,7 @@ def _hosted(model: str) -> ModelProfile:
 
 def _scripted(model: str) -> ModelProfile:
     """A scripted test model stands in for a hosted one: no grammar, schema only as instructions."""
-    return ModelProfile(model=model, name="scripted", backend="scripted")
+    return ModelProfile(model=model, name="scripted", served_by="scripted")
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,7 +1,8 @@
-"""The contract every external agent backend meets. The runner (raso.agent.backends.runner) does the shared work:
+"""The contract every external agent program meets. The runner (raso.agent.programs.runner) does the shared work:
 a fresh workspace per rollout, the candidate skill folders installed where the agent reads skills, the loopback model
-endpoint, the OS sandbox, the harness's scorer and the Rollout. A backend only knows its program: how it is installed,
-where it reads skills, how it runs headless against an endpoint, and how its transcript reads back."""
+endpoint, the OS sandbox, the harness's scorer and the Rollout. A program class only knows its program: how it is
+installed, where it reads skills, how it runs headless against an endpoint, how its transcript reads back, and the
+options it takes (its `options_model`, the `program.<name>` section of the run's config)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from raso.choices import WireFormatName
 from raso.harness.base import Step
+
+
+class ProgramOptions(BaseModel):
+    """An agent program's own options: the `program.<name>` section of the run's config (a program's name with
+    "-" as "_"). A program that takes none keeps this empty model; one that does subclasses it."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class AgentRun(BaseModel):
@@ -21,7 +30,7 @@ class AgentRun(BaseModel):
     instruction: str  # the task as the agent gets it (the harness's workspace instruction)
     workspace: Path  # the agent's working directory (the task's files; the answer goes here)
     home: Path  # the program's HOME: writable, fresh per rollout, holds its config and skills dir when user-level
-    endpoint_url: str  # base URL of the loopback model endpoint for this backend's wire format (no trailing slash)
+    endpoint_url: str  # base URL of the loopback model endpoint for this program's wire format (no trailing slash)
     api_key: str  # the endpoint's per-run key
     model_name: str  # the name the program sends (the endpoint serves the agent role's model whatever it is called)
     max_steps: int  # step / turn limit the program is given, where it has one
@@ -42,14 +51,24 @@ class Transcript(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what could not be read, in words
 
 
-class AgentBackend(ABC):
-    """One agent program."""
+class AgentProgram(ABC):
+    """One agent program, registered under its `name` in the entry-point group `raso.agent_programs`
+    (raso.agent.programs.registry) and built from its options."""
 
-    name: ClassVar[str]  # the `agent.backend` value, e.g. "claude-code"
-    wire_format: ClassVar[str]  # "openai-chat" | "anthropic-messages" | "openai-responses"
+    name: ClassVar[str]  # the `program.name` value, e.g. "claude-code"
+    wire_format: ClassVar[WireFormatName]  # the API it speaks to the loopback endpoint
     package: ClassVar[str]  # what is installed, pinned: "npm:@anthropic-ai/claude-code@2.1.332", "pypi:mini-swe-agent==2.4.6"
     #: the address-space limit (RLIMIT_AS) the program was measured to need at least; the runner never sets less
     min_memory_mb: ClassVar[int] = 0
+    #: the program's options (its config section); the base model for a program that takes none
+    options_model: ClassVar[type[ProgramOptions]] = ProgramOptions
+
+    def __init__(self, options: ProgramOptions | None = None) -> None:
+        options = options if options is not None else self.options_model()
+        if not isinstance(options, self.options_model):
+            raise TypeError(f"agent program {self.name!r} takes {self.options_model.__name__}, not "
+                            f"{type(options).__name__}")
+        self.options = options
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:
@@ -89,4 +108,4 @@ class AgentBackend(ABC):
                 "unavailable": self.unavailable_reason()}
 
 
-__all__ = ["AgentBackend", "AgentRun", "Transcript"]
+__all__ = ["AgentProgram", "AgentRun", "ProgramOptions", "Transcript"]

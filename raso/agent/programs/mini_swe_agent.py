@@ -1,4 +1,4 @@
-"""mini-swe-agent (PyPI `mini-swe-agent`, pinned) as a rollout backend, in its text-based mode: each turn the model
+"""mini-swe-agent (PyPI `mini-swe-agent`, pinned) as an agent program, in its text-based mode: each turn the model
 writes a thought and one bash command in a fenced block, so a small model that cannot call tools can drive it.
 
 - Installed into its own virtual environment under the raso cache (`raso agents install mini-swe-agent`), never
@@ -6,7 +6,7 @@ writes a thought and one bash command in a fenced block, so a small model that c
 - Model: its litellm text-based model class pointed at the loopback endpoint as an OpenAI-compatible server
   (`openai/<name>` with `api_base`), so every call goes through raso's gateway.
 - Skills: mini-swe-agent has no skills folder. The runner installs each skill as `$HOME/skills/<name>/SKILL.md`
-  and this backend appends those SKILL.md files, whole, to the task message (after the instruction); the agent can
+  and this program class appends those SKILL.md files, whole, to the task message (after the instruction); the agent can
   also read the files.
 - Limits: its step limit is `agent.max_steps`, its wall-clock limit a little under the sandbox's, each command 60 s.
 - Transcript: its trajectory JSON file (`$HOME/trajectory.json`) becomes the steps.
@@ -18,12 +18,12 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from raso.choices import WireFormatName
 from raso.harness.base import Step
 from raso.safe_files import MiB, read_text
 
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, ProgramOptions, Transcript
 from .install import base_python_prefix, install_dir
-from .registry import register
 
 VERSION = "2.4.6"
 COMMAND_TIMEOUT_S = 60
@@ -64,13 +64,13 @@ def skills_text(skills_dir: Path, names: list[str]) -> str:
             "them where they apply.\n\n" + "\n\n".join(blocks))
 
 
-@register
-class MiniSweAgentBackend(AgentBackend):
+class MiniSweAgentProgram(AgentProgram):
     name: ClassVar[str] = "mini-swe-agent"
-    wire_format: ClassVar[str] = "openai-chat"
+    wire_format: ClassVar[WireFormatName] = "openai-chat"
     package: ClassVar[str] = f"pypi:mini-swe-agent=={VERSION}"
 
-    def __init__(self, home: Path | None = None) -> None:
+    def __init__(self, options: ProgramOptions | None = None, *, home: Path | None = None) -> None:
+        super().__init__(options)
         self.install = home or install_dir(self.name)
 
     @property
@@ -215,4 +215,4 @@ def transcript_of(messages: list[Any], info: dict[str, Any]) -> Transcript:
     return Transcript(steps=steps, final_message=final, tool_calls=tool_calls, notes=notes)
 
 
-__all__ = ["FINISH_COMMAND", "MiniSweAgentBackend", "VERSION", "skills_text", "transcript_of"]
+__all__ = ["FINISH_COMMAND", "MiniSweAgentProgram", "VERSION", "skills_text", "transcript_of"]

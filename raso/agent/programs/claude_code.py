@@ -1,4 +1,4 @@
-"""Claude Code (@anthropic-ai/claude-code) as a rollout backend: `claude -p` headless with stream-json output,
+"""Claude Code (@anthropic-ai/claude-code) as an agent program: `claude -p` headless with stream-json output,
 talking Anthropic Messages to the loopback endpoint (ANTHROPIC_BASE_URL), skills from ~/.claude/skills."""
 
 from __future__ import annotations
@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from raso.choices import WireFormatName
+
 from .base import AgentRun, Transcript
-from .npm import NpmAgentBackend, read_stream_json
-from .registry import register
+from .npm import NpmAgentProgram, read_stream_json
 
 
-@register
-class ClaudeCodeBackend(NpmAgentBackend):
+class ClaudeCodeProgram(NpmAgentProgram):
     name: ClassVar[str] = "claude-code"
-    wire_format: ClassVar[str] = "anthropic-messages"
+    wire_format: ClassVar[WireFormatName] = "anthropic-messages"
     npm_package: ClassVar[str] = "@anthropic-ai/claude-code"
     version: ClassVar[str] = "2.1.332"
     package: ClassVar[str] = f"npm:{npm_package}@{version}"
@@ -69,4 +69,4 @@ class ClaudeCodeBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["ClaudeCodeBackend"]
+__all__ = ["ClaudeCodeProgram"]

@@ -9,12 +9,12 @@ import tomllib
 
 import pytest
 
-from raso.agent.backends.base import AgentRun
-from raso.agent.backends.claude_code import ClaudeCodeBackend
-from raso.agent.backends.codex import CodexBackend, read_codex_json
-from raso.agent.backends.npm import conform_skill_names, read_stream_json
-from raso.agent.backends.qwen_code import QwenCodeBackend
-from raso.agent.backends.registry import backend_class
+from raso.agent.programs.base import AgentRun
+from raso.agent.programs.claude_code import ClaudeCodeProgram
+from raso.agent.programs.codex import CodexProgram, read_codex_json
+from raso.agent.programs.npm import conform_skill_names, read_stream_json
+from raso.agent.programs.qwen_code import QwenCodeProgram
+from raso.agent.programs.registry import program_class
 
 
 def _lines(*events) -> str:
@@ -123,28 +123,28 @@ def run(tmp_path):
 
 
 def test_each_backend_is_registered_and_pinned():
-    for cls, package in ((ClaudeCodeBackend, "npm:@anthropic-ai/claude-code@2.1.332"), (CodexBackend, "npm:@openai/codex@0.169.0"),
-                         (QwenCodeBackend, "npm:@qwen-code/qwen-code@0.24.4")):
-        assert backend_class(cls.name) is cls and cls.package == package
-    assert {c.wire_format for c in (ClaudeCodeBackend, CodexBackend, QwenCodeBackend)} == {
+    for cls, package in ((ClaudeCodeProgram, "npm:@anthropic-ai/claude-code@2.1.332"), (CodexProgram, "npm:@openai/codex@0.169.0"),
+                         (QwenCodeProgram, "npm:@qwen-code/qwen-code@0.24.4")):
+        assert program_class(cls.name) is cls and cls.package == package
+    assert {c.wire_format for c in (ClaudeCodeProgram, CodexProgram, QwenCodeProgram)} == {
         "anthropic-messages", "openai-responses", "openai-chat"}
 
 
 def test_missing_program_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("RASO_CACHE_DIR", str(tmp_path / "cache"))
-    reason = CodexBackend().unavailable_reason()
+    reason = CodexProgram().unavailable_reason()
     assert reason is not None and "raso agents install codex" in reason and "@openai/codex@0.169.0" in reason
     prefix = tmp_path / "cache" / "agents" / "qwen-code" / "node_modules"
     (prefix / ".bin").mkdir(parents=True)
     (prefix / ".bin" / "qwen").write_text("#!/usr/bin/env node\n")
     (prefix / "@qwen-code" / "qwen-code").mkdir(parents=True)
     (prefix / "@qwen-code" / "qwen-code" / "package.json").write_text('{"version": "0.1.0"}')
-    reason = QwenCodeBackend().unavailable_reason()
+    reason = QwenCodeProgram().unavailable_reason()
     assert reason is not None and "0.1.0 is installed, raso pins 0.24.4" in reason
 
 
 def test_claude_code_command_and_environment(run):
-    backend = ClaudeCodeBackend()
+    backend = ClaudeCodeProgram()
     argv = backend.command(run)
     assert argv[-2:] == ["--", "-read input.txt"]  # an instruction that looks like an option stays the prompt
     assert argv[argv.index("--max-turns") + 1] == "7" and "--dangerously-skip-permissions" in argv
@@ -156,7 +156,7 @@ def test_claude_code_command_and_environment(run):
 
 
 def test_codex_config_points_at_the_endpoint(run):
-    backend = CodexBackend()
+    backend = CodexProgram()
     backend.prepare_home(run)
     config = tomllib.loads((run.home / ".codex" / "config.toml").read_text())
     assert config["model_provider"] == "raso" and config["model"] == "raso-agent"
@@ -171,7 +171,7 @@ def test_codex_config_points_at_the_endpoint(run):
 
 
 def test_qwen_code_settings_and_command(run):
-    backend = QwenCodeBackend()
+    backend = QwenCodeProgram()
     backend.prepare_home(run)
     settings = json.loads((run.home / ".qwen" / "settings.json").read_text())
     assert settings["telemetry"]["enabled"] is False and settings["privacy"]["usageStatisticsEnabled"] is False
@@ -187,10 +187,10 @@ def test_qwen_code_settings_and_command(run):
 
 def test_the_runner_never_sets_less_memory_than_the_program_needs():
     from raso.agent.agent import AgentConfig
-    from raso.agent.backends.runner import ExternalAgentRunner
+    from raso.agent.programs.config import ProgramSection
+    from raso.agent.programs.runner import ExternalAgentRunner
 
-    low = AgentConfig(backend="qwen-code", memory_mb=2048)
-    qwen = ExternalAgentRunner(QwenCodeBackend(), None, low)
-    assert qwen.limits().memory_bytes == QwenCodeBackend.min_memory_mb * 1024 * 1024 > 2048 * 1024 * 1024
-    high = AgentConfig(backend="codex", memory_mb=20_000)
-    assert ExternalAgentRunner(CodexBackend(), None, high).limits().memory_bytes == 20_000 * 1024 * 1024
+    qwen = ExternalAgentRunner(QwenCodeProgram(), None, AgentConfig(), ProgramSection(memory_mb=2048))
+    assert qwen.limits().memory_bytes == QwenCodeProgram.min_memory_mb * 1024 * 1024 > 2048 * 1024 * 1024
+    high = ProgramSection(memory_mb=20_000)
+    assert ExternalAgentRunner(CodexProgram(), None, AgentConfig(), high).limits().memory_bytes == 20_000 * 1024 * 1024

@@ -1,5 +1,5 @@
-"""Where agent programs are installed and how: each backend's pinned package (`AgentBackend.package`) goes into its
-own folder under the raso cache (`$RASO_CACHE_DIR/agents/<backend>`, else `~/.cache/raso/agents/<backend>`), never
+"""Where agent programs are installed and how: each program's pinned package (`AgentProgram.package`) goes into its
+own folder under the raso cache (`$RASO_CACHE_DIR/agents/<name>`, else `~/.cache/raso/agents/<name>`), never
 into raso's own environment: a PyPI package into a virtual environment there, an npm package into an npm prefix
 there. The folder must be readable by the sandboxed program (it is bound read-only into each rollout)."""
 
@@ -35,7 +35,7 @@ def agents_dir() -> Path:
 
 
 def install_dir(name: str) -> Path:
-    """The install folder of backend `name`."""
+    """The install folder of program `name`."""
     return agents_dir() / name
 
 
@@ -57,7 +57,7 @@ def base_python_prefix(venv: Path) -> Path | None:
 
 
 def install_command(name: str, package: str) -> list[list[str]]:
-    """The commands that install `package` for backend `name` (run in order)."""
+    """The commands that install `package` for program `name` (run in order)."""
     spec = parse_package(package)
     target = install_dir(name)
     if spec.manager == "pypi":
@@ -68,7 +68,7 @@ def install_command(name: str, package: str) -> list[list[str]]:
 
 
 def install(name: str, package: str) -> Path:
-    """Install `package` for backend `name`; returns the install folder. Raises RuntimeError with the failing
+    """Install `package` for program `name`; returns the install folder. Raises RuntimeError with the failing
     command's last output lines."""
     target = install_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """What the npm-installed agent programs (Claude Code, Codex CLI, Qwen Code) share: a pinned package in its own npm
-prefix under the raso cache (raso.agent.backends.install), Node where the program is a Node script, and the
+prefix under the raso cache (raso.agent.programs.install), Node where the program is a Node script, and the
 stream-json transcript that Claude Code and Qwen Code both print (one JSON object a line: the assistant's messages
 with text and tool_use blocks, the tool results as user messages, then a result line with usage)."""
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from raso.harness.base import Step
 
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, Transcript
 from .install import install_dir
 
 #: Node's WebAssembly bounds checks by trap handler reserve a 10 GB address range per memory; under the sandbox's
@@ -181,14 +181,14 @@ def conform_skill_names(skills_dir: Path) -> list[str]:
     return changed
 
 
-class NpmAgentBackend(AgentBackend):
+class NpmAgentProgram(AgentProgram):
     """An agent program installed from npm into its own prefix (`raso agents install NAME`)."""
 
     npm_package: ClassVar[str]  # "@anthropic-ai/claude-code"
     version: ClassVar[str]  # pinned: the version the tests ran
     binary: ClassVar[str]  # the program's name in node_modules/.bin
     needs_node: ClassVar[bool] = True  # False for a native executable
-    # min_memory_mb (AgentBackend): V8 and Bun reserve large virtual ranges (WebAssembly memories among them) and
+    # min_memory_mb (AgentProgram): V8 and Bun reserve large virtual ranges (WebAssembly memories among them) and
     # abort or fail every request below it
 
     def prefix(self) -> Path:
@@ -223,5 +223,5 @@ class NpmAgentBackend(AgentBackend):
         conform_skill_names(self.skills_dir(run))
 
 
-__all__ = ["NODE_ENV", "NpmAgentBackend", "conform_skill_names", "content_text", "json_lines", "mapping", "node_paths",
+__all__ = ["NODE_ENV", "NpmAgentProgram", "conform_skill_names", "content_text", "json_lines", "mapping", "node_paths",
            "read_stream_json", "tool_action"]

@@ -1,4 +1,4 @@
-"""Qwen Code (@qwen-code/qwen-code) as a rollout backend: `qwen` headless with stream-json output, talking OpenAI
+"""Qwen Code (@qwen-code/qwen-code) as an agent program: `qwen` headless with stream-json output, talking OpenAI
 chat to the loopback endpoint (OPENAI_BASE_URL), skills from ~/.qwen/skills."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
+from raso.choices import WireFormatName
+
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, read_stream_json
-from .registry import register
+from .npm import NODE_ENV, NpmAgentProgram, read_stream_json
 
 #: ~/.qwen/settings.json: nothing leaves the machine, no update checks, and only the candidate skills listed (not
 #: the ones bundled with the program)
@@ -21,10 +22,9 @@ SETTINGS = {
 }
 
 
-@register
-class QwenCodeBackend(NpmAgentBackend):
+class QwenCodeProgram(NpmAgentProgram):
     name: ClassVar[str] = "qwen-code"
-    wire_format: ClassVar[str] = "openai-chat"
+    wire_format: ClassVar[WireFormatName] = "openai-chat"
     npm_package: ClassVar[str] = "@qwen-code/qwen-code"
     version: ClassVar[str] = "0.24.4"
     package: ClassVar[str] = f"npm:{npm_package}@{version}"
@@ -70,4 +70,4 @@ class QwenCodeBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["QwenCodeBackend"]
+__all__ = ["QwenCodeProgram"]

@@ -59,16 +59,16 @@ FAIL_FAST_S = 30.0
 REFUSAL_TO_END_S = 10.0
 
 
-def assert_refused_rollout_ends_fast(backend, config, refusal: str, monkeypatch) -> None:
+def assert_refused_rollout_ends_fast(backend, config, refusal: str, monkeypatch, limits=None) -> None:
     """Run one rollout of `backend` against a model refused as `refusal` and check it failed fast: the outcome it
     always had, one call asked and refused (nothing retried it), the rollout over seconds after the refusal."""
     import time
 
-    from raso.agent.backends.runner import ExternalAgentRunner
+    from raso.agent.programs.runner import ExternalAgentRunner
 
     gateway = refusing_gateway(refusal, monkeypatch)
     harness = AnswerFileTestHarness()
-    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config))
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], ExternalAgentRunner(backend, gateway, config, limits))
     ended = time.time()
     assert rollout.outcome == REFUSAL_OUTCOME[refusal], rollout.error
     [refused] = rollout.metadata["endpoint_errors"]

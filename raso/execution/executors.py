@@ -19,19 +19,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from multiprocessing.connection import Client, Connection, Listener
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
+from raso.choices import ExecutorKind, choices_of
 from raso.harness import Harness, Rollout, RolloutRunner, Task, failed_rollout
-from raso.llm.errors import LLMError, LLMUnavailableError
+from raso.llm.view import UnitGateway
+
+from .options import ExecutionOptions
+from .remote import GatewayServer
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -41,37 +43,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Backend = Literal["threads", "processes", "dask", "ray"]
-BACKENDS: tuple[str, ...] = ("threads", "processes", "dask", "ray")
-
 #: An agent factory: the engine's `RunComponents.agent_factory` (a gateway in, a RolloutRunner out).
 AgentFactory = Callable[[Any], RolloutRunner]
-
-
-class ExecutionOptions(BaseModel):
-    """Where a run's rollouts execute (the `execution` section of the run's config)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    backend: Backend = Field(default="threads", description="threads (in this process), processes (a local pool), "
-                             "dask or ray (a cluster's workers)")
-    address: str | None = Field(default=None, description="an existing cluster: a Dask scheduler "
-                                "(tcp://host:8786) or a Ray address (host:6379, ray://host:10001, auto); None starts "
-                                "a local one on this machine")
-    workers: int | None = Field(default=None, ge=1, description="rollouts run at once: threads or processes, or the "
-                                "workers of the local cluster started for the run; None = schedule.workers. With an "
-                                "address, the cluster's own size decides")
-    driver_host: str | None = Field(default=None, description="the host name or IP address at which the workers "
-                                    "reach this process's model-call server; None = the local address on the route "
-                                    "to the cluster (loopback for a local one)")
-
-    @model_validator(mode="after")
-    def _address_needs_a_cluster(self) -> ExecutionOptions:
-        if self.backend in ("threads", "processes") and (self.address or self.driver_host):
-            given = "address" if self.address else "driver_host"
-            raise ValueError(f"{given} is for a cluster: set backend to dask or ray (backend {self.backend} runs "
-                             "on this machine)")
-        return self
 
 
 class TaskSkills:
@@ -113,177 +86,6 @@ def guarded_rollout(harness: Harness, agent: RolloutRunner, task: Task, skills: 
     except Exception as exc:
         return failed_rollout(getattr(harness, "name", type(harness).__name__), task, skills, exc,
                               wall_time_s=time.perf_counter() - started)
-
-
-# ---------------------------------------------------------------------------------------------- model-call RPC
-#: The gateway methods a worker may call through the driver (UnitGateway's surface, less the ledger).
-REMOTE_METHODS = frozenset({"complete", "structured", "profile", "preflight", "price", "unpriced_models",
-                            "worst_case_cost"})
-
-
-def _pack_error(exc: BaseException) -> tuple[Any, ...]:
-    return ("error", type(exc), exc.args, dict(getattr(exc, "__dict__", {})), str(exc))
-
-
-def _unpack_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any], text: str) -> BaseException:
-    """The driver's exception, rebuilt without calling its constructor (some take keyword-only arguments)."""
-    try:
-        exc = cls.__new__(cls)
-        exc.args = args
-        exc.__dict__.update(state)
-        return exc
-    except Exception:  # an exotic exception type: keep its message
-        return LLMError(f"{cls.__name__}: {text}")
-
-
-class GatewayServer:
-    """Serves the driver's gateway to rollouts running elsewhere: one thread per worker connection, each request
-    made through `UnitGateway(gateway, unit)` so it carries the batch's cache tag. Connections authenticate with a
-    random per-run key (multiprocessing.connection's HMAC handshake) before anything is unpickled."""
-
-    def __init__(self, gateway: Gateway, *, bind: str = "127.0.0.1", advertise: str | None = None) -> None:
-        self.gateway = gateway
-        self.authkey = secrets.token_bytes(32)
-        self._listener = Listener((bind, 0), authkey=self.authkey)
-        port = int(self._listener.address[1])  # a TCP listener's address is (host, port)
-        self.address: tuple[str, int] = (advertise or bind, port)
-        self._closed = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._accept = threading.Thread(target=self._accept_loop, name="raso-gateway-server", daemon=True)
-        self._accept.start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn = self._listener.accept()
-            except Exception:  # a failed handshake (wrong key) or the listener closing
-                if self._closed.is_set():
-                    return
-                continue
-            if self._closed.is_set():
-                conn.close()
-                return
-            thread = threading.Thread(target=self._serve, args=(conn,), name="raso-gateway-conn", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _serve(self, conn: Connection) -> None:
-        from raso.engine.replay import UnitGateway
-
-        with conn:
-            while True:
-                try:
-                    unit, method, args, kwargs = conn.recv()
-                except (EOFError, OSError):  # the worker finished or died
-                    return
-                try:
-                    if method not in REMOTE_METHODS:
-                        raise LLMError(f"gateway method {method!r} cannot be called from a worker")
-                    reply: tuple[Any, ...] = ("ok", getattr(UnitGateway(self.gateway, unit), method)(*args, **kwargs))
-                except Exception as exc:
-                    reply = _pack_error(exc)
-                try:
-                    conn.send(reply)
-                except Exception as exc:  # an unpicklable result or error: say so rather than hang the worker
-                    try:
-                        conn.send(_pack_error(LLMError(f"the driver could not send the reply of {method}: {exc}")))
-                    except OSError:
-                        return
-
-    def remote(self, unit: str) -> RemoteGateway:
-        return RemoteGateway(self.address, self.authkey, unit, self.gateway.config)
-
-    def close(self) -> None:
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        try:  # wake the blocking accept() so its thread ends
-            Client(("127.0.0.1" if self.address[0] in ("0.0.0.0", "") else self.address[0], self.address[1]),
-                   authkey=self.authkey).close()
-        except Exception:
-            pass
-        self._listener.close()
-
-
-_thread_connections = threading.local()
-
-
-class RemoteGateway:
-    """A worker's stand-in for the run's `UnitGateway`: the same methods, each one a request to the driver's
-    `GatewayServer`. Picklable (the connection is per worker thread and made on first use). A driver that cannot
-    be reached is an outage (LLMUnavailableError: infrastructure), never the agent's failure."""
-
-    def __init__(self, address: tuple[str, int], authkey: bytes, unit: str, config: Any) -> None:
-        self._set(address, authkey, unit, config)
-
-    def _set(self, address: tuple[str, int], authkey: bytes, unit: str, config: Any) -> None:
-        self._address = (str(address[0]), int(address[1]))
-        self._authkey = authkey
-        self._unit = unit
-        self._config = config
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"address": self._address, "authkey": self._authkey, "unit": self._unit, "config": self._config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._set(state["address"], state["authkey"], state["unit"], state["config"])
-
-    @property
-    def unit(self) -> str:
-        return self._unit
-
-    @property
-    def config(self) -> Any:
-        """The driver's GatewayConfig (read-only here: the driver's gateway makes the calls)."""
-        return self._config
-
-    @property
-    def address(self) -> tuple[str, int]:
-        """The driver's model-call server."""
-        return self._address
-
-    def _connection(self) -> Connection:
-        """This thread's connection to the driver, shared by every batch's RemoteGateway (the unit travels with
-        each request), so the driver serves one connection per worker thread however many batches a run has."""
-        conns: dict[tuple[Any, ...], Connection] = _thread_connections.__dict__.setdefault("by_server", {})
-        conn = conns.get((self._address, self._authkey))
-        if conn is None:
-            conn = conns[(self._address, self._authkey)] = Client(self._address, authkey=self._authkey)
-        return conn
-
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            conn = self._connection()
-            conn.send((self._unit, method, args, kwargs))
-            reply = conn.recv()
-        except (OSError, EOFError) as exc:
-            _thread_connections.__dict__.get("by_server", {}).pop((self._address, self._authkey), None)
-            raise LLMUnavailableError(f"the run's driver at {self.address[0]}:{self.address[1]} cannot be reached "
-                                      f"from this worker ({type(exc).__name__}: {exc})") from exc
-        if reply[0] == "ok":
-            return reply[1]
-        raise _unpack_error(*reply[1:])
-
-    def complete(self, role: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        return self._call("complete", role, messages, **kwargs)
-
-    def structured(self, role: str, messages: list[dict[str, Any]], schema: type[BaseModel], **kwargs: Any) -> Any:
-        return self._call("structured", role, messages, schema, **kwargs)
-
-    def profile(self, role: str) -> Any:
-        return self._call("profile", role)
-
-    def preflight(self) -> None:
-        self._call("preflight")
-
-    def price(self, model: str) -> Any:
-        return self._call("price", model)
-
-    def unpriced_models(self) -> list[str]:
-        return self._call("unpriced_models")
-
-    def worst_case_cost(self, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> float:
-        return self._call("worst_case_cost", model, messages, params)
 
 
 # ---------------------------------------------------------------------------------------------- worker side
@@ -347,8 +149,6 @@ class RolloutExecutor:
 
     def agent(self, factory: AgentFactory, gateway: Gateway, unit: str) -> RolloutRunner:
         """The batch's agent, built by `factory` around the gateway it must use where it runs."""
-        from raso.engine.replay import UnitGateway
-
         return factory(UnitGateway(gateway, unit))
 
     def run(self, harness: Harness, agent: RolloutRunner, tasks: Sequence[Task],
@@ -425,7 +225,7 @@ class _RemoteExecutor(RolloutExecutor):
             return cloudpickle.dumps(agent)
         except Exception as exc:
             raise ValueError(f"the execution agent cannot be sent to the {self.name} workers ({type(exc).__name__}: "
-                             f"{exc}); use execution.backend=threads with this agent") from exc
+                             f"{exc}); use execution.executor=threads with this agent") from exc
 
     def _lost(self, task: Task, skills: Sequence[Skill], exc: BaseException) -> Rollout:
         return infrastructure_rollout(self.spec.name, task, skills, InfrastructureFailure(
@@ -507,7 +307,7 @@ class DaskExecutor(_RemoteExecutor):
                 from distributed import Client as DaskClient
                 from distributed import LocalCluster
             except ImportError as exc:
-                raise ImportError("execution.backend=dask needs Dask's `distributed` package: pip install "
+                raise ImportError("execution.executor=dask needs Dask's `distributed` package: pip install "
                                   "'raso[distributed]'") from exc
             if self.options.address:
                 self._client = DaskClient(self.options.address)
@@ -563,7 +363,7 @@ class RayExecutor(_RemoteExecutor):
         try:
             import ray
         except ImportError as exc:
-            raise ImportError("execution.backend=ray needs Ray: pip install 'raso[ray]'") from exc
+            raise ImportError("execution.executor=ray needs Ray: pip install 'raso[ray]'") from exc
         if not ray.is_initialized():
             if self.options.address:
                 ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False)
@@ -634,19 +434,16 @@ def make_executor(options: ExecutionOptions, *, gateway: Gateway, harness: Harne
                   harness_options: dict[str, Any], default_workers: int) -> RolloutExecutor:
     """The executor `options` ask for (`default_workers`: schedule.workers, used when options.workers is None)."""
     workers = options.workers or default_workers
-    if options.backend == "threads":
+    if options.executor == "threads":
         return ThreadExecutor(workers)
     spec = harness_spec(harness, harness_name, harness_options)
-    if options.backend == "processes":
-        return ProcessExecutor(gateway, spec, options, workers)
-    if options.backend == "dask":
-        return DaskExecutor(gateway, spec, options, workers)
-    if options.backend == "ray":
-        return RayExecutor(gateway, spec, options, workers)
-    raise ValueError(f"unknown execution backend {options.backend!r} (known: {', '.join(BACKENDS)})")
+    remote: dict[ExecutorKind, Callable[[Gateway, HarnessSpec, ExecutionOptions, int], RolloutExecutor]] = {
+        "processes": ProcessExecutor, "dask": DaskExecutor, "ray": RayExecutor}
+    if options.executor not in remote:
+        raise ValueError(f"unknown executor {options.executor!r} (known: {', '.join(choices_of(ExecutorKind))})")
+    return remote[options.executor](gateway, spec, options, workers)
 
 
-__all__ = ["BACKENDS", "DaskExecutor", "ExecutionOptions", "GatewayServer", "HarnessSpec", "InfrastructureFailure",
-           "ProcessExecutor", "RayExecutor", "RemoteGateway", "RolloutExecutor", "TaskSkills", "ThreadExecutor",
-           "guarded_rollout", "harness_spec", "infrastructure_rollout", "make_executor", "route_address", "run_on_worker",
-           "skills_per_task"]
+__all__ = ["DaskExecutor", "HarnessSpec", "InfrastructureFailure", "ProcessExecutor", "RayExecutor", "RolloutExecutor",
+           "TaskSkills", "ThreadExecutor", "guarded_rollout", "harness_spec", "infrastructure_rollout", "make_executor",
+           "route_address", "run_on_worker", "skills_per_task"]

@@ -29,7 +29,8 @@ from raso.safe_files import remove_tree
 from raso.skill import slugify
 
 from ..endpoint import EndpointSession, ModelEndpoint
-from .base import AgentBackend, AgentRun, Transcript
+from .base import AgentProgram, AgentRun, Transcript
+from .config import ProgramSection
 
 if TYPE_CHECKING:
     from raso.agent.agent import AgentConfig
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 #: where rollout folders are made: $RASO_AGENT_ROOT, else the system temp folder (searchable by every uid, which
 #: the sandbox needs when it runs programs as another user)
 ROOT_ENV = "RASO_AGENT_ROOT"
-MODEL_NAME = "raso-agent"  # the model name an agent is told when its backend names none
+MODEL_NAME = "raso-agent"  # the model name an agent is told when its program class names none
 
 
 #: Seconds between the lines a still-running external program prints on stderr (what it has asked so far), so a
@@ -92,13 +93,13 @@ def workspace_harnesses() -> list[str]:
     return names
 
 
-def check_workspace_harness(harness: Harness, backend: str) -> WorkspaceTasks:
+def check_workspace_harness(harness: Harness, program: str) -> WorkspaceTasks:
     """The workspace form of `harness`'s tasks, or AgentSetupError naming the harnesses that declare one."""
     workspace = harness.workspace_form()
     if workspace is not None:
         return workspace
     which = ", ".join(workspace_harnesses()) or "none is registered here"
-    raise AgentSetupError(f"agent backend {backend!r} runs tasks in a workspace, and harness "
+    raise AgentSetupError(f"agent program {program!r} runs tasks in a workspace, and harness "
                           f"{getattr(harness, 'name', harness)!r} has no workspace form (WorkspaceTasks); "
                           f"harnesses that do: {which}")
 
@@ -165,12 +166,15 @@ def _folder_names(skills: Sequence[Skill]) -> list[str]:
 
 
 class ExternalAgentRunner:
-    """Runs rollouts inside `backend`'s program with `gateway`'s `config.role` model behind the loopback endpoint."""
+    """Runs rollouts inside `program` with `gateway`'s `config.role` model behind the loopback endpoint, under the
+    sandbox limits of `limits` (the config's `program` section; None = its defaults)."""
 
-    def __init__(self, backend: AgentBackend, gateway: Any, config: AgentConfig) -> None:
-        self.backend = backend
+    def __init__(self, program: AgentProgram, gateway: Any, config: AgentConfig,
+                 limits: ProgramSection | None = None) -> None:
+        self.program = program
         self.gateway = gateway
         self.config = config
+        self.limits_config = limits if limits is not None else ProgramSection()
 
     # ------------------------------------------------------------------ the RolloutRunner
     def run(self, harness: Harness, task: Task, skills: Sequence[Skill]) -> Rollout:
@@ -182,11 +186,11 @@ class ExternalAgentRunner:
         except AgentSetupError as exc:
             return Rollout(task_id=task.id, harness=harness.name, reward=0.0, error=str(exc), outcome="unusable",
                            wall_time_s=time.perf_counter() - start, skill_names=names,
-                           metadata={"backend": self.backend.name})
+                           metadata={"program": self.program.name})
         except Exception as exc:
             return Rollout(task_id=task.id, harness=harness.name, reward=0.0, **failure_fields(exc, trace_limit=5),
                            wall_time_s=time.perf_counter() - start, skill_names=names,
-                           metadata={"backend": self.backend.name})
+                           metadata={"program": self.program.name})
 
     def reply_token_cap(self) -> int | None:
         """What one model call may ask for: agent.max_tokens, lowered to the model profile's max_output_tokens (an
@@ -198,29 +202,29 @@ class ExternalAgentRunner:
         return profile.cap_reply_tokens(self.config.max_tokens)
 
     def wall_seconds(self) -> float:
-        return float(self.config.max_wall_s or self.config.external_wall_s)
+        return float(self.config.max_wall_s or self.limits_config.wall_s)
 
     def memory_mb(self) -> int:
         """The configured address-space limit, raised to what the program needs to run at all."""
-        return max(self.config.memory_mb, self.backend.min_memory_mb)
+        return max(self.limits_config.memory_mb, self.program.min_memory_mb)
 
     def limits(self) -> SandboxLimits:
-        return SandboxLimits(cpu_seconds=self.config.cpu_seconds, wall_seconds=self.wall_seconds(),
+        return SandboxLimits(cpu_seconds=self.limits_config.cpu_seconds, wall_seconds=self.wall_seconds(),
                              memory_bytes=self.memory_mb() * MiB, max_processes=512, max_open_files=4096,
-                             file_size_bytes=512 * MiB, disk_bytes=self.config.disk_mb * MiB, tmpfs_bytes=512 * MiB,
+                             file_size_bytes=512 * MiB, disk_bytes=self.limits_config.disk_mb * MiB, tmpfs_bytes=512 * MiB,
                              output_chars=400_000)
 
     def _run(self, harness: Harness, task: Task, skills: Sequence[Skill], start: float) -> Rollout:
-        tasks = check_workspace_harness(harness, self.backend.name)
-        reason = self.backend.unavailable_reason()
+        tasks = check_workspace_harness(harness, self.program.name)
+        reason = self.program.unavailable_reason()
         if reason:
-            raise AgentSetupError(f"agent backend {self.backend.name!r} cannot run: {reason}")
+            raise AgentSetupError(f"agent program {self.program.name!r} cannot run: {reason}")
         try:
             sandbox = Sandbox(self.limits(), deny_read=tasks.hidden_paths())
         except Exception as exc:
-            raise AgentSetupError(f"agent backend {self.backend.name!r} needs the OS sandbox: {exc}") from None
+            raise AgentSetupError(f"agent program {self.program.name!r} needs the OS sandbox: {exc}") from None
         if sandbox.isolation_level != "os":
-            raise AgentSetupError(f"agent backend {self.backend.name!r} needs OS-level isolation (bubblewrap): "
+            raise AgentSetupError(f"agent program {self.program.name!r} needs OS-level isolation (bubblewrap): "
                                   "a coding agent runs any command it likes")
         base = Path(os.environ.get(ROOT_ENV) or tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
@@ -238,26 +242,26 @@ class ExternalAgentRunner:
                     endpoint.session(f"{harness.name}/{task.id}") as session:
                 run = AgentRun(
                     instruction=instruction, workspace=workspace, home=home,
-                    endpoint_url=session.base_url(self.backend.wire_format), api_key=session.api_key,
-                    model_name=str(getattr(self.backend, "model_name", MODEL_NAME)),
+                    endpoint_url=session.base_url(self.program.wire_format), api_key=session.api_key,
+                    model_name=str(getattr(self.program, "model_name", MODEL_NAME)),
                     max_steps=int(self.config.max_steps or harness.max_steps), wall_seconds=self.wall_seconds(),
                     skill_names=_folder_names(skills), max_tokens=cap)
-                skills_dir = Path(self.backend.skills_dir(run))
+                skills_dir = Path(self.program.skills_dir(run))
                 if not str(skills_dir.resolve()).startswith(str(root.resolve()) + os.sep):
-                    raise AgentSetupError(f"agent backend {self.backend.name!r} reads skills from {skills_dir}, "
+                    raise AgentSetupError(f"agent program {self.program.name!r} reads skills from {skills_dir}, "
                                           "outside the rollout's folder")
                 skill_files = {name: _write_skill(skill, skills_dir / name) for name, skill in zip(run.skill_names, skills)}
-                self.backend.prepare_home(run)
-                env = {"HOME": str(home), "TMPDIR": str(root / "tmp"), **self.backend.environment(run)}
+                self.program.prepare_home(run)
+                env = {"HOME": str(home), "TMPDIR": str(root / "tmp"), **self.program.environment(run)}
                 # the sandbox's writable folder is the rollout root (home/ and workspace/); the program starts in
                 # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
-                argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.backend.command(run)]
+                argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.program.command(run)]
                 try:
-                    with _ProgressLines(f"{self.backend.name} on {task.id}", session):
-                        result = sandbox.run_command(argv, root, ro_binds=self.backend.read_only_paths(), env=env,
+                    with _ProgressLines(f"{self.program.name} on {task.id}", session):
+                        result = sandbox.run_command(argv, root, ro_binds=self.program.read_only_paths(), env=env,
                                                      loopback_ports=[endpoint.port])
                 except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
-                    raise AgentSetupError(f"agent backend {self.backend.name!r}: {exc} (set {ROOT_ENV} to a folder "
+                    raise AgentSetupError(f"agent program {self.program.name!r}: {exc} (set {ROOT_ENV} to a folder "
                                           "every user can enter)") from None
             score = tasks.score_workspace(task, workspace)
             transcript = self._transcript(run, result)
@@ -270,7 +274,7 @@ class ExternalAgentRunner:
 
     def _transcript(self, run: AgentRun, result: SandboxResult) -> Transcript:
         try:
-            return self.backend.read_transcript(run, result.stdout, result.stderr)
+            return self.program.read_transcript(run, result.stdout, result.stderr)
         except Exception as exc:  # the contract says never; a reader bug must not lose the rollout
             return Transcript(notes=[f"the transcript could not be read: {type(exc).__name__}: {exc}"])
 
@@ -291,12 +295,12 @@ class ExternalAgentRunner:
         elif session.calls == 0 and result.exit_code not in (0, None):
             # the program ended before it ever asked the model: it could not run here, which says nothing of the skill
             outcome = "unusable"
-            error = f"{self.backend.name} exited {result.exit_code} before any model call: {result.error_summary() or ''}"
+            error = f"{self.program.name} exited {result.exit_code} before any model call: {result.error_summary() or ''}"
         elif result.limit_hit:
-            outcome, error = "agent_error", f"{self.backend.name} stopped by the sandbox's {result.limit_hit} limit" \
+            outcome, error = "agent_error", f"{self.program.name} stopped by the sandbox's {result.limit_hit} limit" \
                                             f"{f' ({result.limit_detail})' if result.limit_detail else ''}"
         elif result.exit_code not in (0, None):
-            outcome, error = "agent_error", f"{self.backend.name} exited {result.exit_code}"
+            outcome, error = "agent_error", f"{self.program.name} exited {result.exit_code}"
             if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
                 error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
         if error and any("max_tokens" in str(e["message"]) for e in session.errors):
@@ -305,7 +309,7 @@ class ExternalAgentRunner:
         if error and result.stderr.strip():
             error += "\nstderr (tail):\n" + result.stderr.strip()[-1500:]
         metadata: dict[str, Any] = {
-            "backend": self.backend.name, "package": self.backend.package, "wire_format": self.backend.wire_format,
+            "program": self.program.name, "package": self.program.package, "wire_format": self.program.wire_format,
             "tool_calls": transcript.tool_calls, "exit_code": result.exit_code, "limit_hit": result.limit_hit,
             "isolation": result.isolation, "isolation_level": result.isolation_level,
             "limits_mode": result.limits_mode, "sandbox_cpu_s": result.cpu_time_s,

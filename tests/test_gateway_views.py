@@ -1,5 +1,7 @@
-"""UnitGateway wraps the run's gateway: every public LLMGateway method that reaches a model is one it defines
-itself and tags with its unit; nothing else of the gateway is reachable through it by accident."""
+"""The gateway's views: UnitGateway wraps the run's gateway (every public LLMGateway method that reaches a model is
+one it defines itself and tags with its unit; nothing else of the gateway is reachable through it by accident), and
+a worker's RemoteGateway asks the driver's GatewayServer for the same methods. Both, the server and the
+ModelGateway protocol read one list, raso.llm.view.VIEW_METHODS."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from raso.engine.replay import UnitGateway
-from raso.llm import GatewayConfig, LLMAuthError, LLMGateway, RetryConfig, UsageLedger
+from raso.execution.remote import GatewayServer, RemoteGateway
+from raso.llm import GatewayConfig, LLMAuthError, LLMError, LLMGateway, RetryConfig, UsageLedger
+from raso.llm.gateway import ModelGateway
 from raso.llm.scripted import ScriptedModel
+from raso.llm.view import VIEW_METHODS, UnitGateway
 
 
 class Answer(BaseModel):
@@ -99,3 +103,37 @@ def test_the_wrapper_reads_the_parents_state_and_never_copies_it(monkeypatch: py
     hosted = UnitGateway(LLMGateway(GatewayConfig.for_models(target="openai/gpt-4o-mini")), "u")
     with pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):  # the parent's check, before any call
         hosted.preflight()
+
+
+def test_one_method_list_is_every_views_surface() -> None:
+    public = {name for name, _ in inspect.getmembers(LLMGateway) if not name.startswith("_")}
+    assert public == set(VIEW_METHODS), "a new public gateway method: add it to VIEW_METHODS and to both views"
+    protocol = {name for name in vars(ModelGateway) if not name.startswith("_")} - {"config"}
+    assert protocol == set(VIEW_METHODS)
+    for view in (UnitGateway, RemoteGateway):
+        missing = [name for name in VIEW_METHODS if not callable(vars(view).get(name))]
+        assert not missing, f"{view.__name__} lacks {missing}"
+
+
+def test_the_remote_view_answers_each_listed_method_as_the_unit_view_does(tmp_path: Path) -> None:
+    model = ScriptedModel(lambda messages: '{"text": "ok"}')
+    gateway = LLMGateway(GatewayConfig.for_models(target=model.model, cache_dir=tmp_path / "cache",
+                                                  retry=RetryConfig(max_attempts=1)))
+    role_model = gateway.config.roles["agent"].model
+    calls: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+        **CALLS, "profile": (("agent",), {}), "preflight": ((), {}), "price": ((role_model,), {}),
+        "unpriced_models": ((), {}), "worst_case_cost": ((role_model, [], {}), {})}
+    assert set(calls) == set(VIEW_METHODS)
+    server = GatewayServer(gateway)
+    try:
+        remote, local = server.remote("iter001/train"), UnitGateway(gateway, "iter001/train")
+        for name in VIEW_METHODS:
+            args, kwargs = calls[name]
+            there, here = getattr(remote, name)(*args, **kwargs), getattr(local, name)(*args, **kwargs)
+            assert getattr(there, "text", there) == getattr(here, "text", here), name  # a Completion: its text
+        # the remote's model calls were the unit's own: the local ones replayed them from the cache
+        assert len(model.calls) == 2 and {r.cached for r in gateway.ledger.records()} == {False, True}
+        with pytest.raises(LLMError, match="cannot be called from a worker"):
+            remote._call("ledger")
+    finally:
+        server.close()

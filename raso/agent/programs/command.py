@@ -1,4 +1,5 @@
-"""The `command` backend: any agent program, run by a user's command line template (`agent.command`).
+"""The `command` program: any agent program, run by a user's command line template (`program.command.template`,
+flag `--agent-command`).
 
 Placeholders (each argument is filled separately, so a value with spaces stays one argument; `{{`/`}}` are literal
 braces): {instruction_file} (the instruction as a file, outside the workspace), {instruction} (its text),
@@ -8,7 +9,7 @@ RASO_SKILLS_DIR, OPENAI_BASE_URL, OPENAI_API_KEY, RASO_MODEL and RASO_MAX_STEPS.
 
 An absolute path in the template that exists here (the program, its script) is shown read-only in the sandbox; the
 system folders and raso's Python are there anyway. The program's stdout is its final message; its steps are the
-model calls the endpoint answered (the runner reads them from the session when a backend reports none).
+model calls the endpoint answered (the runner reads them from the session when a program reports none).
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from __future__ import annotations
 import shlex
 import string
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
+from pydantic import Field, field_validator
+
+from raso.choices import WireFormatName
 from raso.harness.sandbox import interpreter_layout
 
-from .base import AgentBackend, AgentRun, Transcript
-from .registry import register
-
-if TYPE_CHECKING:
-    from raso.agent.agent import AgentConfig
+from .base import AgentProgram, AgentRun, ProgramOptions, Transcript
 
 PLACEHOLDERS = ("instruction_file", "instruction", "workspace", "home", "skills_dir", "endpoint_url", "api_key",
                 "model", "max_steps")
@@ -37,40 +37,62 @@ def check_template(template: str) -> list[str]:
     try:
         argv = shlex.split(template) if template.strip() else []
     except ValueError as exc:
-        raise ValueError(f"agent.command: {exc} in {template!r}") from None
+        raise ValueError(f"{exc} in {template!r}") from None
     for arg in argv:
         try:
             fields = [field for _, field, _, _ in string.Formatter().parse(arg)]
         except ValueError as exc:  # "Single '}' encountered" and the like
-            raise ValueError(f"agent.command: {exc} in {arg!r} (write a literal brace as {{{{ or }}}}; "
+            raise ValueError(f"{exc} in {arg!r} (write a literal brace as {{{{ or }}}}; "
                              f"placeholders: {known})") from None
         for field in fields:
             if field is not None and field not in PLACEHOLDERS:
-                raise ValueError(f"agent.command: unknown placeholder {{{field}}} (known: {known})")
+                raise ValueError(f"unknown placeholder {{{field}}} (known: {known})")
     return argv
 
 
-@register
-class CommandBackend(AgentBackend):
-    name: ClassVar[str] = "command"
-    wire_format: ClassVar[str] = "openai-chat"
-    package: ClassVar[str] = "none: the user's own program (agent.command)"
+class CommandOptions(ProgramOptions):
+    """The `command` program's options (`program.command`)."""
 
-    def __init__(self, template: str | None, skills_dir: str | None = None) -> None:
-        self.template = template or ""
-        self.skills_subdir = skills_dir or DEFAULT_SKILLS_DIR
-        if Path(self.skills_subdir).is_absolute() or ".." in Path(self.skills_subdir).parts:
-            raise ValueError(f"agent.skills_dir {self.skills_subdir!r} must be a folder inside the rollout's home "
-                             "(a relative path without '..')")
-        self.argv = check_template(self.template)
+    template: str | None = Field(
+        default=None, description="the command line template, with placeholders {instruction_file} {instruction} "
+        "{workspace} {home} {skills_dir} {endpoint_url} {api_key} {model} {max_steps}",
+        json_schema_extra={"cli": {"flags": ["--agent-command"]}})  # raso.engine.config.cli's form
+    skills_dir: str = Field(default=DEFAULT_SKILLS_DIR, description="the skills folder, relative to the rollout's "
+                            "home folder")
 
+    @field_validator("template")
     @classmethod
-    def from_config(cls, config: AgentConfig) -> CommandBackend:
-        return cls(config.command, config.skills_dir)
+    def _known_placeholders(cls, value: str | None) -> str | None:
+        """A template with an unknown placeholder or a stray brace is refused with the configuration, before a
+        run writes anything (not when the first rollout starts)."""
+        if value is not None:
+            check_template(value)
+        return value
+
+    @field_validator("skills_dir")
+    @classmethod
+    def _inside_home(cls, value: str) -> str:
+        if Path(value).is_absolute() or ".." in Path(value).parts:
+            raise ValueError(f"{value!r} must be a folder inside the rollout's home (a relative path without '..')")
+        return value
+
+
+class CommandProgram(AgentProgram):
+    name: ClassVar[str] = "command"
+    wire_format: ClassVar[WireFormatName] = "openai-chat"
+    package: ClassVar[str] = "none: the user's own program (program.command.template)"
+    options_model: ClassVar[type[ProgramOptions]] = CommandOptions
+
+    def __init__(self, options: ProgramOptions | None = None) -> None:
+        super().__init__(options)
+        assert isinstance(self.options, CommandOptions)  # the base checked it against options_model
+        self.template = self.options.template or ""
+        self.skills_subdir = self.options.skills_dir
+        self.argv = check_template(self.template)
 
     def unavailable_reason(self) -> str | None:
         if not self.argv:
-            return "no command given: set agent.command (--agent-command 'PROGRAM {instruction_file} ...')"
+            return "no command given: set program.command.template (--agent-command 'PROGRAM {instruction_file} ...')"
         return None
 
     def skills_dir(self, run: AgentRun) -> Path:
@@ -108,15 +130,15 @@ class CommandBackend(AgentBackend):
 
     def read_transcript(self, run: AgentRun, stdout: str, stderr: str) -> Transcript:
         return Transcript(final_message=stdout.strip() or None,
-                          notes=["the command backend reads no transcript of its own: the steps are the model calls "
+                          notes=["the command program reads no transcript of its own: the steps are the model calls "
                                  "the endpoint answered"])
 
     @property
     def tools_description(self) -> str:
-        return ("The agent is a program given by a command line (raso's `command` backend). It starts in the "
+        return ("The agent is a program given by a command line (raso's `command` program). It starts in the "
                 "workspace folder, which it may read and write, and gets the task's instruction; what it can do "
                 f"there is up to the program. Skills are installed as <home>/{self.skills_subdir}/<name>/SKILL.md; "
                 "the program decides whether and how it reads them. It has no network except its model endpoint.")
 
 
-__all__ = ["PLACEHOLDERS", "CommandBackend", "check_template"]
+__all__ = ["PLACEHOLDERS", "CommandOptions", "CommandProgram", "check_template"]

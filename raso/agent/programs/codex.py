@@ -1,4 +1,4 @@
-"""Codex CLI (@openai/codex) as a rollout backend: `codex exec --json` headless, talking OpenAI Responses to the
+"""Codex CLI (@openai/codex) as an agent program: `codex exec --json` headless, talking OpenAI Responses to the
 loopback endpoint through a model provider in $CODEX_HOME/config.toml, skills from $CODEX_HOME/skills."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from raso.choices import WireFormatName
 from raso.harness.base import Step
 
 from .base import AgentRun, Transcript
-from .npm import NODE_ENV, NpmAgentBackend, finished_transcript, json_lines, mapping, tool_action
-from .registry import register
+from .npm import NODE_ENV, NpmAgentProgram, finished_transcript, json_lines, mapping, tool_action
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
 KEY_VARIABLE = "RASO_ENDPOINT_API_KEY"
@@ -77,10 +77,9 @@ def read_codex_json(stdout: str) -> Transcript:
                                completion_tokens=completion_tokens, notes=notes)
 
 
-@register
-class CodexBackend(NpmAgentBackend):
+class CodexProgram(NpmAgentProgram):
     name: ClassVar[str] = "codex"
-    wire_format: ClassVar[str] = "openai-responses"
+    wire_format: ClassVar[WireFormatName] = "openai-responses"
     npm_package: ClassVar[str] = "@openai/codex"
     version: ClassVar[str] = "0.169.0"
     package: ClassVar[str] = f"npm:{npm_package}@{version}"
@@ -138,4 +137,4 @@ class CodexBackend(NpmAgentBackend):
         )
 
 
-__all__ = ["CodexBackend", "read_codex_json"]
+__all__ = ["CodexProgram", "read_codex_json"]
