@@ -18,6 +18,7 @@ from raso.optimizer.types import InitResult, Lesson
 from raso.skill import Skill
 
 from .context import RetrieverFactory, RunContext
+from .loop import LoopStrategies
 
 if TYPE_CHECKING:
     from raso.llm.gateway import Gateway
@@ -77,6 +78,7 @@ class RunComponents:
     initializer: Initializer | None
     proposer: Proposer
     sinks: list["EventSink"] = field(default_factory=list)
+    loop: LoopStrategies = field(default_factory=LoopStrategies)  # sampler, selector, gate, stoppers (raso.engine.loop)
 
     @property
     def gateway(self) -> "Gateway":
