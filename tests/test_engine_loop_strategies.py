@@ -163,3 +163,15 @@ def test_every_event_the_engine_emits_is_a_declared_dataclass_and_events_jsonl_r
         seen.add(event["kind"])
     assert {"run_started", "init_done", "batch_started", "batch_done", "parent_selected", "proposal_done",
             "decision", "checkpoint", "stopped", "test_done", "run_finished"} <= seen
+
+
+def test_the_engine_decides_nothing_a_strategy_decides() -> None:
+    """Finding 2 of issue 38: batch sampling, candidate selection, the gate's rule and stopping lived inside the
+    engine. It now asks the run's strategies (self.loop) and the schedule, and holds none of their rules."""
+    tree = ast.parse(ENGINE.read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    imported = {alias.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom | ast.Import) for alias in n.names}
+    assert not (names | imported) & {"random", "decide", "split_holdout", "GateOptions", "make_event"}
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert {"self.loop.selector.select", "stopper.stop_reason", "gate.decide", "self.schedule.next_batch",
+            "self.schedule.fit"} <= calls

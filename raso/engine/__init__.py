@@ -14,6 +14,7 @@ _LAZY = {
     "load_state": ".engine", "Event": ".events", "RichProgress": ".events", "write_report": ".report",
     "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state", "TestScore": ".state",
     "RunComponents": ".protocols", "Initializer": ".protocols", "Proposer": ".protocols", "RunContext": ".context",
+    "LoopStrategies": ".loop", "Schedule": ".schedule",
 }
 
 
@@ -30,6 +31,7 @@ __all__ = [
     "Event",
     "InfrastructureError",
     "Initializer",
+    "LoopStrategies",
     "ModelUnusableError",
     "OptimizeConfig",
     "OptimizeResult",
@@ -41,6 +43,7 @@ __all__ = [
     "RunDir",
     "RunError",
     "RunState",
+    "Schedule",
     "TestScore",
     "build_config",
     "continue_run",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
@@ -277,7 +276,6 @@ class RichProgress:
             self._live.update(self._render())
 
 
-Callback = Callable[[Event], None]
 __all__ = ["EVENT_TYPES", "BatchDone", "BatchStarted", "CheckpointWritten", "Decision", "Emitter", "Event", "EventLog",
            "EventSink", "HoldoutDone", "InfraRetry", "InitDone", "ParentSelected", "ProposalDone", "ReportFailed",
            "Resumed", "RichProgress", "RolloutDone", "RunFinished", "RunStarted", "Snapshot", "Stopped", "TestDone"]
