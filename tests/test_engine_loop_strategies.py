@@ -129,6 +129,13 @@ def test_a_selector_that_names_no_written_version_stops_the_run_with_one_clear_e
     with pytest.raises(RunError, match="chose 7, which is not a skill version this run has written"):
         raso.optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer,
                       loop=LoopStrategies(selector=Broken()))
+    class Strangers:
+        def batches(self, train_ids: Sequence[str], epoch: int) -> list[list[str]]:
+            return [["t1", "not-a-task"]]
+
+    with pytest.raises(RunError, match=r"gave ids that are not train tasks \(\['not-a-task'\]\) as minibatch 0"):
+        raso.optimize(ToyHarness(), _config(tmp_path / "strangers", agent, ScriptedModel(["LEVEL=1"], name="opt2")),
+                      initializer=toy_initializer, proposer=toy_proposer, loop=LoopStrategies(sampler=Strangers()))
     with pytest.raises(TypeError, match="has no stop_reason"):
         LoopStrategies(stoppers=[object()])  # type: ignore[list-item]
     with pytest.raises(raso.ConfigError, match="is not a raso.engine.loop.LoopStrategies"):

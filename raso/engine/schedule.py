@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .budget import Budget
+from .errors import RunError
 from .gate import split_holdout
 
 if TYPE_CHECKING:
@@ -93,7 +94,15 @@ class Schedule:
     def batches(self, epoch: int) -> list[list[str]]:
         """Epoch `epoch`'s minibatches (the sampler's; asked once per epoch)."""
         if epoch not in self._batches:
-            self._batches[epoch] = [list(b) for b in self.sampler.batches(list(self.train_ids), epoch)]
+            batches = [list(b) for b in self.sampler.batches(list(self.train_ids), epoch)]
+            known = set(self.train_ids)
+            for index, batch in enumerate(batches):
+                strangers = [i for i in batch if i not in known]
+                if not batch or strangers:
+                    what = "an empty batch" if not batch else f"ids that are not train tasks ({strangers[:3]!r})"
+                    raise RunError(f"the batch sampler {self.sampler!r} gave {what} as minibatch {index} of epoch "
+                                   f"{epoch}")
+            self._batches[epoch] = batches
         return self._batches[epoch]
 
     @property
