@@ -10,14 +10,18 @@ convention gives each count):
 * ``candidates+s0`` — the same plus one val evaluation of s0 (what `raso.engine` runs: the gate needs s0's score).
 
 Every update method in an experiment is given the same budget under the same convention, so rollout counts are
-identical across methods by construction.
+identical across methods by construction. The counts are the engine's own schedule (raso.engine.schedule.Schedule)
+walked with no budget, one rollout per val task and the strict gate.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
+
+from raso.engine.gate import GateOptions, ValidationGate
+from raso.engine.loop import BatchSampler, ShuffledMinibatches
+from raso.engine.schedule import Schedule
 
 Convention = Literal["candidates", "candidates+s0"]
 CONVENTIONS: tuple[Convention, ...] = ("candidates", "candidates+s0")
@@ -35,23 +39,28 @@ class RolloutCount:
 
 
 def schedule_rollouts(n_train: int, n_val: int, *, epochs: int = 2, minibatch: int = 40,
-                      convention: Convention = "candidates") -> RolloutCount:
-    """Rollouts of a full schedule: `epochs` passes over train, one candidate val evaluation per iteration."""
+                      convention: Convention = "candidates", sampler: BatchSampler | None = None) -> RolloutCount:
+    """Rollouts of a full schedule: `epochs` passes over train in the sampler's minibatches (default: the engine's,
+    of `minibatch` tasks), one candidate val evaluation per iteration."""
     if n_train < 1 or n_val < 1 or epochs < 1 or minibatch < 1:
         raise ValueError("n_train, n_val, epochs and minibatch must all be at least 1")
     if convention not in CONVENTIONS:
         raise ValueError(f"unknown rollout convention {convention!r}; choose one of {', '.join(CONVENTIONS)}")
-    iterations = epochs * math.ceil(n_train / minibatch)
-    val_evaluations = iterations + (1 if convention == "candidates+s0" else 0)
-    return RolloutCount(iterations=iterations, train=epochs * n_train, val=val_evaluations * n_val)
+    schedule = Schedule(train_ids=[f"train-{i}" for i in range(n_train)], val_ids=[f"val-{i}" for i in range(n_val)],
+                        sampler=sampler or ShuffledMinibatches(size=minibatch, seed=0),
+                        gate=ValidationGate(GateOptions()), epochs=epochs)
+    phases, iterations = schedule.rollouts()
+    s0 = phases["s0_val"] if convention == "candidates+s0" else 0
+    return RolloutCount(iterations=iterations, train=phases["train"], val=phases["val"] + s0)
 
 
 def engine_budget(n_train: int, n_val: int, *, epochs: int = 2, minibatch: int = 40,
-                  convention: Convention = "candidates") -> int:
+                  convention: Convention = "candidates", sampler: BatchSampler | None = None) -> int:
     """The `budget_rollouts` to give raso's engine (which always evaluates s0 on val and counts it) so that the
     run spends exactly the schedule's rollouts under `convention` plus s0's val evaluation where the convention
     leaves it out: the same rollouts the schedule runs, whichever convention reports them."""
-    count = schedule_rollouts(n_train, n_val, epochs=epochs, minibatch=minibatch, convention=convention)
+    count = schedule_rollouts(n_train, n_val, epochs=epochs, minibatch=minibatch, convention=convention,
+                              sampler=sampler)
     return count.total + (n_val if convention == "candidates" else 0)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from raso.agent.evaluate import EvalResult
     from raso.engine.engine import OptimizeResult
     from raso.engine.events import EventSink
+    from raso.engine.loop import LoopStrategies
     from raso.engine.plan import CostPlan
     from raso.engine.protocols import AgentFactory, RunComponents
     from raso.engine.run_dir import RunDir
@@ -311,7 +312,7 @@ def run_context(config: OptimizeConfig, harness: Harness, gateway: "LLMGateway",
     )
 
 
-def _checked_steps(initializer: Any, proposer: Any) -> None:
+def _checked_steps(initializer: Any, proposer: Any, loop: Any = None) -> None:
     """A user's strategies are objects with `init(ctx)` / `propose(ctx, skill, rollouts)`: say so before any work."""
     from raso.optimizer.steps import Initializer, Proposer
 
@@ -320,6 +321,10 @@ def _checked_steps(initializer: Any, proposer: Any) -> None:
     if proposer is not None and not isinstance(proposer, Proposer):
         raise ConfigError(f"proposer {proposer!r} has no propose(ctx, skill, rollouts) method (see "
                           "raso.optimizer.steps.Proposer)")
+    from raso.engine.loop import LoopStrategies
+
+    if loop is not None and not isinstance(loop, LoopStrategies):
+        raise ConfigError(f"loop {loop!r} is not a raso.engine.loop.LoopStrategies")
 
 
 def build_components(
@@ -332,13 +337,15 @@ def build_components(
     agent_factory: "AgentFactory | None" = None,
     retriever: "SectionSearcher | None" = None,
     sinks: Iterable["EventSink"] = (),
+    loop: "LoopStrategies | None" = None,
 ) -> "RunComponents":
     """A run's collaborators; any part given replaces the product's own (tests, experiments, baselines). The
     initializer and proposer are built from the config's `init` and `update` sections (none for a SKILL.md init,
-    which the engine loads)."""
+    which the engine loads); the loop's strategies left unset in `loop` are the configured ones."""
+    from raso.engine.loop import LoopStrategies
     from raso.engine.protocols import RunComponents
 
-    _checked_steps(initializer, proposer)
+    _checked_steps(initializer, proposer, loop)
     init, update = step_options(config)
 
     def build_agent(unit_gateway: "LLMGateway") -> Any:
@@ -349,7 +356,7 @@ def build_components(
     return RunComponents(
         harness=harness, context=run_context(config, harness, gateway, retriever=retriever),
         agent_factory=agent_factory or build_agent, initializer=initializer,
-        proposer=proposer or default_proposer(update), sinks=list(sinks),
+        proposer=proposer or default_proposer(update), sinks=list(sinks), loop=loop or LoopStrategies(),
     )
 
 
@@ -394,6 +401,7 @@ def optimize(
     proposer: "Proposer | None" = None,
     agent_factory: "AgentFactory | None" = None,
     retriever: "SectionSearcher | None" = None,
+    loop: "LoopStrategies | None" = None,
     **overrides: Any,
 ) -> "OptimizeResult":
     """Optimize a skill for `harness`: s0 by RASI/RFSI (or a file), RASU/RFSU updates behind the validation gate,
@@ -409,11 +417,12 @@ def optimize(
     raso.optimizer.context.RunContext: `ctx.gateway` (every model call, tagged with the unit of work),
     `ctx.task_description`, `ctx.harness_description`, `ctx.retriever()` (built on first call), `ctx.prompts`,
     `ctx.prompt_limits`, `ctx.k` and the exclusions, `ctx.workers`. A strategy's own options are its attributes.
-    `agent_factory` and `retriever` replace the execution agent and the configured retriever."""
+    `agent_factory` and `retriever` replace the execution agent and the configured retriever. `loop`
+    (raso.engine.loop.LoopStrategies) replaces the loop's batch sampler, candidate selector, gate or stoppers."""
     from raso.engine.engine import start_run
     from raso.engine.run_dir import RunDir, default_run_dir
 
-    _checked_steps(initializer, proposer)
+    _checked_steps(initializer, proposer, loop)
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     check_splits(harness_obj, cfg)
@@ -434,7 +443,8 @@ def optimize(
     check_budget_prices(cfg, make_gateway(cfg))
     _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
     components = _run_components(cfg, run_dir, harness_obj, dict(
-        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks))
+        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks,
+        loop=loop))
     return start_run(cfg, run_dir, components)
 
 
@@ -446,6 +456,7 @@ class RunParts(TypedDict, total=False):
     proposer: "Proposer | None"
     agent_factory: "AgentFactory | None"
     retriever: "SectionSearcher | None"
+    loop: "LoopStrategies | None"
 
 
 def resume(run_dir: str | Path, *, harness: Harness | None = None, **parts: Unpack[RunParts]) -> "OptimizeResult":

@@ -13,7 +13,7 @@ _LAZY = {
     "Engine": ".engine", "OptimizeResult": ".engine", "start_run": ".engine", "continue_run": ".engine",
     "load_state": ".engine", "Event": ".events", "RichProgress": ".events", "write_report": ".report",
     "RunDir": ".run_dir", "CandidateRecord": ".state", "RunState": ".state", "TestScore": ".state",
-    "RunComponents": ".protocols",
+    "RunComponents": ".protocols", "LoopStrategies": ".loop", "Schedule": ".schedule",
 }
 
 
@@ -28,6 +28,7 @@ __all__ = [
     "Engine",
     "Event",
     "InfrastructureError",
+    "LoopStrategies",
     "ModelUnusableError",
     "OptimizeConfig",
     "OptimizeResult",
@@ -36,6 +37,7 @@ __all__ = [
     "RunComponents",
     "RunDir",
     "RunState",
+    "Schedule",
     "TestScore",
     "build_config",
     "continue_run",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import statistics
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from raso.errors import RunError
-from raso.harness import Harness, Rollout, Task
+from raso.harness import Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
 from raso.llm.view import UnitGateway
 from raso.optimizer.context import RunContext
@@ -33,10 +32,33 @@ from raso.skill import Skill, SkillParseError, check_skill_name
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
 from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
-from .events import Emitter, Event, EventLog, Snapshot, make_event
-from .gate import decide, overall_mean, split_holdout
+from .events import (
+    BatchDone,
+    BatchStarted,
+    CheckpointWritten,
+    Decision,
+    Emitter,
+    Event,
+    EventLog,
+    HoldoutDone,
+    InfraRetry,
+    InitDone,
+    ParentSelected,
+    ProposalDone,
+    ReportFailed,
+    Resumed,
+    RolloutDone,
+    RunFinished,
+    RunStarted,
+    Snapshot,
+    Stopped,
+    TestDone,
+)
+from .gate import overall_mean, task_means
+from .loop import LoopView
 from .protocols import RunComponents
 from .run_dir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
+from .schedule import Schedule, ScheduleEnd
 from .state import (
     OLDEST_READABLE_VERSION,
     STATE_VERSION,
@@ -163,12 +185,13 @@ class Engine:
         self._session_start = time.perf_counter()
         self._wall_base = state.wall_time_s
         self.emit = Emitter([EventLog(run_dir), *components.sinks])
-        self.gate = config.gate
+        self.loop = components.loop.resolved(config)
         self.train_tasks = self._limited("train", config.schedule.train_limit)
         all_val = self._limited("val", config.schedule.val_limit)
-        gated, held = split_holdout([t.id for t in all_val], self.gate, config.schedule.seed)
-        self.val_tasks = [t for t in all_val if t.id in set(gated)]
-        self.holdout_tasks = [t for t in all_val if t.id in set(held)]
+        self.schedule = Schedule.of_run(config, self.loop, [t.id for t in self.train_tasks], [t.id for t in all_val])
+        gated = set(self.schedule.val_ids)
+        self.val_tasks = [t for t in all_val if t.id in gated]
+        self.holdout_tasks = [t for t in all_val if t.id not in gated]
         self._tasks_by_id = {t.id: t for t in self.train_tasks}
         if not self.val_tasks:
             raise RunError(f"harness {self.harness.name!r} has no val tasks: the validation gate needs some")
@@ -210,8 +233,11 @@ class Engine:
         return Snapshot(iteration=iteration, rollouts_used=s.rollouts_used, budget_rollouts=self.budget.rollouts,
                         best_val=s.current_val, cost_usd=self.cost, phase=s.phase)
 
-    def _event(self, kind: str, **data: Any) -> None:
-        self.emit(make_event(kind, self.snapshot(), **data))
+    def _event(self, kind: type[Event], **data: Any) -> None:
+        self.emit(kind(snapshot=self.snapshot(), **data))
+
+    def _view(self) -> LoopView:
+        return LoopView(state=self.state, cost_usd=self.cost, val_task_ids=tuple(t.id for t in self.val_tasks))
 
     def _unit(self, name: str) -> str:
         """A unit's cache tag; a unit that raised before gets a fresh tag, so a retry is a fresh sample
@@ -265,14 +291,14 @@ class Engine:
         self.run_dir.rewrite_jsonl(self.run_dir.lessons, s.lessons)
         self.gateway.ledger.save(self.run_dir.ledger)
         atomic_write_json(self.run_dir.checkpoint, s.model_dump(mode="json"))
-        self._event("checkpoint")
+        self._event(CheckpointWritten)
 
     def _stop(self, reason: str) -> None:
         """End the optimization; the test evaluation (if configured) still follows."""
         self.state.stop_reason = reason
         self.state.phase = "test" if self.config.schedule.test else "done"
         self.state.pending = None
-        self._event("stopped", reason=reason)
+        self._event(Stopped, reason=reason)
 
     def _evaluate(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> list[Rollout]:
         """Roll out `tasks` with `skill` in parallel. A rollout the agent or the harness failed scores 0 and
@@ -284,11 +310,11 @@ class Engine:
 
         tasks = list(tasks)
         agent = self.executor.agent(self.parts.agent_factory, self.gateway, batch)
-        self._event("batch_started", batch=batch, size=len(tasks))
+        self._event(BatchStarted, batch=batch, size=len(tasks))
         result = evaluate(
             self.harness, agent, tasks, skills=[skill], executor=self.executor,
             trajectories_dir=self.run_dir.trajectories_dir(batch),
-            on_rollout=lambda r: self._event("rollout_done", batch=batch, task_id=r.task_id, reward=r.reward,
+            on_rollout=lambda r: self._event(RolloutDone, batch=batch, task_id=r.task_id, reward=r.reward,
                                              error=bool(r.error)),
         )
         rollouts = list(result.rollouts)
@@ -298,7 +324,7 @@ class Engine:
                 break
             self.state.infra_failed_rollouts += len(failed)
             self.state.infra_reruns += len(failed)
-            self._event("infra_retry", batch=batch, attempt=attempt, rollouts=len(failed),
+            self._event(InfraRetry, batch=batch, attempt=attempt, rollouts=len(failed),
                         error=_first_line(rollouts[failed[0]].error))
             if self.config.budget.infra_retry_wait_s:
                 time.sleep(self.config.budget.infra_retry_wait_s * attempt)
@@ -310,7 +336,7 @@ class Engine:
         self._refuse_incomplete(batch, rollouts)
         self.run_dir.rewrite_jsonl(self.run_dir.rollouts_path(batch), (r.model_dump(mode="json") for r in rollouts))
         mean = statistics.fmean(r.reward for r in rollouts) if rollouts else 0.0
-        self._event("batch_done", batch=batch, size=len(rollouts), mean_reward=mean,
+        self._event(BatchDone, batch=batch, size=len(rollouts), mean_reward=mean,
                     errors=sum(1 for r in rollouts if r.error))
         return rollouts
 
@@ -320,7 +346,7 @@ class Engine:
         Returns the rewards per task and the number of rollouts."""
         scores: Scores = {t.id: [] for t in tasks}
         count = 0
-        for repeat in range(self.gate.rollouts_per_task):
+        for repeat in range(self.schedule.repeats):
             rollouts = self._evaluate(batch if repeat == 0 else f"{batch}_r{repeat + 1}", skill, tasks)
             for task, rollout in zip(tasks, rollouts):
                 scores[task.id].append(rollout.reward)
@@ -390,13 +416,6 @@ class Engine:
             self.state.lessons.append({"stage": stage, "iteration": iteration, "skill_version": version,
                                        **lesson.to_dict()})
 
-    def _batches(self, epoch: int) -> list[list[str]]:
-        """Epoch `epoch`'s minibatches: train shuffled by (seed, epoch) — the same on every resume."""
-        ids = [t.id for t in self.train_tasks]
-        random.Random(f"raso:{self.config.schedule.seed}:{epoch}").shuffle(ids)
-        size = self.config.schedule.minibatch
-        return [ids[i:i + size] for i in range(0, len(ids), size)]
-
     # ------------------------------------------------------------------ phases
     def run(self) -> OptimizeResult:
         try:
@@ -441,7 +460,7 @@ class Engine:
             self.gateway.ledger.save(self.run_dir.ledger)  # every stop leaves ledger.json equal to the calls paid
             self._write_report()
         result = result_of(self.run_dir, self.state, self.gateway.ledger.totals())
-        self._event("run_finished", reason=self.state.stop_reason, best_val=result.best_val)
+        self._event(RunFinished, reason=self.state.stop_reason, best_val=result.best_val)
         return result
 
     def _write_report(self) -> None:
@@ -450,7 +469,7 @@ class Engine:
         try:
             write_report(self.run_dir)
         except Exception as exc:  # a plotting problem must not lose the run; `raso report` can retry
-            self._event("report_failed", error=f"{type(exc).__name__}: {exc}")
+            self._event(ReportFailed, error=f"{type(exc).__name__}: {exc}")
 
     def _initialize(self) -> None:
         cfg = self.config
@@ -474,12 +493,12 @@ class Engine:
         self.state.current_version = 0
         self.state.next_version = 1
         self.state.phase = "s0_val"
-        self._event("init_done", version=0, lessons=len(self.state.lessons))
+        self._event(InitDone, version=0, lessons=len(self.state.lessons))
         self.checkpoint()
 
     def _evaluate_s0(self) -> None:
-        n_val = len(self.val_tasks) * self.gate.rollouts_per_task
-        if not self.budget.allows_val(self.state.rollouts_used, n_val):
+        n_val = self.schedule.s0_val_rollouts
+        if not self.schedule.s0_fits(self.state.rollouts_used):
             self._stop(f"rollout budget {self.budget.rollouts} cannot cover evaluating s0 on {len(self.val_tasks)} "
                        f"val tasks ({n_val} rollouts); s0 is the result, unevaluated")
             self.checkpoint()
@@ -491,6 +510,7 @@ class Engine:
         scores, count = self._evaluate_repeated("s0_val", self._skill(0), self.val_tasks)
         self._count(count, "val")
         self.state.current_val = overall_mean(scores)
+        self.state.val_scores[0] = task_means(scores)
         self._add_curve("s0")
         self.state.phase = "iterate"
         self.checkpoint()
@@ -513,7 +533,7 @@ class Engine:
             else:
                 s.holdout = HoldoutScore(version=version, mean_reward=overall_mean(scores), gated_val=s.current_val,
                                          tasks=len(self.holdout_tasks), rollouts=count)
-                self._event("holdout_done", version=version, mean_reward=s.holdout.mean_reward,
+                self._event(HoldoutDone, version=version, mean_reward=s.holdout.mean_reward,
                             gated_val=s.current_val, tasks=len(self.holdout_tasks))
         self.checkpoint()
 
@@ -546,40 +566,41 @@ class Engine:
             s.test_rollouts += count
             s.test.append(TestScore(version=version, label="s0" if version == 0 else "best", mean_reward=mean,
                                     tasks=len(tasks), rollouts=count))
-            self._event("test_done", version=version, mean_reward=mean, tasks=len(tasks))
+            self._event(TestDone, version=version, mean_reward=mean, tasks=len(tasks))
             self.checkpoint()
         s.phase = "done"
         self.checkpoint()
 
     def _next_pending(self) -> PendingIteration | None:
-        """Plan the next iteration, or stop the run (schedule done, iteration cap, budgets)."""
-        s, cfg = self.state, self.config
-        while True:
-            if s.epoch >= cfg.schedule.epochs:
-                self._stop(f"schedule complete ({cfg.schedule.epochs} epoch(s))")
-                return None
-            batches = self._batches(s.epoch)
-            if s.batch_index < len(batches):
-                break
-            s.epoch += 1
-            s.batch_index = 0
-        limit = cfg.schedule.max_iterations
-        if limit is not None and s.iterations_done >= limit:
-            self._stop(f"iteration limit reached ({limit})")
+        """Plan the next iteration from the schedule, the USD budget and the stoppers, or stop the run; the
+        selector picks the version it proposes from."""
+        s = self.state
+        nxt = self.schedule.next_batch(s.epoch, s.batch_index, s.iterations_done, s.rollouts_used)
+        s.epoch, s.batch_index = nxt.epoch, nxt.batch_index
+        if isinstance(nxt, ScheduleEnd):
+            self._stop(nxt.reason)
             return None
-        reason = self.budget.stop_reason(s.rollouts_used, self.cost)
+        if self.budget.usd_exhausted(self.cost):
+            self._stop(self.budget.stop_reason(s.rollouts_used, self.cost) or "USD budget reached")
+            return None
+        view = self._view()
+        reason = next((r for r in (stopper.stop_reason(view) for stopper in self.loop.stoppers) if r), None)
         if reason:
             self._stop(reason)
             return None
-        batch = batches[s.batch_index]
-        n_val = self.gate.decision_rollouts(len(self.val_tasks))
-        size = self.budget.train_batch_size(s.rollouts_used, len(batch), n_val)
-        if size == 0:
-            self._stop(f"rollout budget reached: {s.rollouts_used}/{self.budget.rollouts} used, no room for a "
-                       f"minibatch plus the gate's {n_val} val rollouts")
+        tasks = self.schedule.fit(nxt, s.rollouts_used)
+        if isinstance(tasks, ScheduleEnd):
+            self._stop(tasks.reason)
             return None
-        return PendingIteration(iteration=s.iterations_done + 1, epoch=s.epoch, batch_index=s.batch_index,
-                                task_ids=batch[:size])
+        parent = self.loop.selector.select(view)
+        if not isinstance(parent, int) or isinstance(parent, bool) or not 0 <= parent < s.next_version \
+                or not self.run_dir.skill_path(parent).is_file():
+            raise RunError(f"the candidate selector {self.loop.selector!r} chose {parent!r}, which is not a skill "
+                           f"version this run has written (0 to {s.next_version - 1})")
+        iteration = s.iterations_done + 1
+        self._event(ParentSelected, iteration=iteration, version=parent)
+        return PendingIteration(iteration=iteration, epoch=s.epoch, batch_index=s.batch_index,
+                                task_ids=list(tasks), parent_version=parent)
 
     def _iterate_once(self) -> None:
         s = self.state
@@ -592,7 +613,7 @@ class Engine:
         tag = f"iter{p.iteration:03d}"
         if p.step == "start":
             tasks = [self._tasks_by_id[i] for i in p.task_ids]
-            rollouts = self._evaluate(f"{tag}_train", self._skill(s.current_version or 0), tasks)
+            rollouts = self._evaluate(f"{tag}_train", self._skill(self._parent(p)), tasks)
             self._count(len(rollouts), "train")
             p.train_mean_reward = statistics.fmean(r.reward for r in rollouts)
             p.step = "rolled_out"
@@ -609,13 +630,17 @@ class Engine:
             self._decide(p, tag)
             self.checkpoint()
 
+    def _parent(self, p: PendingIteration) -> int:
+        """The version iteration `p` proposes from (a checkpoint written before selectors existed: the incumbent)."""
+        return p.parent_version if p.parent_version is not None else self.state.current_version or 0
+
     def _propose(self, p: PendingIteration, tag: str) -> None:
         s = self.state
-        current = self._skill(s.current_version or 0)
+        parent = self._skill(self._parent(p))
         rollouts = self._load_rollouts(f"{tag}_train")
         try:
             proposal = self.parts.proposer.propose(
-                self.parts.context.with_gateway(UnitGateway(self.gateway, f"{tag}/propose")), current, rollouts)
+                self.parts.context.with_gateway(UnitGateway(self.gateway, f"{tag}/propose")), parent, rollouts)
         except RunError:  # the run cannot go on as configured (e.g. its retriever cannot be built): not junk
             raise
         except Exception as exc:
@@ -633,7 +658,7 @@ class Engine:
             p.propose_error = f"{type(exc).__name__}: {exc}"
             atomic_write_json(self.run_dir.proposals / f"{tag}.json",
                               {"error": p.propose_error, "traceback": traceback.format_exc(limit=8)})
-            self._event("proposal_done", error=p.propose_error)
+            self._event(ProposalDone, error=p.propose_error)
             return
         version = s.next_version
         s.next_version += 1
@@ -642,45 +667,52 @@ class Engine:
         self._record_lessons(proposal.lessons, stage="update", iteration=p.iteration, version=version)
         p.candidate_version = version
         p.proposal_unchanged = bool(getattr(proposal, "unchanged", False))
-        self._event("proposal_done", version=version, gradients=len(proposal.gradients))
+        self._event(ProposalDone, version=version, gradients=len(proposal.gradients))
 
     def _decide(self, p: PendingIteration, tag: str) -> None:
         s = self.state
         current_version = s.current_version or 0
-        record: dict[str, Any] = dict(iteration=p.iteration, epoch=p.epoch, batch_index=p.batch_index, train_task_ids=p.task_ids,
-                      train_mean_reward=p.train_mean_reward or 0.0, current_version=current_version,
-                      current_val=s.current_val)
+        parent_version = self._parent(p)
+        record: dict[str, Any] = dict(iteration=p.iteration, epoch=p.epoch, batch_index=p.batch_index,
+                                      train_task_ids=p.task_ids, train_mean_reward=p.train_mean_reward or 0.0,
+                                      current_version=current_version, current_val=s.current_val,
+                                      parent_version=parent_version)
+        gate = self.loop.gate
         candidate_val: float | None = None
         if p.propose_error is not None or p.candidate_version is None:
             accepted, reason = False, f"no candidate: proposal failed ({p.propose_error})"
         else:
             candidate = self._skill(p.candidate_version)
             current = self._skill(current_version)
-            if p.proposal_unchanged and candidate.to_markdown() == current.to_markdown():
+            parent = current if parent_version == current_version else self._skill(parent_version)
+            if p.proposal_unchanged and candidate.to_markdown() == parent.to_markdown():
                 why = ("every train rollout succeeded, so there was no failure to learn from"
                        if (p.train_mean_reward or 0.0) >= 1.0 else "the proposer found no failure mode to fix")
                 accepted, reason = False, f"no new candidate: {why}; the current skill is kept (not re-evaluated)"
             elif candidate.to_markdown() == current.to_markdown():
                 accepted, reason = False, "candidate identical to the current skill (a tie never passes); not evaluated"
+            elif candidate.to_markdown() == parent.to_markdown():
+                accepted, reason = False, f"candidate identical to its parent v{parent_version}; not evaluated"
             elif self.budget.usd_exhausted(self.cost):
                 accepted, reason = False, "not evaluated: USD budget reached"
                 self._stop(self.budget.stop_reason(s.rollouts_used, self.cost) or reason)
             else:
                 scores, count = self._evaluate_repeated(f"{tag}_val", candidate, self.val_tasks)
                 incumbent = None
-                if self.gate.paired:  # the incumbent re-scored on the same tasks, in this iteration
+                if gate.paired:  # the incumbent re-scored on the same tasks, in this iteration
                     incumbent, inc_count = self._evaluate_repeated(f"{tag}_val_incumbent", current, self.val_tasks)
                     count += inc_count
                 self._count(count, "val")
-                decision = decide(self.gate, scores, incumbent=incumbent,
-                                  stored_incumbent_val=s.current_val if s.current_val is not None else 0.0)
+                s.val_scores[p.candidate_version] = task_means(scores)
+                decision = gate.decide(scores, incumbent=incumbent,
+                                       stored_incumbent_val=s.current_val if s.current_val is not None else 0.0)
                 candidate_val, accepted, reason = decision.candidate_val, decision.accepted, decision.reason
                 record.update(statistic=decision.statistic, interval=decision.interval, p_value=decision.p_value,
                               incumbent_val=decision.incumbent_val if incumbent is not None else None,
                               gate_rollouts=count)
         cand = CandidateRecord(
             version=p.candidate_version, candidate_val=candidate_val, accepted=accepted, reason=reason,
-            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, gate_mode=self.gate.mode,
+            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, gate_mode=gate.mode,
             cost=self._unit_costs({"train": (f"{tag}_train",), "propose": (f"{tag}/propose",),
                                    "val": (f"{tag}_val",)}),
             **record,
@@ -695,7 +727,7 @@ class Engine:
         s.iterations_done += 1
         s.batch_index += 1
         s.pending = None
-        self._event("decision", version=p.candidate_version, candidate_val=candidate_val,
+        self._event(Decision, version=p.candidate_version, candidate_val=candidate_val,
                     current_val=record["current_val"], accepted=accepted, reason=reason)
 
 
@@ -722,13 +754,16 @@ def _write_descriptions(run_dir: RunDir, context: RunContext) -> None:
     atomic_write_text(run_dir.root / "harness_description.md", context.harness_description.strip() + "\n")
 
 
-def _write_plan(config: OptimizeConfig, run_dir: RunDir, harness: Harness) -> None:
-    """plan.json: the cost plan made before any model call (raso.engine.plan), for the report to set against
-    the spend. A plan that cannot be made (an unreadable previous run) is noted, never a reason to stop."""
+def _write_plan(config: OptimizeConfig, run_dir: RunDir, components: RunComponents) -> None:
+    """plan.json: the cost plan made before any model call (raso.engine.plan) with the run's own strategies, for
+    the report to set against the spend. A plan that cannot be made (an unreadable previous run) is noted, never a
+    reason to stop."""
     from .plan import plan_run
 
     try:
-        atomic_write_json(run_dir.plan, plan_run(config, harness).model_dump(mode="json"))
+        plan = plan_run(config, components.harness, initializer=components.initializer,
+                        proposer=components.proposer, loop=components.loop)
+        atomic_write_json(run_dir.plan, plan.model_dump(mode="json"))
     except Exception as exc:
         atomic_write_json(run_dir.plan, {"error": f"{type(exc).__name__}: {exc}"})
 
@@ -742,8 +777,8 @@ def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents
     state = RunState(started_at=_now())
     engine = Engine(config, run_dir, state, components)
     _write_descriptions(run_dir, components.context)
-    _write_plan(config, run_dir, engine.harness)
-    engine._event("run_started", run_dir=str(run_dir.root))
+    _write_plan(config, run_dir, components)
+    engine._event(RunStarted, run_dir=str(run_dir.root))
     engine.checkpoint()
     return engine.run()
 
@@ -779,7 +814,7 @@ def continue_run(config: OptimizeConfig, run_dir: RunDir, state: RunState, compo
     engine = Engine(config, run_dir, state, components)
     if state.phase != "done":
         engine._add_missing_skill_folders()
-        engine._event("resumed", resumes=state.resumes)
+        engine._event(Resumed, resumes=state.resumes)
     return engine.run()
 
 

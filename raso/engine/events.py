@@ -1,16 +1,17 @@
 """Events the engine emits as it works; sinks turn them into a log file or a live rich progress display.
 
-Every event carries a snapshot of the run (iteration, rollouts used, best val score, cost so far), so a sink
-never needs to ask the engine anything.
+Every event is a typed, frozen dataclass (one per kind, `EVENT_TYPES` lists them) that carries a snapshot of the
+run (iteration, rollouts used, best val score, cost so far), so a sink never needs to ask the engine anything. A
+sink tells them apart with `isinstance` (or `event.kind`, the name events.jsonl records); `event.data` is an
+event's own fields as a dict.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Protocol
 
 from rich.console import Console
 from rich.live import Live
@@ -29,16 +30,154 @@ class Snapshot:
     phase: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Event:
-    kind: str  # run_started | resumed | init_done | batch_started | rollout_done | batch_done | proposal_done |
-    #            decision | checkpoint | stopped | run_finished
+    """The base of every event: its kind (the class's name in events.jsonl), the run's snapshot, the time."""
+
+    kind: ClassVar[str] = ""
     snapshot: Snapshot
-    data: dict[str, Any] = field(default_factory=dict)
     time: float = field(default_factory=time.time)
 
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's own fields (not the snapshot, not the time)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("snapshot", "time")}
+
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "time": self.time, **asdict(self.snapshot), **self.data}
+        return {"kind": self.kind, "time": self.time, **{f.name: getattr(self.snapshot, f.name)
+                                                         for f in fields(self.snapshot)}, **self.data}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    run_dir: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resumed(Event):
+    kind: ClassVar[str] = "resumed"
+    resumes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitDone(Event):
+    kind: ClassVar[str] = "init_done"
+    version: int
+    lessons: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchStarted(Event):
+    kind: ClassVar[str] = "batch_started"
+    batch: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutDone(Event):
+    kind: ClassVar[str] = "rollout_done"
+    batch: str
+    task_id: str
+    reward: float
+    error: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class InfraRetry(Event):
+    """Rollouts whose model calls failed for infrastructure reasons, re-run."""
+
+    kind: ClassVar[str] = "infra_retry"
+    batch: str
+    attempt: int
+    rollouts: int
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchDone(Event):
+    kind: ClassVar[str] = "batch_done"
+    batch: str
+    size: int
+    mean_reward: float
+    errors: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParentSelected(Event):
+    """The candidate selector chose the skill version the next iteration proposes from."""
+
+    kind: ClassVar[str] = "parent_selected"
+    iteration: int
+    version: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProposalDone(Event):
+    """A proposal: the candidate's version and its gradients, or the error that cost the iteration its candidate."""
+
+    kind: ClassVar[str] = "proposal_done"
+    version: int | None = None
+    gradients: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision(Event):
+    kind: ClassVar[str] = "decision"
+    version: int | None
+    candidate_val: float | None
+    current_val: float | None
+    accepted: bool
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointWritten(Event):
+    kind: ClassVar[str] = "checkpoint"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stopped(Event):
+    kind: ClassVar[str] = "stopped"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HoldoutDone(Event):
+    kind: ClassVar[str] = "holdout_done"
+    version: int
+    mean_reward: float
+    gated_val: float | None
+    tasks: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestDone(Event):
+    __test__ = False  # not a pytest test class
+    kind: ClassVar[str] = "test_done"
+    version: int
+    mean_reward: float
+    tasks: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportFailed(Event):
+    kind: ClassVar[str] = "report_failed"
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    reason: str | None
+    best_val: float | None
+
+
+#: Every kind of event, by the name events.jsonl records.
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (
+    RunStarted, Resumed, InitDone, BatchStarted, RolloutDone, InfraRetry, BatchDone, ParentSelected, ProposalDone,
+    Decision, CheckpointWritten, Stopped, HoldoutDone, TestDone, ReportFailed, RunFinished)}
 
 
 class EventSink(Protocol):
@@ -52,7 +191,7 @@ class EventLog:
         self.run_dir = run_dir
 
     def __call__(self, event: Event) -> None:
-        if event.kind == "rollout_done":  # per-rollout events are many; the batch events summarize them
+        if isinstance(event, RolloutDone):  # per-rollout events are many; the batch events summarize them
             return
         self.run_dir.append_jsonl(self.run_dir.events, event.to_dict())
 
@@ -119,29 +258,24 @@ class RichProgress:
 
     def __call__(self, event: Event) -> None:
         self._last = event
-        d = event.data
-        if event.kind == "batch_started":
-            self._batch = (d.get("batch", ""), 0, int(d.get("size", 0)))
-        elif event.kind == "rollout_done":
+        if isinstance(event, BatchStarted):
+            self._batch = (event.batch, 0, event.size)
+        elif isinstance(event, RolloutDone):
             name, done, total = self._batch
             self._batch = (name, done + 1, total)
-        elif event.kind == "decision":
-            cand, cur = d.get("candidate_val"), d.get("current_val")
-            verdict = "accepted" if d.get("accepted") else "rejected"
+        elif isinstance(event, Decision):
+            verdict = "accepted" if event.accepted else "rejected"
             fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-            self._messages.append(f"candidate v{d.get('version')}: {fmt(cand)} vs {fmt(cur)} -> {verdict}")
-        elif event.kind == "stopped" and d.get("reason"):
-            self._messages.append(str(d["reason"]))
-        elif event.kind == "test_done":
-            self._messages.append(f"test: v{d.get('version')} scores {float(d.get('mean_reward', 0.0)):.3f} "
-                                  f"on {d.get('tasks')} task(s)")
+            self._messages.append(f"candidate v{event.version}: {fmt(event.candidate_val)} vs "
+                                  f"{fmt(event.current_val)} -> {verdict}")
+        elif isinstance(event, Stopped) and event.reason:
+            self._messages.append(event.reason)
+        elif isinstance(event, TestDone):
+            self._messages.append(f"test: v{event.version} scores {event.mean_reward:.3f} on {event.tasks} task(s)")
         if self._live is not None:
             self._live.update(self._render())
 
 
-def make_event(kind: str, snapshot: Snapshot, **data: Any) -> Event:
-    return Event(kind=kind, snapshot=snapshot, data=data)
-
-
-Callback = Callable[[Event], None]
-__all__ = ["Event", "EventLog", "EventSink", "Emitter", "RichProgress", "Snapshot", "make_event"]
+__all__ = ["EVENT_TYPES", "BatchDone", "BatchStarted", "CheckpointWritten", "Decision", "Emitter", "Event", "EventLog",
+           "EventSink", "HoldoutDone", "InfraRetry", "InitDone", "ParentSelected", "ProposalDone", "ReportFailed",
+           "Resumed", "RichProgress", "RolloutDone", "RunFinished", "RunStarted", "Snapshot", "Stopped", "TestDone"]

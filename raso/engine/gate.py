@@ -27,7 +27,8 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,5 +159,46 @@ def decide(options: GateOptions, candidate: Mapping[str, Sequence[float]], *, st
                         interval=interval, p_value=p_value, reason=f"{detail}: {verdict}")
 
 
-__all__ = ["GateDecision", "GateMode", "GateOptions", "bootstrap_interval", "decide", "overall_mean",
-           "sign_flip_p_value", "split_holdout", "task_means"]
+@runtime_checkable
+class Gate(Protocol):
+    """The gate as a loop strategy (raso.engine.loop.LoopStrategies.gate): whether a candidate replaces the
+    incumbent. `paired` asks the engine to re-score the incumbent on the same val tasks in the same iteration;
+    `decision_rollouts(n_val)` is what one decision costs on `n_val` gated val tasks (the schedule reserves it
+    before each minibatch and the cost plan counts it); `mode` is recorded with each candidate."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def paired(self) -> bool: ...
+
+    def decision_rollouts(self, n_val: int) -> int: ...
+
+    def decide(self, candidate: Mapping[str, Sequence[float]], *, stored_incumbent_val: float,
+               incumbent: Mapping[str, Sequence[float]] | None = None) -> GateDecision: ...
+
+
+@dataclass(frozen=True)
+class ValidationGate:
+    """The configured gate (`GateOptions.mode`: strict, paired or significant), the default of every run."""
+
+    options: GateOptions
+
+    @property
+    def mode(self) -> str:
+        return self.options.mode
+
+    @property
+    def paired(self) -> bool:
+        return self.options.paired
+
+    def decision_rollouts(self, n_val: int) -> int:
+        return self.options.decision_rollouts(n_val)
+
+    def decide(self, candidate: Mapping[str, Sequence[float]], *, stored_incumbent_val: float,
+               incumbent: Mapping[str, Sequence[float]] | None = None) -> GateDecision:
+        return decide(self.options, candidate, stored_incumbent_val=stored_incumbent_val, incumbent=incumbent)
+
+
+__all__ = ["Gate", "GateDecision", "GateMode", "GateOptions", "ValidationGate", "bootstrap_interval", "decide",
+           "overall_mean", "sign_flip_p_value", "split_holdout", "task_means"]

@@ -1,11 +1,13 @@
 """A run's cost plan, made before the run without calling any model (`raso optimize --plan`, `raso.plan`).
 
-The schedule fixes the rollouts: the plan walks the engine's own rules (s0's val evaluation, then per minibatch the
-train rollouts and the gate's decision, cut by `max_iterations` and the rollout budget; then the held-out check and
-the test split). Model calls, tokens and USD per role follow from a rollout's length and a proposal's calls:
-measured in a previous run of the same harness and model when there is one (its ledger of calls), else the
-defaults below (an agent turn per allowed step: an upper bound). The price table is the run's (`prices`, then
-litellm's bundled prices; in-process models are free).
+The schedule fixes the rollouts: the plan walks the engine's own schedule (raso.engine.schedule.Schedule, with the
+run's batch sampler and gate: s0's val evaluation, then per minibatch the train rollouts and the gate's decision,
+cut by `max_iterations` and the rollout budget; then the held-out check and the test split). Model calls, tokens
+and USD per role follow from a rollout's length and a proposal's calls: measured in a previous run of the same
+harness and model when there is one (its ledger of calls), else what the run's strategies report
+(`expected_calls` of the initializer and the proposer: `ReportsInitCalls`, `ReportsProposeCalls`) and an agent
+turn per allowed step (an upper bound). The price table is the run's (`prices`, then litellm's bundled prices;
+in-process models are free).
 
 The plan is written to the run directory as plan.json; the report sets it against what was spent.
 """
@@ -13,14 +15,14 @@ The plan is written to the run directory as plan.json; the report sets it agains
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from .gate import GateOptions
+from .loop import LoopStrategies
 from .run_dir import read_jsonl
+from .schedule import Schedule
 
 if TYPE_CHECKING:
     from raso.harness import Harness
@@ -32,6 +34,21 @@ DEFAULT_AGENT_PROMPT_TOKENS = 2500
 DEFAULT_AGENT_COMPLETION_TOKENS = 200
 DEFAULT_OPTIMIZER_PROMPT_TOKENS = 4000
 DEFAULT_OPTIMIZER_COMPLETION_TOKENS = 1000
+
+
+@runtime_checkable
+class ReportsInitCalls(Protocol):
+    """An initializer that says how many model calls its one init step makes (RASI / RFSI do)."""
+
+    def expected_calls(self) -> float: ...
+
+
+@runtime_checkable
+class ReportsProposeCalls(Protocol):
+    """A proposer that says how many model calls one proposal makes from `train_rollouts` rollouts in which the
+    plan expects `failure_modes` failure modes (RASU / RFSU do)."""
+
+    def expected_calls(self, train_rollouts: int, failure_modes: int) -> float: ...
 
 
 class CallShape(BaseModel):
@@ -102,47 +119,18 @@ class CostPlan(BaseModel):
         return lines
 
 
-def _batch_sizes(n_train: int, minibatch: int) -> list[int]:
-    return [min(minibatch, n_train - i) for i in range(0, n_train, minibatch)]
+def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: int,
+                      loop: LoopStrategies | None = None) -> tuple[dict[str, int], int]:
+    """(rollouts per phase, iterations) of a run whose every proposal yields a new candidate, by the engine's own
+    schedule (`loop`: the run's strategies, unset ones configured), with `n_val` val tasks before the holdout is
+    taken out."""
+    return _schedule(config, [f"train-{i}" for i in range(n_train)], [f"val-{i}" for i in range(n_val)], n_test,
+                     loop).rollouts()
 
 
-def schedule_rollouts(config: OptimizeConfig, n_train: int, n_val: int, n_test: int) -> tuple[dict[str, int], int]:
-    """(rollouts per phase, iterations) of a run whose every proposal yields a new candidate: the engine's
-    schedule and rollout budget (raso.engine.engine.Engine._next_pending), with `n_val` val tasks before the
-    holdout is taken out."""
-    gate: GateOptions = config.gate
-    repeats = gate.rollouts_per_task
-    n_held = gate.holdout_count(n_val)
-    n_gated = n_val - n_held
-    budget = config.budget.rollouts
-    schedule = config.schedule
-    phases = {"s0_val": 0, "train": 0, "val": 0, "holdout": 0, "test": 0}
-    iterations = 0
-    used = 0
-    if budget is None or budget >= n_gated * repeats:
-        phases["s0_val"] = used = n_gated * repeats
-        decision = gate.decision_rollouts(n_gated)
-        stop = False
-        for _epoch in range(schedule.epochs):
-            for wanted in _batch_sizes(n_train, schedule.minibatch):
-                if schedule.max_iterations is not None and iterations >= schedule.max_iterations:
-                    stop = True
-                elif budget is not None and used >= budget:
-                    stop = True
-                size = wanted if budget is None else max(min(wanted, budget - used - decision), 0)
-                if stop or size == 0:
-                    stop = True
-                    break
-                phases["train"] += size
-                phases["val"] += decision
-                used += size + decision
-                iterations += 1
-            if stop:
-                break
-        phases["holdout"] = n_held * repeats
-    if schedule.test:
-        phases["test"] = (2 if iterations else 1) * n_test * repeats  # s0, and the best skill if one was accepted
-    return phases, iterations
+def _schedule(config: OptimizeConfig, train_ids: list[str], val_ids: list[str], n_test: int,
+              loop: LoopStrategies | None) -> Schedule:
+    return Schedule.of_run(config, (loop or LoopStrategies()).resolved(config), train_ids, val_ids, n_test)
 
 
 def find_previous_run(config: OptimizeConfig, search: Path | None = None) -> Path | None:
@@ -215,50 +203,62 @@ def measured_shapes(run_dir: Path) -> dict[str, CallShape]:
     }
 
 
-def default_shapes(config: OptimizeConfig, harness: Harness) -> dict[str, CallShape]:
-    """Without a previous run: an agent turn per allowed step (an upper bound), the algorithm's own call counts
-    (one call per role step; RASI/RASU add an adaptation call per requirement or failure mode)."""
+def default_shapes(config: OptimizeConfig, harness: Harness, *, initializer: object | None = None,
+                   proposer: object | None = None) -> dict[str, CallShape]:
+    """Without a previous run: an agent turn per allowed step (an upper bound), and the optimizer calls the run's
+    initializer and proposer report (`initializer`/`proposer` None: the configured RASI/RFSI and RASU/RFSU; one
+    that reports nothing: the configured one's count, and the basis says so). The plan expects as many failure
+    modes per minibatch as the requirements init plans (`init.num_requirements`)."""
+    from raso.optimizer.rasi import initializer_for
+    from raso.optimizer.rasu import proposer_for
+
     steps = config.agent.max_steps or getattr(harness, "max_steps", None) or 20
     reply = config.agent.max_tokens or DEFAULT_AGENT_COMPLETION_TOKENS
-    init, update = config.init, config.update
     if config.init_kind == "file":
-        init_calls = 0
-    elif config.init_kind == "rasi":
-        init_calls = 2 + (init.num_requirements if init.adapt else 0)  # query-init, adaptations, skill-init
+        init_calls, init_source = 0.0, "init from a file: no model call"
     else:
-        init_calls = 2  # query-init (the requirements) and skill-init
-    chunks = max(math.ceil(config.schedule.minibatch / update.chunk_size), 1)  # at most: only failed rollouts are shown
-    propose_calls = chunks + 2  # gradients per chunk, merge, skill-update
-    if update.method == "rasu" and update.adapt:
-        propose_calls += init.num_requirements  # about one adapted lesson per failure mode
+        configured = initializer_for(config.init)
+        reporting = initializer if isinstance(initializer, ReportsInitCalls) else configured
+        init_calls = reporting.expected_calls()
+        init_source = f"reported by init {config.init_kind}" if initializer is None or reporting is initializer \
+            else f"init {config.init_kind}'s count (the given initializer reports no expected_calls)"
+    configured_proposer = proposer_for(config.update)
+    proposing = proposer if isinstance(proposer, ReportsProposeCalls) else configured_proposer
+    # at most: only failed rollouts are shown to the gradient calls
+    propose_calls = proposing.expected_calls(config.schedule.minibatch, config.init.num_requirements)
+    propose_source = f"reported by update {config.update.method}" if proposer is None or proposing is proposer \
+        else f"update {config.update.method}'s count (the given proposer reports no expected_calls)"
     opt = dict(prompt_tokens=DEFAULT_OPTIMIZER_PROMPT_TOKENS, completion_tokens=DEFAULT_OPTIMIZER_COMPLETION_TOKENS)
     return {
         "agent": CallShape(calls_per_unit=float(steps), prompt_tokens=DEFAULT_AGENT_PROMPT_TOKENS,
                            completion_tokens=min(reply, DEFAULT_AGENT_COMPLETION_TOKENS),
                            source=f"default: up to {steps} agent turn(s) per rollout"),
-        "init": CallShape(calls_per_unit=float(init_calls), source=f"default for init {config.init_kind}", **opt),
-        "propose": CallShape(calls_per_unit=float(propose_calls), source=f"default for update {update.method}", **opt),
+        "init": CallShape(calls_per_unit=float(init_calls), source=init_source, **opt),
+        "propose": CallShape(calls_per_unit=float(propose_calls), source=propose_source, **opt),
     }
 
 
-def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | None = None) -> CostPlan:
+def plan_run(config: OptimizeConfig, harness: Harness, *, previous_run: Path | None = None,
+             initializer: object | None = None, proposer: object | None = None,
+             loop: LoopStrategies | None = None) -> CostPlan:
     """The plan of `config` on `harness` (no model is called). `previous_run`: a run directory of the same harness
-    and model to measure rollout length and calls from (default: found by find_previous_run)."""
+    and model to measure rollout length and calls from (default: found by find_previous_run). `initializer`,
+    `proposer` and `loop`: the run's own strategies (None: the configured ones)."""
     from raso.llm.gateway import price_of
 
-    def count(split: str, limit: int | None) -> int:
+    def ids(split: str, limit: int | None) -> list[str]:
         try:
             tasks = list(harness.tasks(split))
         except ValueError:
-            return 0
-        return len(tasks[:limit]) if limit is not None else len(tasks)
+            return []
+        return [t.id for t in (tasks[:limit] if limit is not None else tasks)]
 
     schedule = config.schedule
-    n_train, n_val = count("train", schedule.train_limit), count("val", schedule.val_limit)
-    n_test = count("test", schedule.test_limit) if schedule.test else 0
-    phases, iterations = schedule_rollouts(config, n_train, n_val, n_test)
+    n_test = len(ids("test", schedule.test_limit)) if schedule.test else 0
+    phases, iterations = _schedule(config, ids("train", schedule.train_limit), ids("val", schedule.val_limit),
+                                   n_test, loop).rollouts()
     previous = previous_run if previous_run is not None else find_previous_run(config)
-    shapes = default_shapes(config, harness)
+    shapes = default_shapes(config, harness, initializer=initializer, proposer=proposer)
     if previous is not None:
         try:
             shapes = measured_shapes(previous)
@@ -304,5 +304,5 @@ def format_plan(plan: CostPlan) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CallShape", "CostPlan", "RolePlan", "default_shapes", "find_previous_run", "format_plan",
-           "measured_shapes", "plan_run", "schedule_rollouts"]
+__all__ = ["CallShape", "CostPlan", "ReportsInitCalls", "ReportsProposeCalls", "RolePlan", "default_shapes",
+           "find_previous_run", "format_plan", "measured_shapes", "plan_run", "schedule_rollouts"]

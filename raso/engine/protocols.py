@@ -15,6 +15,8 @@ from raso.harness import Harness, RolloutRunner
 from raso.optimizer.context import RunContext
 from raso.optimizer.steps import Initializer, Proposer
 
+from .loop import LoopStrategies
+
 if TYPE_CHECKING:
     from raso.llm.gateway import Gateway
 
@@ -36,6 +38,7 @@ class RunComponents:
     initializer: Initializer | None
     proposer: Proposer
     sinks: list["EventSink"] = field(default_factory=list)
+    loop: LoopStrategies = field(default_factory=LoopStrategies)  # sampler, selector, gate, stoppers (raso.engine.loop)
 
     @property
     def gateway(self) -> "Gateway":

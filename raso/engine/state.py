@@ -63,6 +63,7 @@ class CandidateRecord(BaseModel):
     interval: tuple[float, float] | None = None  # the statistic's bootstrap interval (paired modes)
     p_value: float | None = None  # the one-sided sign-flip test's p-value (paired modes)
     incumbent_val: float | None = None  # the incumbent re-scored in this iteration (paired modes)
+    parent_version: int | None = None  # the version the candidate was proposed from (the selector's choice)
     gate_rollouts: int = 0  # val rollouts this decision cost (candidate and, when paired, the incumbent)
     cost: dict[str, UnitCost] = Field(default_factory=dict, description="this candidate's model calls by step: "
                                       "train, propose, val (the ledger's records of its units)")
@@ -99,6 +100,7 @@ class PendingIteration(BaseModel):
     candidate_version: int | None = None
     propose_error: str | None = None
     proposal_unchanged: bool = False  # the proposer found nothing to change (no failure mode): no update was made
+    parent_version: int | None = None  # the version this iteration proposes from (None: a checkpoint of before)
 
 
 class RunState(BaseModel):
@@ -115,6 +117,9 @@ class RunState(BaseModel):
     batch_index: int = 0
     pending: PendingIteration | None = None
     candidates: list[CandidateRecord] = Field(default_factory=list)
+    val_scores: dict[int, dict[str, float]] = Field(default_factory=dict, description="version -> its mean reward "
+                                                     "per gated val task (s0 and every evaluated candidate), for "
+                                                     "the candidate selector")
     lessons: list[dict[str, Any]] = Field(default_factory=list)
     curve: list[CurvePoint] = Field(default_factory=list)
     stop_reason: str | None = None

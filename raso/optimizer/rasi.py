@@ -108,6 +108,10 @@ class RFSI:
         return InitResult(mode="rfsi", skill=skill, requirements=requirements, errors=found.errors,
                           assembled_fallback=found.assembled_fallback)
 
+    def expected_calls(self) -> float:
+        """Model calls of one init, for the cost plan: query-init (unless requirements were given), skill-init."""
+        return 1.0 + (self.requirements is None)
+
 
 @dataclass(frozen=True)
 class RASI:
@@ -129,6 +133,12 @@ class RASI:
         return InitResult(mode=mode, skill=skill, requirements=requirements, lessons=found.lessons,
                           retrieved=found.retrieved, errors=found.errors, unsupported=found.unsupported,
                           supported_share=found.supported_share(), assembled_fallback=found.assembled_fallback)
+
+    def expected_calls(self) -> float:
+        """Model calls of one init, for the cost plan: query-init (unless requirements were given), an adaptation
+        per requirement when adapting, skill-init."""
+        requirements = len(self.requirements) if self.requirements is not None else self.options.num_requirements
+        return 1.0 + (self.requirements is None) + (requirements if self.options.adapt else 0)
 
 
 def initializer_for(options: InitOptions, *, requirements: Sequence[Requirement] | None = None) -> RASI | RFSI:

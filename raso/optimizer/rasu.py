@@ -12,6 +12,7 @@ raso.optimizer.context.RunContext; `proposer_for(UpdateOptions)` builds the one 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,6 +37,11 @@ def chunked(rollouts: Sequence[Rollout], chunk_size: int) -> list[list[Rollout]]
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
     return [list(rollouts[i:i + chunk_size]) for i in range(0, len(rollouts), chunk_size)]
+
+
+def _chunks(rollouts: int, chunk_size: int) -> int:
+    """Gradient calls for `rollouts` rollouts (at least one, as the plan counts a minibatch)."""
+    return max(math.ceil(rollouts / chunk_size), 1)
 
 
 def _norm(text: str) -> str:
@@ -134,6 +140,10 @@ class RFSU:
         found = Found(errors=diagnosis.errors)
         return _proposal(ctx, "rfsu", skill, diagnosis, found)
 
+    def expected_calls(self, train_rollouts: int, failure_modes: int) -> float:
+        """Model calls of one proposal at most, for the cost plan: a gradient call per chunk, merge, skill-update."""
+        return float(_chunks(train_rollouts, self.options.chunk_size) + 2)
+
 
 @dataclass(frozen=True)
 class RASU:
@@ -152,6 +162,11 @@ class RASU:
         found = gather_lessons(ctx, items, adapt=options.adapt)
         found.errors[:0] = diagnosis.errors
         return _proposal(ctx, mode, skill, diagnosis, found)
+
+    def expected_calls(self, train_rollouts: int, failure_modes: int) -> float:
+        """As RFSU's, plus an adapted lesson per failure mode when adapting."""
+        adapted = failure_modes if self.options.adapt else 0
+        return float(_chunks(train_rollouts, self.options.chunk_size) + 2 + adapted)
 
 
 def _proposal(ctx: "RunContext", mode: UpdateMode, skill: Skill, diagnosis: Diagnosis, found: Found) -> UpdateProposal:
