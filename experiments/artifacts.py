@@ -182,7 +182,7 @@ class SharedArtifacts:
 
     # ------------------------------------------------------------------ s0
     def initial_skill(self, harness: Harness, harness_key: str, cfg: OptimizeConfig, *, init: str, seed: int) -> Path:
-        """The s0 SKILL.md for `init` (rfsi, rasi or rasi_raw) from the shared decomposition; built once."""
+        """The s0 SKILL.md for `init` (rfsi, rasi or rasi-raw) from the shared decomposition; built once."""
         from raso.api import default_initializer, run_context, step_options
 
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
@@ -198,7 +198,7 @@ class SharedArtifacts:
                             for r in json.loads(decomposition.read_text(encoding="utf-8"))["requirements"]]
             gw = self._gateway(cfg, folder)
             options = step_options(cfg)[0].model_copy(update={"method": "rfsi" if init == "rfsi" else "rasi",
-                                                              "adapt": init != "rasi_raw"})
+                                                              "adapt": init != "rasi-raw"})
             ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").for_unit(f"seed{seed}/{init}")
             result = default_initializer(options, requirements=requirements).init(ctx)
             recorded = dict(retrieval)

@@ -175,7 +175,8 @@ class CellRunner:
                 shutil.rmtree(run_dir)
             cfg = self.cfg.updated({
                 "init.method": str((self.dir / "s0.md").resolve()),
-                "update.method": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
+                "update.method": "rasu" if update in ("rasu", "rasu-raw") else "rfsu",
+                "update.adapt": update != "rasu-raw",
                 "budget.rollouts": self.update_budget(), "run_dir": run_dir})
             result = raso.api.optimize(self.harness, config=cfg, proposer=proposer)
         summary = UpdateSummary(
@@ -246,7 +247,7 @@ class CellRunner:
         update: UpdateOutcome | None = None
         final = s0
         if self.cell.method.update is not None:
-            assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi_raw
+            assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi-raw
             update = self.run_update(s0)
             final = update.skill
             final.save(self.dir / "best.md")

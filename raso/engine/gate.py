@@ -27,12 +27,11 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-GateMode = Literal["strict", "paired", "significant"]
+from raso.choices import GateMode
 
 #: Above this many non-zero differences the permutation distribution is sampled rather than enumerated.
 EXACT_LIMIT = 16
@@ -158,5 +157,5 @@ def decide(options: GateOptions, candidate: Mapping[str, Sequence[float]], *, st
                         interval=interval, p_value=p_value, reason=f"{detail}: {verdict}")
 
 
-__all__ = ["GateDecision", "GateMode", "GateOptions", "bootstrap_interval", "decide", "overall_mean",
+__all__ = ["GateDecision", "GateOptions", "bootstrap_interval", "decide", "overall_mean",
            "sign_flip_p_value", "split_holdout", "task_means"]

@@ -30,7 +30,6 @@ from .actions import ActionSpace, TaskNeeds
 if TYPE_CHECKING:
     from raso.skill import Skill
 
-SPLITS = ("train", "val", "test")
 _ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
