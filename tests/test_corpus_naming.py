@@ -18,7 +18,7 @@ from experiments.runner import preflight, read_results, run_experiment
 from raso.engine.config import ConfigError, build_config, load_resolved
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
-SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+SMALL = {"schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 2, "init.num_requirements": 2, "retrieval.k": 2}
 
 
 @pytest.fixture(scope="module")
