@@ -42,10 +42,6 @@ class LazyRetriever:
         self._retriever: SectionSearcher | None = None
         self._lock = threading.Lock()
 
-    @property
-    def built(self) -> bool:
-        return self._retriever is not None
-
     def __call__(self) -> "SectionSearcher":
         with self._lock:
             if self._retriever is None:
@@ -93,10 +89,6 @@ class RunContext:
     def k(self) -> int:
         """Corpus sections retrieved per query."""
         return self.retrieval.k
-
-    @property
-    def has_retriever(self) -> bool:
-        return self.retriever_factory is not None
 
     def retriever(self) -> "SectionSearcher":
         """The run's retriever, built on the first call. NoRetrieverError when the context has none."""
