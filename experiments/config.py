@@ -131,7 +131,7 @@ class ExperimentConfig(BaseModel):
     optimizer_api_base: str | None = None
     methods: list[str]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
-    settings: list[dict[str, Any]] = Field(default_factory=lambda: [{}], description="sweep axis points")
+    settings: list[dict[str, Any]] = Field(default_factory=lambda: [dict[str, Any]()], description="sweep axis points")
     optimize: dict[str, Any] = Field(default_factory=dict, description="OptimizeConfig options of every cell")
     rollout_convention: Convention = "candidates"
     budget_rollouts: int | None = Field(default=None, ge=1, description="per update cell, under the convention; "

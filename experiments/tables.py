@@ -28,9 +28,9 @@ from .stats import HEADLINE_METHODS, cell_n, is_baseline, paired_difference, ref
 STAGES = ("init", "update", "test")
 
 
-def mean_se(values: Sequence[float | None]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (None with fewer than 2 values)."""
-    values = [v for v in values if v is not None]
+def mean_se(given: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean of the values that are not None (None with fewer than 2 values)."""
+    values = [v for v in given if v is not None]
     if not values:
         return None, None
     mean = statistics.fmean(values)
@@ -251,7 +251,7 @@ def difference_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
     if not shown:
         return ""
     sweep = len(config.settings) > 1
-    reference = shown[0].reference + (f" ({shown[0].reference_setting})" if sweep and shown[0].reference_setting
+    reference = (shown[0].reference or "") + (f" ({shown[0].reference_setting})" if sweep and shown[0].reference_setting
                                       and config.reference_setting is not None else "")
     header = ["Method", "Harness", f"Δ vs {reference} (points) [95 % CI]", "n (tasks × seeds)"]
     body = [[r.label + (f" ({r.setting})" if sweep else ""), r.harness_label,

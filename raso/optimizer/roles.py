@@ -110,7 +110,7 @@ def query_init_schema(num_requirements: int, closed: bool = False) -> type[Query
     """The output schema asking for at least M pairs. `closed` (the "closed_lists" hint) also caps the array at M
     (maxItems): a grammar-constrained model (llama.cpp JSON mode) then stops after M, where a small model otherwise
     repeats one pair until its token cap cuts the JSON. Validation still accepts more, which the caller cuts off."""
-    extra = {"maxItems": num_requirements} if closed else None
+    extra: dict[str, Any] | None = {"maxItems": num_requirements} if closed else None
     return create_model(
         "QueryInitOutput", __base__=QueryInitOutput,
         requirements=(list[Requirement], Field(min_length=num_requirements, json_schema_extra=extra)),
