@@ -27,7 +27,7 @@ import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -552,8 +552,3 @@ def idf_values(doc_freq: np.ndarray, n_docs: int, mode: str, epsilon: float) -> 
         return raw
     floor = epsilon * float(raw.mean())
     return np.where(raw < 0, floor, raw)
-
-
-def build_index(sections: Sequence[Section] | Iterable[Section], **params: Any) -> SectionIndex:
-    """Shorthand for `SectionIndex.build(sections, **params)`."""
-    return SectionIndex.build(sections, **params)

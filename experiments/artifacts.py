@@ -72,13 +72,14 @@ def ledger_totals(path: Path) -> dict[str, Any]:
     return PersistentLedger(Path(path)).totals()
 
 
-def check_fraction_index(index: str | Path | None) -> None:
-    """A corpus-fraction sweep needs a real corpus index: a fraction of the starter corpus (a few hundred skills
-    shipped for demos) is not the paper's experiment. ValueError naming what to pass."""
+def check_fraction_index(index: str | Path | None) -> Path:
+    """The corpus index a corpus-fraction sweep subsamples: a real one, since a fraction of the starter corpus (a
+    few hundred skills shipped for demos) is not the paper's experiment. ValueError naming what to pass."""
     if index is None:
         raise ValueError("corpus_fraction < 1 needs a corpus index (--set retrieval.index=DIR, built with `raso "
                          "corpus build ... --blocklist <benchmark>`): a fraction of the starter corpus is not the "
                          "paper's experiment")
+    return Path(index)
 
 
 def nested_skill_order(skills: Iterable[str], seed: int) -> list[str]:
@@ -126,7 +127,7 @@ class SharedArtifacts:
             return Path(cfg.retrieval.index) if cfg.retrieval.index is not None else None
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"corpus_fraction must be in (0, 1], got {fraction}")
-        check_fraction_index(cfg.retrieval.index)
+        index = check_fraction_index(cfg.retrieval.index)
         target = self.root / "corpus" / f"fraction-{fraction:g}-seed{seed}-nested"
         with _lock(target):
             if (target / CARD_FILE).exists():  # written last, after save() renamed a complete index into place
@@ -140,8 +141,7 @@ class SharedArtifacts:
             skills = nested_skill_order(base.skills, seed)
             keep = set(skills[:max(1, round(fraction * len(skills)))])
             sub = SectionIndex.build(s for s in base.iter_sections() if s.skill_id in keep)
-            sub.meta.update({"blocklists": index_blocklists(cfg.retrieval.index),
-                             "subsample_of": str(cfg.retrieval.index), "fraction": fraction, "seed": seed,
+            sub.meta.update({"blocklists": index_blocklists(index), "subsample_of": str(index), "fraction": fraction, "seed": seed,
                              "nested": True})
             sub.save(target)
             sizes = {"fraction": fraction, "seed": seed, "skills": len(keep), "of_skills": len(skills),
@@ -183,7 +183,7 @@ class SharedArtifacts:
 
     # ------------------------------------------------------------------ s0
     def initial_skill(self, harness: Harness, harness_key: str, cfg: OptimizeConfig, *, init: str, seed: int) -> Path:
-        """The s0 SKILL.md for `init` (rfsi, rasi or rasi_raw) from the shared decomposition; built once."""
+        """The s0 SKILL.md for `init` (rfsi, rasi or rasi-raw) from the shared decomposition; built once."""
         from raso.api import default_initializer, run_context, step_options
 
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
@@ -199,7 +199,7 @@ class SharedArtifacts:
                             for r in json.loads(decomposition.read_text(encoding="utf-8"))["requirements"]]
             gw = self._gateway(cfg, folder)
             options = step_options(cfg)[0].model_copy(update={"method": "rfsi" if init == "rfsi" else "rasi",
-                                                              "adapt": init != "rasi_raw"})
+                                                              "adapt": init != "rasi-raw"})
             ctx = run_context(cfg, harness, gw, use_retrieval=init != "rfsi").with_gateway(
                 UnitGateway(gw, f"seed{seed}/{init}"))
             result = default_initializer(options, requirements=requirements).init(ctx)

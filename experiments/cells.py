@@ -50,9 +50,10 @@ def git_commit() -> dict[str, Any]:
     return {"commit": commit or None, "dirty": dirty}
 
 
-def cell_optimize_config(config: ExperimentConfig, cell: Cell, **extra: Any) -> OptimizeConfig:
+def cell_optimize_config(config: ExperimentConfig, cell: Cell, *, index: Path | None = None) -> OptimizeConfig:
     """The OptimizeConfig of a cell: the experiment's shared options, the setting's overrides, the cell's own keys
-    (its harness, with the options the experiment gives every harness, is the cell's harness spec)."""
+    (its harness, with the options the experiment gives every harness, is the cell's harness spec; `index`, when
+    given, the corpus index it retrieves from: a corpus-fraction subsample)."""
     setting = {k: v for k, v in cell.setting.items() if k not in RUNNER_SETTING_KEYS}
     own: dict[str, Any] = {
         "harness": cell.harness.name, "harness_options": cell.harness.options, "models.target": config.model,
@@ -60,7 +61,7 @@ def cell_optimize_config(config: ExperimentConfig, cell: Cell, **extra: Any) -> 
         "models.optimizer_api_base": config.optimizer_api_base, "schedule.seed": cell.seed,
         "schedule.test": False,  # the runner scores every method on test itself, the same way
         "retrieval.kind": cell.method.retriever,  # `raso@two_stage`: the row's own retriever (None: the config's)
-        **extra,
+        "retrieval.index": index,
     }
     values = merge(merge(nested(config.optimize), nested(setting)), nested({k: v for k, v in own.items() if v is not None}))
     values["harness_options"] = dict(cell.harness.options)
@@ -175,7 +176,8 @@ class CellRunner:
                 shutil.rmtree(run_dir)
             cfg = self.cfg.updated({
                 "init.method": str((self.dir / "s0.md").resolve()),
-                "update.method": "rasu" if update in ("rasu", "rasu_raw") else "rfsu", "adapt": update != "rasu_raw",
+                "update.method": "rasu" if update in ("rasu", "rasu-raw") else "rfsu",
+                "update.adapt": update != "rasu-raw",
                 "budget.rollouts": self.update_budget(), "run_dir": run_dir})
             result = raso.api.optimize(self.harness, config=cfg, proposer=proposer)
         summary = UpdateSummary(
@@ -221,10 +223,10 @@ class CellRunner:
         import raso.api
 
         gw = ledgered_gateway(self.cfg, cache_dir=self.dir / "test_cache", ledger_path=self.dir / "test.calls.jsonl")
+        mode: dict[str, Any] = {"agent.mode": "none" if skill is None and router is None else self.cfg.agent.mode}
         result = raso.api.evaluate(
             self.harness, skill, split="test", config=self.cfg, limit=self.config.test_limit,
-            gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test", task_skills=router,
-            **{"agent.mode": "none" if skill is None and router is None else self.cfg.agent.mode})
+            gateway=UnitGateway(gw, "test"), out_dir=self.dir / "test", task_skills=router, **mode)
         if result.infrastructure_failures:
             # as the engine does: an outage's zeros are not the method's score; the cell stays unfinished and
             # the next run of the experiment redoes it (the rollouts that worked replay from the cache)
@@ -246,7 +248,7 @@ class CellRunner:
         update: UpdateOutcome | None = None
         final = s0
         if self.cell.method.update is not None:
-            assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi_raw
+            assert s0 is not None  # Method.parse guarantees an update starts from rfsi/rasi/rasi-raw
             update = self.run_update(s0)
             final = update.skill
             final.save(self.dir / "best.md")

@@ -54,7 +54,11 @@ def add_actions(parser: argparse.ArgumentParser) -> None:
                         help="an experiment's results folder, <results_dir>/<name> (holds config.json and cells/)")
     report.add_argument("--html", action="store_true", help="the page (the only report this command writes)")
     report.set_defaults(func=report_command)
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    def _help(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=_help)
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """An experiment's configuration (YAML/TOML/JSON) and the cells it expands into.
 
 A cell is one (method, harness, seed, setting). A method is either an initialization alone, scored on test with
-zero rollouts (``none``, ``skillrouter``, ``rfsi``, ``rasi``, ``rasi_raw``), or ``INIT+UPDATE``: an update method
+zero rollouts (``none``, ``skillrouter``, ``rfsi``, ``rasi``, ``rasi-raw``), or ``INIT+UPDATE``: an update method
 run from the shared s0 of that initialization (``rfsi+textgrad``, ``rasi+rasu``, ...). Short names: ``textgrad``,
 ``gepa``, ``rfsu``, ``rasu`` start from RFSI (the paper's update table); ``raso`` is ``rasi+rasu``.
 A method that retrieves (RASI or RASU in it) may name its own retriever after ``@``: ``raso@two_stage`` is full
@@ -19,16 +19,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from raso.choices import RetrievalKind, choices_of
+from raso.choices import InitMode, RetrievalKind, UpdateMode, choices_of
 from raso.engine.config import OptimizeConfig, has_key, nested, read_config_file
 from raso.errors import ConfigError
 
 from .accounting import Convention
 from .baselines.textgrad_baseline import TextGradTrajectories
 
-INIT_METHODS = ("none", "skillrouter", "rfsi", "rasi", "rasi_raw")
-S0_METHODS = ("rfsi", "rasi", "rasi_raw")  # initializations an update can start from (share one decomposition)
-UPDATE_METHODS = ("rfsu", "rasu", "rasu_raw", "textgrad", "gepa")
+# Method names are raso's init and update modes (raso.choices), plus the baselines.
+S0_METHODS = choices_of(InitMode)  # initializations an update can start from (share one decomposition)
+INIT_METHODS = ("none", "skillrouter", *S0_METHODS)
+UPDATE_METHODS = (*choices_of(UpdateMode), "textgrad", "gepa")
 ALIASES = {"textgrad": "rfsi+textgrad", "gepa": "rfsi+gepa", "rfsu": "rfsi+rfsu", "rasu": "rfsi+rasu",
            "raso": "rasi+rasu"}
 TableKind = Literal["init", "update", "stage_ablation", "adaptation_ablation", "k_sweep", "corpus_fraction", "cost"]
@@ -76,13 +77,13 @@ class Method(BaseModel):
     @property
     def uses_corpus(self) -> bool:
         """Whether the method retrieves from the corpus (RASI's init, SkillRouter's routing, RASU's update)."""
-        return self.init in ("rasi", "rasi_raw", "skillrouter") or self.update in ("rasu", "rasu_raw")
+        return self.init in ("rasi", "rasi-raw", "skillrouter") or self.update in ("rasu", "rasu-raw")
 
     @property
     def label(self) -> str:
         """The row name in the paper's tables."""
         labels = {"none": "No skill", "skillrouter": "SkillRouter", "rfsi": "RFSI", "rasi": "RASI",
-                  "rasi_raw": "RASI (raw sections)", "rfsu": "RFSU", "rasu": "RASU", "rasu_raw": "RASU (raw sections)",
+                  "rasi-raw": "RASI (raw sections)", "rfsu": "RFSU", "rasu": "RASU", "rasu-raw": "RASU (raw sections)",
                   "textgrad": "TextGrad", "gepa": "GEPA"}
         retriever = f" [{self.retriever.replace('_', '-')} retriever]" if self.retriever else ""
         base = self.name.partition("@")[0]
@@ -131,7 +132,7 @@ class ExperimentConfig(BaseModel):
     optimizer_api_base: str | None = None
     methods: list[str]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
-    settings: list[dict[str, Any]] = Field(default_factory=lambda: [{}], description="sweep axis points")
+    settings: list[dict[str, Any]] = Field(default_factory=lambda: [dict[str, Any]()], description="sweep axis points")
     optimize: dict[str, Any] = Field(default_factory=dict, description="OptimizeConfig options of every cell")
     rollout_convention: Convention = "candidates"
     budget_rollouts: int | None = Field(default=None, ge=1, description="per update cell, under the convention; "

@@ -58,12 +58,12 @@ def _score_rows(results: list[CellResult], method_order: list[str], failures: li
     methods = _ordered([r.method for r in rows], method_order)
     by_key = {(r.harness, r.setting_index, r.method): r for r in rows}
     by_cell: dict[tuple[str, int, str], list[float]] = defaultdict(list)
-    for r in results:
-        if r.test_mean is not None:
-            by_cell[(r.harness, r.setting_index, r.method)].append(r.test_mean * 100)
+    for result in results:
+        if result.test_mean is not None:
+            by_cell[(result.harness, result.setting_index, result.method)].append(result.test_mean * 100)
     body = []
     for method in methods:
-        cells = []
+        cells: list[dict[str, Any] | None] = []
         label = method
         for harness, setting_index, _, _ in columns:
             row = by_key.get((harness, setting_index, method))

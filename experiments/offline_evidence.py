@@ -131,9 +131,10 @@ class CellResult(BaseModel):
 
 def expert_skill_path(harness: str) -> Path:
     import importlib
+    import inspect
 
     module = importlib.import_module(f"harnesses.{harness}")
-    return Path(module.__file__).resolve().parent / "expert_skill" / "SKILL.md"
+    return Path(inspect.getfile(module)).resolve().parent / "expert_skill" / "SKILL.md"
 
 
 def cell_name(harness: str, model: str, skill: str, grammar: bool, max_steps: int, limit: int) -> str:

@@ -106,18 +106,18 @@ class _Planner:
         n_train, n_val = count("train", cfg.schedule.train_limit), count("val", cfg.schedule.val_limit)
         n_test = count("test", config.test_limit)
         notes: list[str] = []
-        init = {"none": None, "skillrouter": None, "rfsi": "rfsi", "rasi": "rasi", "rasi_raw": "rasi"}[method.init]
+        init = {"none": None, "skillrouter": None, "rfsi": "rfsi", "rasi": "rasi", "rasi-raw": "rasi"}[method.init]
         budget, iterations, propose_calls = 0, 0, 0.0
         rollouts = {"train": 0, "val": 0, "s0_val": 0, "test": n_test}
-        options: dict[str, Any] = {"init.method": init or "rfsi", "init.adapt": method.init != "rasi_raw",
+        options: dict[str, Any] = {"init.method": init or "rfsi", "init.adapt": method.init != "rasi-raw",
                                    "schedule.test": False}
         if method.update is not None:
             budget = (config.budget_rollouts + (n_val if config.rollout_convention == "candidates" else 0)
                       if config.budget_rollouts is not None else cfg.budget.rollouts
                       or engine_budget(n_train, n_val, epochs=cfg.schedule.epochs, minibatch=cfg.schedule.minibatch,
                                        convention=config.rollout_convention))
-            options.update({"update.method": "rasu" if method.update in ("rasu", "rasu_raw") else "rfsu",
-                            "update.adapt": method.update != "rasu_raw", "budget.rollouts": budget})
+            options.update({"update.method": "rasu" if method.update in ("rasu", "rasu-raw") else "rfsu",
+                            "update.adapt": method.update != "rasu-raw", "budget.rollouts": budget})
         planned = cfg.updated(options)
         shapes = default_shapes(planned, harness)
         if method.update is not None:

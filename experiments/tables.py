@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raso.engine.config import dotted
 from raso.fileio import atomic_write_text
 
 from .config import Cell, ExperimentConfig
@@ -29,9 +28,9 @@ from .stats import HEADLINE_METHODS, cell_n, is_baseline, paired_difference, ref
 STAGES = ("init", "update", "test")
 
 
-def mean_se(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (None with fewer than 2 values)."""
-    values = [v for v in values if v is not None]
+def mean_se(given: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean of the values that are not None (None with fewer than 2 values)."""
+    values = [v for v in given if v is not None]
     if not values:
         return None, None
     mean = statistics.fmean(values)
@@ -252,13 +251,14 @@ def difference_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
     if not shown:
         return ""
     sweep = len(config.settings) > 1
-    reference = shown[0].reference + (f" ({shown[0].reference_setting})" if sweep and shown[0].reference_setting
+    reference = (shown[0].reference or "") + (f" ({shown[0].reference_setting})" if sweep and shown[0].reference_setting
                                       and config.reference_setting is not None else "")
     header = ["Method", "Harness", f"Δ vs {reference} (points) [95 % CI]", "n (tasks × seeds)"]
     body = [[r.label + (f" ({r.setting})" if sweep else ""), r.harness_label,
              f"{r.diff_mean * 100:+.2f} [{r.diff_low * 100:+.2f}, {r.diff_high * 100:+.2f}]"
              + ("*" if r.diff_excludes_zero else ""),
-             f"{r.diff_tasks} × {r.diff_seeds}"] for r in shown if r.diff_low is not None and r.diff_high is not None]
+             f"{r.diff_tasks} × {r.diff_seeds}"] for r in shown
+            if r.diff_mean is not None and r.diff_low is not None and r.diff_high is not None]
     return _markdown(header, body)
 
 
@@ -307,7 +307,7 @@ def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path:
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
     for (_harness, _method), group in _groups(rows, ("harness", "method")).items():
-        points = sorted(((float(dotted(config.settings[r.setting_index]).get(axis, 0)), r) for r in group),
+        points = sorted(((float(config.settings[r.setting_index].get(axis, 0)), r) for r in group),
                         key=lambda point: point[0])
         xs = [x for x, _ in points]
         ys = [(r.test_mean or 0) * 100 for _, r in points]
@@ -352,13 +352,14 @@ def _plot_curves(config: ExperimentConfig, results: list[CellResult], path: Path
         xs = [p.rollouts for p in r.curve]
         ys = [p.val * 100 for p in r.curve]
         axes[0].step(xs, ys, where="post", color=color, alpha=0.7, label=label)
-        axes[0].plot([r.rollouts_used], [r.test_mean * 100], marker="*", color=color, markersize=10)
         costed = [p for p in r.curve if p.cost_usd is not None]
         if costed:
             axes[1].step([p.cost_usd for p in costed], [p.val * 100 for p in costed], where="post",
                          color=color, alpha=0.7)
-        axes[1].plot([_cost(r, "init") + _cost(r, "update")], [r.test_mean * 100], marker="*", color=color,
-                     markersize=10)
+        if r.test_mean is not None:  # the final test score as a star (a cell scored on test)
+            axes[0].plot([r.rollouts_used], [r.test_mean * 100], marker="*", color=color, markersize=10)
+            axes[1].plot([_cost(r, "init") + _cost(r, "update")], [r.test_mean * 100], marker="*", color=color,
+                         markersize=10)
     axes[0].set_xlabel("rollouts run (s0's val evaluation included)")
     axes[1].set_xlabel("USD (init + update)")
     for ax in axes:

@@ -9,8 +9,8 @@ else. The engine receives them; the CLI and the experiment runner are thin calle
 
 A harness is given by name (registered entry point or 'package.module:Class') or as an instance; options as
 an OptimizeConfig, a config file (TOML/YAML/JSON), keyword overrides, or a mix (overrides win). Overrides use
-the dotted keys of the nested config (`**{"agent.max_steps": 8}`), whole sections (`agent={"max_steps": 8}`),
-or the flat names of format 1 (`epochs=1`). Every error
+the dotted keys of the nested config (`**{"agent.max_steps": 8}`) or whole sections (`agent={"max_steps": 8}`;
+`init="rfsi"` names a section's method). Every error
 that can be known before work starts (unknown harness, missing extra, bad option, unusable model, a run
 directory that already holds a run) is raised before anything is written.
 """

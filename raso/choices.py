@@ -18,6 +18,9 @@ InitMode = Literal[InitKind, "rasi-raw"]
 UpdateMode = Literal[UpdateKind, "rasu-raw"]
 #: Task splits of a harness.
 Split = Literal["train", "val", "test"]
+#: The validation gate's rule (raso.engine.gate): the candidate's val mean above the incumbent's stored one, above
+#: the incumbent re-scored on the same tasks, or that and significantly so.
+GateMode = Literal["strict", "paired", "significant"]
 #: How a rollout or an optimizer step failed: "agent_error" — its own doing (junk, a tool crash, a context
 #: overflow: a rollout's is scored 0 and counted); "infrastructure" — a model call still failing after the
 #: gateway's retries (rate limit, timeout, 5xx, connection: worth re-running later); "unusable" — the model
@@ -38,5 +41,5 @@ def choices_of(literal: Any) -> tuple[str, ...]:
     return tuple(get_args(literal))
 
 
-__all__ = ["AgentMode", "ExecutorKind", "FailureKind", "InitKind", "InitMode", "Outcome", "RetrievalKind", "Split", "UpdateKind",
-           "UpdateMode", "WireFormatName", "choices_of"]
+__all__ = ["AgentMode", "ExecutorKind", "FailureKind", "GateMode", "InitKind", "InitMode", "Outcome", "RetrievalKind",
+           "Split", "UpdateKind", "UpdateMode", "WireFormatName", "choices_of"]

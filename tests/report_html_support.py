@@ -78,9 +78,13 @@ def make_gate_run(run_dir: Path) -> Path:
 
     agent = ScriptedModel(toy_agent_reply, name="gate-html-agent")
     optimizer = ScriptedModel(["LEVEL=0", "LEVEL=1", "LEVEL=4"], name="gate-html-optimizer")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, workers=1, seed=3, run_dir=run_dir,
-                            test=False, max_iterations=2, prices={agent.model: "1000,1000", optimizer.model: "0,0"},
+    config = OptimizeConfig(harness="toy", **{"models.target": agent.model,
+                                              "models.optimizer": optimizer.model, "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.workers": 1,
+                                              "schedule.seed": 3, "schedule.test": False,
+                                              "schedule.max_iterations": 2,
+                                              "models.prices": {agent.model: "1000,1000", optimizer.model: "0,0"}}, init="rfsi",
+                            update="rfsu", run_dir=run_dir,
                             gate={"mode": "significant", "level": 0.1, "rollouts_per_task": 2})
     optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     return run_dir

@@ -64,12 +64,15 @@ def test_the_readme_python_snippet_runs_on_the_scripted_model(tmp_path: Path, mo
 def _cli_and_api_run(tmp_path: Path) -> tuple[Path, Path]:
     agent = named_scripted_model("parity-agent", toy_agent_reply)
     optimizer = named_scripted_model("parity-optimizer", algorithm_reply)
-    options = dict(harness=TOY, model=agent, optimizer_model=optimizer, init="rfsi", update="rfsu", epochs=1,
-                   minibatch=3, workers=1, seed=5)
+    options = {"harness": TOY, "models.target": agent, "models.optimizer": optimizer, "init": "rfsi", "update": "rfsu",
+               "schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 1, "schedule.seed": 5}
+    flags = {"harness": "--harness", "models.target": "--model", "models.optimizer": "--optimizer-model",
+             "init": "--init", "update": "--update", "schedule.epochs": "--epochs", "schedule.minibatch": "--minibatch",
+             "schedule.workers": "--workers", "schedule.seed": "--seed"}
     cli_dir, api_dir = tmp_path / "cli", tmp_path / "api"
     argv = ["optimize", "--no-progress", "--run-dir", str(cli_dir)]
     for key, value in options.items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+        argv += [flags[key], str(value)]
     assert raso_main(argv) == 0
     raso.optimize(run_dir=api_dir, **options)
     return cli_dir, api_dir
@@ -104,8 +107,10 @@ def test_cli_and_python_api_with_the_same_options_write_the_same_run(tmp_path: P
 def test_test_split_scores_s0_and_the_best_skill_outside_the_budget(tmp_path: Path) -> None:
     agent = ScriptedModel(toy_agent_reply, name="test-split-agent")
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=3"], name="test-split-optimizer")
-    result = raso.optimize(ToyHarness(), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                           update="rfsu", epochs=1, minibatch=3, workers=1, budget_rollouts=14,
+    result = raso.optimize(ToyHarness(), **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                            "schedule.epochs": 1, "schedule.minibatch": 3,
+                                            "schedule.workers": 1, "budget.rollouts": 14}, init="rfsi",
+                           update="rfsu",
                            run_dir=tmp_path / "run", initializer=toy_initializer, proposer=toy_proposer)
     # s0 val 4 + (3 train + 4 val) = 11 <= 14; a second iteration does not fit: the budget holds train + val only
     assert result.rollouts_used == 11 and result.best_version == 1
@@ -117,8 +122,10 @@ def test_test_split_scores_s0_and_the_best_skill_outside_the_budget(tmp_path: Pa
     report = (tmp_path / "run" / "report.md").read_text()
     assert "test" in report.lower() and "never used for selection" in report
 
-    off = raso.optimize(ToyHarness(), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                        update="rfsu", epochs=1, minibatch=3, workers=1, max_iterations=1, test=False,
+    off = raso.optimize(ToyHarness(), **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                         "schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 1,
+                                         "schedule.max_iterations": 1, "schedule.test": False}, init="rfsi",
+                        update="rfsu",
                         run_dir=tmp_path / "off", initializer=toy_initializer, proposer=toy_proposer)
     assert off.test == [] and off.test_rollouts == 0 and off.finished
 
@@ -147,15 +154,16 @@ def test_start_errors_print_one_line_exit_2_and_create_no_run_dir(
 def test_init_skill_and_evaluate_from_python(tmp_path: Path) -> None:
     optimizer = named_scripted_model("api-init-optimizer", algorithm_reply)
     agent = named_scripted_model("api-eval-agent", toy_agent_reply)
-    init = raso.init_skill(TOY, model=agent, optimizer_model=optimizer, retrieval=False, num_requirements=2)
+    init = raso.init_skill(TOY, **{"models.target": agent, "models.optimizer": optimizer,
+                                   "init.num_requirements": 2}, retrieval=False)
     assert init.mode == "rfsi" and len(init.requirements) == 2 and "LEVEL=1" in init.skill.body
 
     skill_path = init.skill.save(tmp_path / "SKILL.md")
-    scored = raso.evaluate(TOY, skill_path, split="val", model=agent, out_dir=tmp_path / "eval")
+    scored = raso.evaluate(TOY, skill_path, split="val", **{"models.target": agent}, out_dir=tmp_path / "eval")
     assert [r.task_id for r in scored.rollouts] == ["v1", "v2", "v3", "v4"]
     assert [r.reward for r in scored.rollouts] == [1.0, 0.0, 0.0, 0.0]  # LEVEL=1 solves difficulty 1 only
     assert len(list((tmp_path / "eval" / "trajectories").glob("*.json"))) == 4
-    baseline = raso.evaluate(ToyHarness(), None, split="val", model=agent)
+    baseline = raso.evaluate(ToyHarness(), None, split="val", **{"models.target": agent})
     assert baseline.mean_reward == 0.0 and all(r.mode == "none" for r in baseline.rollouts)
 
 
@@ -167,19 +175,21 @@ def test_evaluate_gives_each_task_its_own_skills(tmp_path: Path) -> None:
     def own(task: Any) -> list[Any]:  # just the level each val task needs (v3: LEVEL=3)
         return [level_skill(f"LEVEL={task.id[1:]}")]
 
-    scored = raso.evaluate(TOY, split="val", model=agent, task_skills=own)
+    scored = raso.evaluate(TOY, split="val", **{"models.target": agent}, task_skills=own)
     assert [r.reward for r in scored.rollouts] == [1.0] * 4 and all(r.mode == "full" for r in scored.rollouts)
     with pytest.raises(raso.ConfigError, match="not both"):
-        raso.evaluate(TOY, level_skill("LEVEL=4"), split="val", model=agent, task_skills=own)
+        raso.evaluate(TOY, level_skill("LEVEL=4"), split="val", **{"models.target": agent}, task_skills=own)
     with pytest.raises(raso.ConfigError, match="runs without a skill"):
-        raso.evaluate(TOY, split="val", model=agent, task_skills=own, **{"agent.mode": "none"})
+        raso.evaluate(TOY, split="val", **{"models.target": agent}, task_skills=own, **{"agent.mode": "none"})
 
 
 def test_resume_rebuilds_an_instance_harness_from_its_recorded_target(tmp_path: Path) -> None:
     agent = named_scripted_model("api-resume-agent", toy_agent_reply)
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2"], name="api-resume-optimizer")
-    result = raso.optimize(ToyHarness(n_train=3), model=agent, optimizer_model=optimizer.model, init="rfsi",
-                           update="rfsu", epochs=1, minibatch=3, run_dir=tmp_path / "run",
+    result = raso.optimize(ToyHarness(n_train=3), **{"models.target": agent,
+                                                     "models.optimizer": optimizer.model, "schedule.epochs": 1,
+                                                     "schedule.minibatch": 3}, init="rfsi",
+                           update="rfsu", run_dir=tmp_path / "run",
                            initializer=toy_initializer, proposer=toy_proposer)
     config = json.loads((tmp_path / "run" / "config.resolved.json").read_text())
     assert config["harness"] == TOY  # not the registered name 'toy', which is another class

@@ -1,6 +1,7 @@
 """Every choice list of the product is declared once: no two module-level `X = Literal[...]` aliases in raso/ have
 the same values, and no Literal written inline repeats one of them (it must name the alias, e.g. from
-raso.choices)."""
+raso.choices); no module of raso/, harnesses/ or experiments/ copies a list of raso.choices as a tuple of strings
+(it reads `choices_of(...)`), nor spells one of its values another way (`rasu_raw` for `rasu-raw`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import ast
 from pathlib import Path
 
 RASO = Path(__file__).resolve().parent.parent / "raso"
+PACKAGES = ("raso", "harnesses", "experiments")
 
 
 def _is_literal(node: ast.AST) -> bool:
@@ -59,7 +61,50 @@ def test_every_literal_choice_list_is_declared_once() -> None:
               if _is_literal(node) and id(node) not in alias_nodes
               and _values(node, _module_aliases(tree, choices)) in declared]  # type: ignore[arg-type]
     assert not inline, f"inline Literal repeating a declared choice list: {inline}"
-    assert {"RetrievalKind", "InitMode", "UpdateMode", "FailureKind", "Outcome"} <= set(choices)
+    assert {"RetrievalKind", "InitMode", "UpdateMode", "FailureKind", "Outcome", "Split", "GateMode"} <= set(choices)
+
+
+def _normalized(value: object) -> object:
+    return value.replace("_", "-") if isinstance(value, str) else value
+
+
+def _string_lists(tree: ast.Module) -> list[tuple[int, list[str]]]:
+    """Module-level tuples and lists of two or more string constants, with their line."""
+    found = []
+    for stmt in tree.body:
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(value, (ast.Tuple, ast.List)):
+            items = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(items) == len(value.elts) >= 2:
+                found.append((stmt.lineno, items))
+    return found
+
+
+def _copies(tree: ast.Module, choices: dict[str, frozenset[object]]) -> list[str]:
+    lists = {frozenset(_normalized(v) for v in values): name for name, values in choices.items()}
+    spelling = {_normalized(v): v for values in choices.values() for v in values if isinstance(v, str)}
+    problems = []
+    for line, items in _string_lists(tree):
+        if frozenset(_normalized(v) for v in items) in lists:
+            problems.append(f"{line}: copies {lists[frozenset(_normalized(v) for v in items)]}")
+        problems += [f"{line}: {v!r} spells {spelling[_normalized(v)]!r}" for v in items
+                     if _normalized(v) in spelling and spelling[_normalized(v)] != v]
+    return problems
+
+
+def test_no_module_copies_a_choice_list_or_respells_a_choice() -> None:
+    choices = _module_aliases(ast.parse((RASO / "choices.py").read_text(encoding="utf-8")), {})
+    root = RASO.parent
+    problems = [f"{path.relative_to(root)}:{problem}" for package in PACKAGES
+                for path in sorted((root / package).rglob("*.py")) if path != RASO / "choices.py"
+                for problem in _copies(ast.parse(path.read_text(encoding="utf-8")), choices)]
+    assert not problems, problems
+
+
+def test_the_copy_check_finds_a_tuple_and_a_respelled_value() -> None:
+    choices = {"Split": frozenset({"train", "val", "test"}), "UpdateMode": frozenset({"rasu", "rfsu", "rasu-raw"})}
+    tree = ast.parse('SPLIT_NAMES = ("train", "val", "test")\nMETHODS = ("rasu", "rasu_raw", "gepa")\nOK = ("a", "b")\n')
+    assert _copies(tree, choices) == ["1: copies Split", "2: 'rasu_raw' spells 'rasu-raw'"]
 
 
 def test_the_check_finds_a_copied_list(tmp_path: Path) -> None:

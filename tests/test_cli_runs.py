@@ -95,9 +95,12 @@ def test_optimize_from_a_skill_file_and_config_file(tmp_path: Path, models: tupl
 
 def test_bad_config_and_bad_run_dirs_exit_2_with_a_message(tmp_path: Path, capsys) -> None:
     config = tmp_path / "bad.yaml"
-    config.write_text("minibatch: -3\n")
+    config.write_text("schedule: {minibatch: -3}\n")
     assert _main(["optimize", "--config", str(config), "--no-progress"]) == 2
-    assert "minibatch: Input should be greater than or equal to 1 (got -3)" in capsys.readouterr().err
+    assert "schedule.minibatch: Input should be greater than or equal to 1 (got -3)" in capsys.readouterr().err
+    config.write_text("minibatch: 3\n")  # a format-1 file: refused, naming the command that converts it
+    assert _main(["optimize", "--config", str(config), "--no-progress"]) == 2
+    assert "raso migrate" in capsys.readouterr().err
     assert _main(["optimize", "--harness", "no-such-harness", "--model", "openai/gpt-4o", "--run-dir",
                   str(tmp_path / "r"), "--no-progress"]) == 2
     assert "cannot load harness 'no-such-harness'" in capsys.readouterr().err

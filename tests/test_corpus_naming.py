@@ -20,7 +20,7 @@ from raso.engine.config import build_config, load_resolved
 from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
-SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+SMALL = {"schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 2, "init.num_requirements": 2, "retrieval.k": 2}
 
 
 @pytest.fixture(scope="module")

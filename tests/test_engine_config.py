@@ -1,4 +1,4 @@
-"""OptimizeConfig: nested sections from TOML/YAML/JSON files (format 2, and the flat format 1), dotted overrides,
+"""OptimizeConfig: nested sections from TOML/YAML/JSON files (format 2), dotted overrides,
 quick local defaults per field and clear validation errors."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from raso.errors import ConfigError
 
 def test_toml_file_with_cli_overrides(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
-    path.write_text('harness = "alfworld"\nmodel = "openai/gpt-4o-mini"\nminibatch = 16\nepochs = 3\n'
-                    'budget_usd = 2.5\n')
+    path.write_text('harness = "alfworld"\nmodels.target = "openai/gpt-4o-mini"\nschedule.minibatch = 16\n'
+                    'schedule.epochs = 3\nbudget.usd = 2.5\n')
     config = build_config(path, {"schedule.minibatch": 8, "schedule.seed": None})
     assert (config.harness, config.models.target, config.schedule.minibatch, config.schedule.epochs,
             config.budget.usd) == ("alfworld", "openai/gpt-4o-mini", 8, 3, 2.5)
@@ -25,7 +25,8 @@ def test_toml_file_with_cli_overrides(tmp_path: Path) -> None:
 
 def test_yaml_file_under_an_optimize_table(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
-    path.write_text("optimize:\n  model: anthropic/claude-3-5-haiku\n  update: rfsu\n  adapt: false\n  k: 3\n")
+    path.write_text("optimize:\n  models: {target: anthropic/claude-3-5-haiku}\n  update: {method: rfsu, adapt: false}\n"
+                    "  init: {adapt: false}\n  retrieval: {k: 3}\n")
     config = build_config(path)
     assert (config.update.method, config.update.adapt, config.init.adapt, config.retrieval.k,
             config.needs_retriever) == ("rfsu", False, False, 3, True)
@@ -76,34 +77,14 @@ def test_assignment_values_are_json_or_yaml_scalars() -> None:
         build_config(None, {"agent.max_steps": "eight"})
 
 
-def test_flat_format1_files_load_under_the_nested_names(tmp_path: Path) -> None:
-    for suffix, text in [
-        (".toml", 'model = "openai/gpt-4o"\nepochs = 3\nagent_max_steps = 6\nbudget_rollouts = 50\nk = 2\n'
-                  'num_requirements = 4\ninit = "rfsi"\nupdate = "rfsu"\nadapt = false\nchunk_size = 3\n'
-                  'retrieval = "hybrid"\noptimizer_model = "openai/gpt-4o-mini"\nbudget_usd = 1.5\n'),
-        (".yaml", "model: openai/gpt-4o\nepochs: 3\nagent_max_steps: 6\nbudget_rollouts: 50\nk: 2\n"
-                  "num_requirements: 4\ninit: rfsi\nupdate: rfsu\nadapt: false\nchunk_size: 3\nretrieval: hybrid\n"
-                  "optimizer_model: openai/gpt-4o-mini\nbudget_usd: 1.5\n"),
-        (".json", '{"model": "openai/gpt-4o", "epochs": 3, "agent_max_steps": 6, "budget_rollouts": 50, "k": 2, '
-                  '"num_requirements": 4, "init": "rfsi", "update": "rfsu", "adapt": false, "chunk_size": 3, '
-                  '"retrieval": {"kind": "hybrid"}, "optimizer_model": "openai/gpt-4o-mini", "budget_usd": 1.5}'),
-    ]:
-        path = tmp_path / f"old{suffix}"
-        path.write_text(text)
-        config = build_config(path)
-        assert (config.models.target, config.models.optimizer, config.schedule.epochs, config.agent.max_steps,
-                config.budget.rollouts, config.budget.usd) == ("openai/gpt-4o", "openai/gpt-4o-mini", 3, 6, 50, 1.5)
-        assert (config.retrieval.k, config.retrieval.kind, config.init.num_requirements, config.init.method,
-                config.update.method, config.update.chunk_size, config.init.adapt, config.update.adapt) == (
-                    2, "hybrid", 4, "rfsi", "rfsu", 3, False, False)
-    # flat keyword overrides too, and a section given as a word keeps the section's other keys
-    config = build_config(None, {"model": "openai/gpt-4o", "init.num_requirements": 3, "init": "rfsi"})
+def test_a_section_given_as_a_word_keeps_the_sections_other_keys() -> None:
+    config = build_config(None, {"models.target": "openai/gpt-4o", "init.num_requirements": 3, "init": "rfsi"})
     assert (config.init.method, config.init.num_requirements) == ("rfsi", 3)
 
 
 def test_unknown_option_is_named_with_the_known_ones(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text('model = "openai/gpt-4o"\nminibach = 8\n')
+    path.write_text('models.target = "openai/gpt-4o"\nminibach = 8\n')
     with pytest.raises(ConfigError) as err:
         build_config(path)
     message = str(err.value)
@@ -117,7 +98,7 @@ def test_unknown_option_is_named_with_the_known_ones(tmp_path: Path) -> None:
 
 def test_bad_values_name_the_field_and_the_value(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("model: openai/gpt-4o\nepochs: 0\nupdate: sgd\nbudget_rollouts: lots\n")
+    path.write_text("models: {target: openai/gpt-4o}\nschedule: {epochs: 0}\nupdate: sgd\nbudget: {rollouts: lots}\n")
     with pytest.raises(ConfigError) as err:
         build_config(path)
     message = str(err.value)
@@ -132,7 +113,7 @@ def test_unparsable_file_and_missing_init_file_are_clear(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="broken.toml is not valid TOML"):
         build_config(bad)
     with pytest.raises(ConfigError, match="neither 'rasi' nor 'rfsi' and no file exists"):
-        build_config(None, {"model": "openai/gpt-4o", "init": str(tmp_path / "nope.md")})
+        build_config(None, {"models.target": "openai/gpt-4o", "init": str(tmp_path / "nope.md")})
     with pytest.raises(ConfigError, match="unknown format"):
         (tmp_path / "x.ini").write_text("a=1")
         build_config(tmp_path / "x.ini")
@@ -141,7 +122,7 @@ def test_unparsable_file_and_missing_init_file_are_clear(tmp_path: Path) -> None
 def test_init_file_is_resolved_to_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "start.md").write_text("---\nname: s\ndescription: d\n---\nbody\n")
     monkeypatch.chdir(tmp_path)
-    config = build_config(None, {"model": "openai/gpt-4o", "init": "start.md"})
+    config = build_config(None, {"models.target": "openai/gpt-4o", "init": "start.md"})
     assert config.init.method == str(tmp_path / "start.md") and config.init_kind == "file"
 
 
@@ -154,7 +135,7 @@ def test_quick_defaults_apply_only_to_the_local_model_and_fill_each_unset_field(
     assert chosen.schedule.minibatch == 10 and "schedule.minibatch" not in chosen.quick_defaults_applied
     remote = build_config(None, {"models.target": "openai/gpt-4o-mini"})
     assert remote.schedule.minibatch == 40 and remote.budget.rollouts is None and remote.quick_defaults_applied == []
-    partial = build_config(None, {"val_limit": 5})  # a format-1 name counts as set, too
+    partial = build_config(None, {"schedule.val_limit": 5})
     assert partial.schedule.val_limit == 5 and partial.schedule.minibatch == QUICK_LOCAL_DEFAULTS["schedule.minibatch"]
 
 
@@ -191,15 +172,6 @@ def test_resolved_config_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "config.resolved.json"
     path.write_text(config.model_dump_json())
     assert load_resolved(path) == config
-
-
-def test_a_format1_resolved_config_loads_with_its_values(tmp_path: Path) -> None:
-    fixture = Path(__file__).resolve().parent / "fixtures" / "run_format1" / "config.resolved.json"
-    config = load_resolved(fixture)
-    assert (config.models.target, config.models.optimizer) == ("scripted/engine-kill-agent",
-                                                               "scripted/engine-kill-optimizer")
-    assert (config.init.method, config.update.method, config.schedule.minibatch, config.schedule.seed,
-            config.schedule.workers, config.schedule.test, config.retrieval.k) == ("rfsi", "rfsu", 2, 7, 2, False, 5)
 
 
 def test_budget_arithmetic() -> None:

@@ -21,9 +21,11 @@ from raso.llm.scripted import ScriptedModel
 def _run(tmp_path: Path, optimizer_replies: list, *, agent_model: str | None = None, **overrides) -> tuple:
     agent = ScriptedModel(toy_agent_reply, name="toy-agent") if agent_model is None else None
     optimizer = ScriptedModel(optimizer_replies, name="toy-optimizer")
-    values = dict(harness="toy", model=agent_model or agent.model, optimizer_model=optimizer.model, init="rfsi",
-                  update="rfsu", epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False,
-                  max_iterations=1)
+    values = dict(harness="toy", **{"models.target": agent_model or agent.model,
+                                    "models.optimizer": optimizer.model, "schedule.epochs": 1,
+                                    "schedule.minibatch": 2, "schedule.workers": 2, "schedule.seed": 3,
+                                    "schedule.test": False, "schedule.max_iterations": 1}, init="rfsi",
+                  update="rfsu", run_dir=tmp_path / "run")
     values.update(overrides)
     config = OptimizeConfig(**values)
     result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
@@ -125,7 +127,7 @@ def test_significant_accepts_a_gain_on_every_task_at_its_level(tmp_path: Path) -
 def test_the_rollout_budget_reserves_the_whole_gate_decision(tmp_path: Path) -> None:
     # paired with 2 repeats: s0 val 8, then a decision costs 16; budget 25 leaves 1 train rollout
     result, rd, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], gate={"mode": "paired", "rollouts_per_task": 2},
-                         budget_rollouts=25, max_iterations=None)
+                         **{"budget.rollouts": 25, "schedule.max_iterations": None})
     assert [len(d["train_task_ids"]) for d in read_jsonl(rd.candidates)] == [1]
     assert result.rollouts_used == 25 and "rollout budget" in result.stop_reason
 
@@ -163,7 +165,7 @@ def test_every_in_process_call_carries_a_seed_from_the_run_seed_and_its_cache_ke
     _run(tmp_path / "b", ["LEVEL=1", "LEVEL=2"], agent_model=model, gate={"rollouts_per_task": 2})
     assert sorted(p["seed"] for p in agent.params) == sorted(p["seed"] for p in first)  # the same run, again
     agent.params.clear()
-    _run(tmp_path / "c", ["LEVEL=1", "LEVEL=2"], agent_model=model, gate={"rollouts_per_task": 2}, seed=4)
+    _run(tmp_path / "c", ["LEVEL=1", "LEVEL=2"], agent_model=model, gate={"rollouts_per_task": 2}, **{"schedule.seed": 4})
     assert not {p["seed"] for p in agent.params} & {p["seed"] for p in first}
 
 
@@ -181,7 +183,7 @@ def test_the_gateway_seeds_by_tag_and_only_when_told() -> None:
 
 
 def test_each_candidates_cost_is_its_units_in_the_ledger_and_the_parts_sum_to_it(tmp_path: Path) -> None:
-    result, rd, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], max_iterations=None,
+    result, rd, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nx"], **{"schedule.max_iterations": None},
                          gate={"mode": "paired"})
     decisions = read_jsonl(rd.candidates)
     assert len(decisions) == 3

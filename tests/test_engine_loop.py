@@ -62,20 +62,20 @@ def test_gate_accepts_strictly_better_and_rejects_equal_and_worse(tmp_path: Path
 
 def test_minibatches_cover_train_once_per_epoch_in_a_seeded_order(tmp_path: Path) -> None:
     replies = ["LEVEL=1"] + [f"LEVEL=1\nv{i}" for i in range(10)]
-    result, rd, _, _ = _run(tmp_path, replies, epochs=2, minibatch=4)
+    result, rd, _, _ = _run(tmp_path, replies, **{"schedule.epochs": 2, "schedule.minibatch": 4})
     batches = [d["train_task_ids"] for d in read_jsonl(rd.candidates)]
     assert [len(b) for b in batches] == [4, 2, 4, 2]  # the last minibatch of an epoch is smaller
     assert sorted(batches[0] + batches[1]) == sorted(batches[2] + batches[3]) == [f"t{i}" for i in range(1, 7)]
     assert batches[0] + batches[1] != batches[2] + batches[3]  # reshuffled per epoch
 
-    again, rd2, _, _ = _run(tmp_path / "again", replies, epochs=2, minibatch=4)
+    again, rd2, _, _ = _run(tmp_path / "again", replies, **{"schedule.epochs": 2, "schedule.minibatch": 4})
     assert [d["train_task_ids"] for d in read_jsonl(rd2.candidates)] == batches  # same seed, same order
 
 
 def test_rollout_budget_stops_the_run_exactly_at_its_limit(tmp_path: Path) -> None:
     # s0 val 4 + iteration 1 (2 train + 4 val) = 10; iteration 2 has 5 left: 1 train + 4 val = 15
     replies = ["LEVEL=1", "LEVEL=2", "LEVEL=3", "LEVEL=3\nmore"]
-    result, rd, agent, _ = _run(tmp_path, replies, budget_rollouts=15)
+    result, rd, agent, _ = _run(tmp_path, replies, **{"budget.rollouts": 15})
     assert result.rollouts_used == 15
     rolled = sum(len(read_jsonl(p)) for p in rd.trajectories.glob("*.rollouts.jsonl"))
     assert rolled == 15 == len(agent.calls)
@@ -84,7 +84,7 @@ def test_rollout_budget_stops_the_run_exactly_at_its_limit(tmp_path: Path) -> No
 
 
 def test_budget_too_small_for_the_val_set_stops_before_any_rollout(tmp_path: Path) -> None:
-    result, rd, agent, _ = _run(tmp_path, ["LEVEL=1"], budget_rollouts=3)
+    result, rd, agent, _ = _run(tmp_path, ["LEVEL=1"], **{"budget.rollouts": 3})
     assert result.rollouts_used == 0 and agent.calls == []
     assert "cannot cover evaluating s0" in result.stop_reason
     assert rd.skill_path(0).exists() and rd.best_skill.exists()
@@ -175,7 +175,7 @@ def test_usd_budget_stops_the_run_cleanly(tmp_path: Path) -> None:
         return proposal
 
     result, rd, _, _ = _run(tmp_path, ["LEVEL=1", "LEVEL=2", "LEVEL=3"], propose=FunctionProposer(priced_propose),
-                            budget_usd=0.5)
+                            **{"budget.usd": 0.5})
     decisions = read_jsonl(rd.candidates)
     assert len(decisions) == 1 and decisions[0]["reason"] == "not evaluated: USD budget reached"
     assert result.stop_reason == "USD budget reached ($0.7500 of $0.5000)"

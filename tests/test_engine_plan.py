@@ -18,8 +18,9 @@ from raso.llm.scripted import ScriptedModel
 
 
 def _config(tmp_path: Path, name: str, agent: ScriptedModel, optimizer: ScriptedModel, **overrides) -> OptimizeConfig:
-    values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / name, test=False)
+    values = dict(harness="toy", **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                    "schedule.epochs": 1, "schedule.minibatch": 2, "schedule.workers": 2,
+                                    "schedule.seed": 3, "schedule.test": False}, init="rfsi", update="rfsu", run_dir=tmp_path / name)
     values.update(overrides)
     return OptimizeConfig(**values)
 
@@ -30,7 +31,8 @@ def test_the_plan_predicts_a_runs_rollouts_per_phase_and_calls_per_role(tmp_path
     optimize(ToyHarness(), first, initializer=toy_initializer, proposer=toy_proposer)
 
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=3", "LEVEL=4"], name="opt")
-    config = _config(tmp_path, "b", agent, optimizer, epochs=2, minibatch=4, budget_rollouts=40, test=True,
+    config = _config(tmp_path, "b", agent, optimizer, **{"schedule.epochs": 2, "schedule.minibatch": 4,
+                                                         "budget.rollouts": 40, "schedule.test": True},
                      gate={"mode": "paired", "rollouts_per_task": 2, "val_holdout": 1})
     plan = plan_run(config, ToyHarness(), previous_run=tmp_path / "a")  # rollout length measured in run a
     # s0 on 3 gated val tasks x 2 repeats; a decision costs 3 x 2 x 2 = 12; 40 - 6 leaves iterations of 4 + 12 and
@@ -54,9 +56,11 @@ def test_the_plan_predicts_a_runs_rollouts_per_phase_and_calls_per_role(tmp_path
 
 
 def test_without_a_previous_run_the_plan_assumes_a_turn_per_allowed_step_and_prices_it(tmp_path: Path) -> None:
-    config = OptimizeConfig(harness="toy", model="openai/priced-agent", optimizer_model="openai/priced-opt",
-                            init="rfsi", update="rfsu", epochs=1, minibatch=2, test=False, run_dir=tmp_path / "r",
-                            prices={"openai/priced-agent": "1,2", "openai/priced-opt": "3,4"})
+    config = OptimizeConfig(harness="toy", **{"models.target": "openai/priced-agent",
+                                              "models.optimizer": "openai/priced-opt", "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.test": False,
+                                              "models.prices": {"openai/priced-agent": "1,2", "openai/priced-opt": "3,4"}},
+                            init="rfsi", update="rfsu", run_dir=tmp_path / "r")
     plan = plan_run(config, ToyHarness())
     rollouts = sum(plan.rollouts.values())
     assert rollouts == 4 + 3 * (2 + 4)  # s0 val, then three minibatches of 2 with a val decision each
@@ -71,8 +75,8 @@ def test_without_a_previous_run_the_plan_assumes_a_turn_per_allowed_step_and_pri
 
 def test_raso_plan_and_the_cli_flag_print_the_plan_and_call_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    plan = raso.plan(ToyHarness(), model="scripted/never-called", init="rfsi", update="rfsu", epochs=1, minibatch=2,
-                     test=False)
+    plan = raso.plan(ToyHarness(), **{"models.target": "scripted/never-called", "schedule.epochs": 1,
+                                      "schedule.minibatch": 2, "schedule.test": False}, init="rfsi", update="rfsu")
     assert plan.rollouts["s0_val"] == 4 and plan.iterations == 3
     code = raso_main(["optimize", "--plan", "--harness", "test_engine_support:ToyHarness", "--model",
                            "scripted/never-called", "--init", "rfsi", "--update", "rfsu", "--epochs", "1",
@@ -87,17 +91,20 @@ def test_an_unreadable_previous_run_falls_back_to_the_defaults_and_says_so(tmp_p
     broken.mkdir()
     (broken / "ledger.calls.jsonl").write_text("")
     (broken / "checkpoint.json").write_text("{not json")
-    config = OptimizeConfig(harness="toy", model="scripted/x", init="rfsi", update="rfsu", epochs=1, minibatch=2,
-                            test=False, run_dir=tmp_path / "r")
+    config = OptimizeConfig(harness="toy", **{"models.target": "scripted/x", "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.test": False},
+                                           init="rfsi", update="rfsu", run_dir=tmp_path / "r")
     plan = plan_run(config, ToyHarness(), previous_run=broken)
     assert plan.previous_run is None and "unreadable" in plan.roles[0].basis and "default" in plan.roles[0].basis
 
 
 def test_the_plan_sets_its_estimate_against_budget_usd_and_budget_test_usd(tmp_path: Path, capsys) -> None:
     prices = {"openai/priced-agent": "1,2", "openai/priced-opt": "3,4"}
-    config = OptimizeConfig(harness="toy", model="openai/priced-agent", optimizer_model="openai/priced-opt",
-                            init="rfsi", update="rfsu", epochs=1, minibatch=2, test=True, run_dir=tmp_path / "r",
-                            prices=prices, budget={"usd": 1.0, "test_usd": 0.001})
+    config = OptimizeConfig(harness="toy", **{"models.target": "openai/priced-agent",
+                                              "models.optimizer": "openai/priced-opt", "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.test": True,
+                                              "models.prices": prices},
+                            init="rfsi", update="rfsu", run_dir=tmp_path / "r", budget={"usd": 1.0, "test_usd": 0.001})
     plan = plan_run(config, ToyHarness())
     assert plan.rollouts["test"] == 2 and plan.budget_usd == 1.0 and plan.budget_test_usd == 0.001
     agent = plan.roles[0]

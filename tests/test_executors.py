@@ -35,9 +35,10 @@ def _toy_run(run_dir: Path, execution: ExecutionOptions, harness: str = PID_HARN
              harness_options: dict[str, Any] | None = None, **extra: Any) -> tuple[Any, RunDir]:
     agent = named_scripted_model("exec-agent", count_script)
     optimizer = named_scripted_model("exec-optimizer", lambda messages: "Count one number per action.")
-    config = OptimizeConfig(harness=harness, harness_options=harness_options or {"n_tasks": 8}, model=agent,
-                            optimizer_model=optimizer, init="rfsi", update="rfsu", epochs=1, minibatch=2,
-                            workers=2, run_dir=run_dir, test=True, execution=execution, **extra)
+    config = OptimizeConfig(harness=harness, harness_options=harness_options or {"n_tasks": 8},
+                            **{"models.target": agent, "models.optimizer": optimizer, "schedule.epochs": 1,
+                               "schedule.minibatch": 2, "schedule.workers": 2, "schedule.test": True},
+                            init="rfsi", update="rfsu", run_dir=run_dir, execution=execution, **extra)
     return optimize(config=config, initializer=toy_initializer, proposer=toy_proposer), RunDir(run_dir)
 
 
@@ -161,7 +162,7 @@ def test_the_engine_reruns_a_rollout_whose_worker_died(tmp_path: Path, threads_r
     result, rd = _toy_run(tmp_path / "run", ExecutionOptions(executor="processes"),
                           harness="executor_support:DieOnceHarness",
                           harness_options={"n_tasks": 8, "marker": str(marker), "die_task": "count-5"},
-                          infra_retry_wait_s=0.0)
+                          **{"budget.infra_retry_wait_s": 0.0})
     assert marker.exists() and result.finished
     from raso.engine.engine import load_state
 

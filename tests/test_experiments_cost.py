@@ -66,7 +66,7 @@ def test_textgrad_full_setting_sends_every_step_of_every_trajectory_unclipped() 
 def test_textgrad_trajectories_option_reaches_the_cell_and_the_cost_table_names_it(tmp_path: Path) -> None:
     agent, optimizer = scripted_models()
     values = overrides(tmp_path, agent, optimizer, methods=["textgrad"], seeds=[0], textgrad_trajectories="full",
-                       optimize={"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2})
+                       optimize={"schedule": {"epochs": 1, "minibatch": 3, "workers": 2}, "init": {"num_requirements": 2}})
     summary = run_experiment(CONFIGS / "cost.yaml", values)
     assert summary.failed == [], summary.failed
     # the loss read the whole trajectory, every step numbered with its observation (the equal rendering shows

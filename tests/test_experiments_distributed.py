@@ -12,7 +12,7 @@ from experiments.results import read_results
 from experiments.runner import run_experiment
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
-SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+SMALL = {"schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 2, "init.num_requirements": 2, "retrieval.k": 2}
 
 
 def _scores(root: Path) -> dict[str, tuple]:
@@ -47,7 +47,7 @@ def test_mlflow_sink_logs_cells_to_a_file_store(tmp_path: Path, monkeypatch: pyt
     agent, optimizer = scripted_models()
     store = (tmp_path / "mlruns").resolve()
     summary = run_experiment(CONFIGS / "update_table.yaml", overrides(
-        tmp_path, agent, optimizer, seeds=[0], methods=["rfsu"], optimize={**SMALL, "epochs": 2},
+        tmp_path, agent, optimizer, seeds=[0], methods=["rfsu"], optimize={**SMALL, "schedule.epochs": 2},
         mlflow_uri=store.as_uri(), jobs=1))
     assert summary.failed == []
     result = read_results(Path(summary.results_dir))[0]

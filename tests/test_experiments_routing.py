@@ -50,7 +50,7 @@ def _skill_sent(call: list[dict[str, Any]]) -> set[str]:
 def test_each_task_runs_with_the_skill_routed_from_its_own_instruction(tmp_path: Path) -> None:
     index = _topic_index(tmp_path / "index")
     agent, optimizer = scripted_models()
-    summary = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, index=str(index))
+    summary = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, **{"retrieval.index": str(index)})
     assert summary.failed == []
     [result] = read_results(Path(summary.results_dir))
     # what the scripted agent was sent: the apple tasks' prompts hold the apple skill alone, the star tasks' the star
@@ -76,7 +76,7 @@ def test_each_task_runs_with_the_skill_routed_from_its_own_instruction(tmp_path:
 def test_routes_are_recorded_and_kept_across_a_resume(tmp_path: Path) -> None:
     index = _topic_index(tmp_path / "index")
     agent, optimizer = scripted_models()
-    first = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, index=str(index))
+    first = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, **{"retrieval.index": str(index)})
     [result] = read_results(Path(first.results_dir))
     cell = Path(first.results_dir) / "cells" / result.cell
     on_disk = json.loads((cell / "result.json").read_text())["routing"]
@@ -90,7 +90,7 @@ def test_routes_are_recorded_and_kept_across_a_resume(tmp_path: Path) -> None:
     (cell / "result.json").unlink()
     _topic_index(tmp_path / "index", with_apples=False)
     calls = len(agent.calls)
-    again = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, index=str(index))
+    again = _skillrouter(tmp_path, "results", TOPICS, agent, optimizer, **{"retrieval.index": str(index)})
     assert (again.ran, again.failed) == (1, [])
     [resumed] = read_results(Path(again.results_dir))
     assert resumed.routing == result.routing
@@ -126,17 +126,17 @@ def test_the_router_uses_only_an_index_the_leakage_guard_accepts(tmp_path: Path)
         return {(r.name, r.repo) for r in result.routing if r.task_id in ("count-0", "count-2")}
 
     # an index built without the webshop blocklist is refused before anything is routed or run
-    refused = _skillrouter(tmp_path, "refused", SHOP, agent, optimizer, index=str(unfiltered))
+    refused = _skillrouter(tmp_path, "refused", SHOP, agent, optimizer, **{"retrieval.index": str(unfiltered)})
     assert len(refused.failed) == 1 and "not the 'webshop' blocklist" in refused.failed[0]
     assert agent.calls == [] and not list((tmp_path / "refused").glob("**/routes.json"))
     # the blocklisted index never holds the leaking repository: the apple tasks get the clean apple skill
-    clean = _skillrouter(tmp_path, "clean", SHOP, agent, optimizer, index=str(blocklisted))
+    clean = _skillrouter(tmp_path, "clean", SHOP, agent, optimizer, **{"retrieval.index": str(blocklisted)})
     assert clean.failed == []
     [result] = read_results(Path(clean.results_dir))
     assert apple_routes(result) == {("orchard-apples", "fruit/orchard")}
     assert all(r.repo != "leak/tuned" for r in result.routing) and len(result.routing) == 4
     # (without the blocklist, when explicitly allowed, the leaking skill is what the apple tasks would get)
-    leaky = _skillrouter(tmp_path, "leaky", SHOP, agent, optimizer, index=str(unfiltered),
-                         allow_unfiltered_index=True)
+    leaky = _skillrouter(tmp_path, "leaky", SHOP, agent, optimizer, **{"retrieval.index": str(unfiltered),
+                                                                           "retrieval.allow_unfiltered_index": True})
     assert leaky.failed == []
     assert apple_routes(read_results(Path(leaky.results_dir))[0]) == {("apple-solver", "leak/tuned")}

@@ -16,8 +16,8 @@ from experiments.runner import run_experiment
 from raso.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "experiments" / "configs"
-SMALL = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
-TWO_EPOCHS = {**SMALL, "epochs": 2}
+SMALL = {"schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 2, "init.num_requirements": 2, "retrieval.k": 2}
+TWO_EPOCHS = {**SMALL, "schedule.epochs": 2}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,7 +52,7 @@ def test_bad_configs_are_refused_with_the_reason() -> None:
     with pytest.raises(ConfigError, match="unknown option"):
         load_experiment(CONFIGS / "init_table.yaml", {"optimize": {"epoch": 1}})
     with pytest.raises(ConfigError, match="set per cell"):
-        load_experiment(CONFIGS / "init_table.yaml", {"optimize": {"seed": 3}})
+        load_experiment(CONFIGS / "init_table.yaml", {"optimize": {"schedule.seed": 3}})
     assert Method.parse("gepa").init == "rfsi" and Method.parse("raso").label == "RASO (RASI + RASU)"
 
 
@@ -87,7 +87,7 @@ def test_init_table_end_to_end(tmp_path: Path) -> None:
     # more seeds may join the table later; a changed budget or model may not mix into it
     with pytest.raises(ConfigError, match="made with other optimize"):
         run_experiment(CONFIGS / "init_table.yaml",
-                       overrides(tmp_path, agent, optimizer, optimize={**SMALL, "k": 3}))
+                       overrides(tmp_path, agent, optimizer, optimize={**SMALL, "retrieval.k": 3}))
 
 
 def test_update_table_equal_budgets_shared_s0_and_resume(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_sweeps_end_to_end(tmp_path: Path, config: str, axis: str, png: str) -> 
         from corpus_tools.starter import starter_index
 
         index = SectionIndex.build(starter_index().iter_sections()).save(tmp_path / "index")
-        extra["optimize"] = {**SMALL, "index": str(index)}
+        extra["optimize"] = {**SMALL, "retrieval.index": str(index)}
     summary, _, _ = _run(tmp_path, config, seeds=[0, 1, 2], **extra)
     root = Path(summary.results_dir)
     results = read_results(root)
@@ -186,7 +186,7 @@ def test_cli_runs_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     harness = "raso.testing.toy:CountingHarness"
     code = main(["experiment", "run", str(CONFIGS / "init_table.yaml"), "--model", agent.model,
                  "--optimizer-model", optimizer.model, "--harness", harness, "--seeds", "0",
-                 "--backend", "threading", "--results-dir", str(tmp_path / "out"), "--set", "num_requirements=2",
+                 "--backend", "threading", "--results-dir", str(tmp_path / "out"), "--set", "init.num_requirements=2",
                  "--test-limit", "2"])
     out = capsys.readouterr().out
     assert code == 0, out

@@ -20,7 +20,7 @@ from raso.testing import CountingHarness, count_script
 MARKER = "COUNT-UP"
 FAILURE = "The agent stops instead of counting up."
 #: A small schedule for the toy harness (flat option names, as the older tests spell them).
-SMALL_OPTIONS = {"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2}
+SMALL_OPTIONS = {"schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 2, "init.num_requirements": 2, "retrieval.k": 2}
 TOY_HARNESS = {"name": "raso.testing.toy:CountingHarness", "options": {"n_tasks": 6}}
 FIXED_SKILL = {"name": "counting", "description": "Count to the target, one number per action.",
                "body": f"# Steps\n{MARKER}: say 1, then 2, and so on, one number per action."}

@@ -47,7 +47,8 @@ def test_score_table_has_methods_down_harnesses_across(tmp_path: Path) -> None:
 
 def test_sweep_table_and_cost_table(tmp_path: Path) -> None:
     config = load_experiment(CONFIGS / "k_sweep.yaml", {"harnesses": ["spreadsheet"], "results_dir": str(tmp_path),
-                                                        "settings": [{"k": 1}, {"k": 3}], "reference_setting": 0})
+                                                        "settings": [{"retrieval.k": 1}, {"retrieval.k": 3}],
+                                                        "reference_setting": 0})
     results = [_result("raso", "RASO (RASI + RASU)", s, t, setting=i, cost=0.5)
                for i, t in enumerate([0.2, 0.6]) for s in range(3)]
     rows = aggregate(results)

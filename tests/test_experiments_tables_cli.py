@@ -238,7 +238,7 @@ def test_a_toy_update_table_shows_every_methods_rollouts_within_its_budget(tmp_p
     agent, optimizer = scripted_models()
     summary = run_experiment(CONFIGS / "update_table.yaml", overrides(
         tmp_path, agent, optimizer, seeds=[0], jobs=1, budget_rollouts=15,
-        methods=["rfsi", "textgrad", "gepa", "rfsu", "rasu", "raso"], optimize={**SMALL_OPTIONS, "epochs": 3}))
+        methods=["rfsi", "textgrad", "gepa", "rfsu", "rasu", "raso"], optimize={**SMALL_OPTIONS, "schedule.epochs": 3}))
     assert summary.failed == []
     table = (Path(summary.results_dir) / "update.md").read_text()
     shown = {label: (int(used), int(budget)) for label, used, budget in

@@ -38,7 +38,7 @@ def test_an_oversized_initial_skill_is_refused_with_its_size(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"69,0\d\d characters, over the limit of 40,000"):
         raso.optimize("toy", init=str(skill), run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before anything was written
-    roomy = build_config(overrides={"harness": "toy", "init": str(skill), "init_skill_max_chars": 80_000})
+    roomy = build_config(overrides={"harness": "toy", "init": str(skill), "init.skill_max_chars": 80_000})
     assert roomy.init.skill_max_chars == 80_000
 
 
@@ -97,8 +97,9 @@ def test_optimize_on_a_damaged_index_stops_before_paying(tmp_path: Path) -> None
     agent = named_scripted_model("bad-index-agent", toy_agent_reply)
     optimizer = named_scripted_model("bad-index-optimizer", lambda messages: "unused")
     with pytest.raises(RunError, match="is damaged"):
-        raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rasi", index=directory,
-                      allow_unfiltered_index=True, run_dir=tmp_path / "run")
+        raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer,
+                                       "retrieval.index": directory, "retrieval.allow_unfiltered_index": True},
+                      init="rasi", run_dir=tmp_path / "run")
     assert json.loads((tmp_path / "run" / "ledger.json").read_text())["totals"]["calls"] == 0
 
 
@@ -108,8 +109,9 @@ def test_a_checkpoint_naming_unknown_tasks_is_refused_before_anything_is_rewritt
     from test_engine_support import toy_initializer, toy_proposer
 
     run_dir = tmp_path / "run"
-    raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rfsi", update="rfsu", epochs=1,
-                  minibatch=2, workers=1, max_iterations=1, test=False, run_dir=run_dir,
+    raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer, "schedule.epochs": 1,
+                                   "schedule.minibatch": 2, "schedule.workers": 1,
+                                   "schedule.max_iterations": 1, "schedule.test": False}, init="rfsi", update="rfsu", run_dir=run_dir,
                   initializer=toy_initializer, proposer=toy_proposer)
     checkpoint = run_dir / "checkpoint.json"
     state = json.loads(checkpoint.read_text())

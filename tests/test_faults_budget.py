@@ -27,7 +27,7 @@ UNPRICED = "openai/raso-test-never-priced-model"  # never given a price here (re
 def test_prices_parse_from_a_pair_a_string_or_a_table() -> None:
     assert ModelPrice.model_validate("0.5, 2") == ModelPrice(input=0.5, output=2.0)
     assert ModelPrice.model_validate([1, 3]).cost(1_000_000, 500_000) == pytest.approx(2.5)
-    config = OptimizeConfig(prices={SELF_HOSTED: "0.1,0.4"})
+    config = OptimizeConfig(**{"models.prices": {SELF_HOSTED: "0.1,0.4"}})
     assert config.models.prices[SELF_HOSTED] == ModelPrice(input=0.1, output=0.4)
     with pytest.raises(ValueError):
         ModelPrice.model_validate("1,2,3")
@@ -48,17 +48,20 @@ def test_an_unpriced_model_has_no_cost_not_zero_and_a_price_table_prices_it() ->
 
 
 def _config(tmp_path: Path, agent: ScriptedModel, optimizer: ScriptedModel, **overrides: Any) -> OptimizeConfig:
-    values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False)
+    values = dict(harness="toy", **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                    "schedule.epochs": 1, "schedule.minibatch": 2, "schedule.workers": 2,
+                                    "schedule.seed": 3, "schedule.test": False}, init="rfsi", update="rfsu", run_dir=tmp_path / "run")
     values.update(overrides)
     return OptimizeConfig(**values)
 
 
 def test_a_usd_budget_with_an_unpriced_model_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     optimizer = ScriptedModel(["LEVEL=1"], name="optimizer")
-    config = OptimizeConfig(harness="toy", model=UNPRICED, api_base="http://127.0.0.1:9/v1",
-                            optimizer_model=optimizer.model, init="rfsi", update="rfsu", budget_usd=1.0,
-                            run_dir=tmp_path / "run", test=False)
+    config = OptimizeConfig(harness="toy", **{"models.target": UNPRICED,
+                                              "models.api_base": "http://127.0.0.1:9/v1",
+                                              "models.optimizer": optimizer.model, "budget.usd": 1.0,
+                                              "schedule.test": False}, init="rfsi", update="rfsu",
+                            run_dir=tmp_path / "run")
     with pytest.raises(ConfigError, match=r"--budget-usd cannot be enforced: no price is known for "
                                           r"'openai/raso-test-never-priced-model'.*--price"):
         optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
@@ -73,7 +76,7 @@ def test_unpriced_calls_are_marked_cost_unknown_in_the_report(tmp_path: Path) ->
         return toy_propose(ctx, skill, rollouts)
 
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(["LEVEL=1", "LEVEL=2"], name="opt")
-    config = _config(tmp_path, agent, optimizer, max_iterations=1)
+    config = _config(tmp_path, agent, optimizer, **{"schedule.max_iterations": 1})
     optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(self_hosted_propose))
     report = RunDir(config.run_dir).report.read_text()
     assert f"| cost | $0.0000 + cost unknown for 1 call(s) to {SELF_HOSTED}" in report
@@ -85,8 +88,8 @@ def test_the_usd_budget_is_checked_before_each_call_and_overshoots_by_at_most_on
     # $1000 per million tokens: a toy agent turn (~100 prompt words, ~12 reply words) costs about $0.1
     price = ModelPrice(input=1000.0, output=1000.0)
     budget = 1.0
-    config = _config(tmp_path, agent, optimizer, prices={agent.model: price, optimizer.model: ModelPrice(input=0, output=0)},
-                     budget_usd=budget, agent_max_tokens=16)
+    prices = {agent.model: price, optimizer.model: ModelPrice(input=0, output=0)}
+    config = _config(tmp_path, agent, optimizer, **{"models.prices": prices, "budget.usd": budget, "agent.max_tokens": 16})
     result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     rd = RunDir(config.run_dir)
     calls = [CallRecord.model_validate(c) for c in json.loads(rd.ledger.read_text())["calls"]]
@@ -150,9 +153,10 @@ def _priced_toy_run(tmp_path: Path, name: str, usd: float | None = None,
                     test_usd: float | None = None) -> tuple[Any, RunDir, list[CallRecord]]:
     """A toy run whose agent costs about $0.1 a turn (s0 LEVEL=1, one candidate LEVEL=4, accepted), test on."""
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(["LEVEL=1", "LEVEL=4"], name="opt")
-    config = _config(tmp_path / name, agent, optimizer, test=True, max_iterations=1, workers=1, agent_max_tokens=16,
-                     prices={agent.model: ModelPrice(input=1000.0, output=1000.0),
-                             optimizer.model: ModelPrice(input=0, output=0)},
+    config = _config(tmp_path / name, agent, optimizer, **{"schedule.test": True, "schedule.max_iterations": 1,
+                                                           "schedule.workers": 1, "agent.max_tokens": 16,
+                                                           "models.prices": {agent.model: ModelPrice(input=1000.0, output=1000.0),
+                             optimizer.model: ModelPrice(input=0, output=0)}},
                      budget={"usd": usd, "test_usd": test_usd})
     result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     rd = RunDir(config.run_dir)
@@ -206,9 +210,12 @@ def test_one_usd_cap_covers_agent_and_optimizer_calls_and_stops_within_one_call(
     def run(name: str, budget: float | None) -> tuple[Any, list[CallRecord], ScriptedModel, ScriptedModel]:
         agent = ScriptedModel(toy_agent_reply, name="agent")
         optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2"], name="optimizer")
-        config = _config(tmp_path / name, agent, optimizer, workers=1, max_iterations=1, agent_max_tokens=16,
-                         prices={agent.model: ModelPrice(input=1000.0, output=1000.0),
-                                 optimizer.model: ModelPrice(input=3000.0, output=3000.0)}, budget_usd=budget)
+        config = _config(tmp_path / name, agent, optimizer, **{"schedule.workers": 1,
+                                                               "schedule.max_iterations": 1,
+                                                               "agent.max_tokens": 16,
+                                                               "models.prices": {agent.model: ModelPrice(input=1000.0, output=1000.0),
+                                 optimizer.model: ModelPrice(input=3000.0, output=3000.0)},
+                                                               "budget.usd": budget})
         result = optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
         calls = [CallRecord.model_validate(c) for c in json.loads(RunDir(config.run_dir).ledger.read_text())["calls"]]
         return result, calls, agent, optimizer

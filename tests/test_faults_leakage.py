@@ -34,8 +34,10 @@ def _index(tmp_path: Path, blocklists: list[str]) -> Path:
 
 def _config(tmp_path: Path, **overrides: Any) -> OptimizeConfig:
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(["LEVEL=1", "LEVEL=2"], name="opt")
-    values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rasi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, max_iterations=1, run_dir=tmp_path / "run", test=False)
+    values = dict(harness="toy", **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                    "schedule.epochs": 1, "schedule.minibatch": 2, "schedule.workers": 2,
+                                    "schedule.max_iterations": 1, "schedule.test": False},
+                  init="rasi", update="rfsu", run_dir=tmp_path / "run")
     values.update(overrides)
     return OptimizeConfig(**values)
 
@@ -51,7 +53,7 @@ def test_benchmark_names_and_recorded_blocklists(tmp_path: Path) -> None:
 
 
 def test_an_index_without_the_benchmarks_blocklist_is_refused_before_the_run_starts(tmp_path: Path) -> None:
-    config = _config(tmp_path, index=_index(tmp_path, ["spreadsheet"]))
+    config = _config(tmp_path, **{"retrieval.index": _index(tmp_path, ["spreadsheet"])})
     with pytest.raises(ConfigError, match=r"built with spreadsheet, not the 'officeqa' blocklist.*"
                                           r"--blocklist officeqa.*--allow-unfiltered-index"):
         optimize(ToyOfficeQA(), config, initializer=toy_initializer, proposer=toy_proposer)
@@ -64,7 +66,7 @@ def test_an_index_without_the_benchmarks_blocklist_is_refused_before_the_run_sta
 
 def test_allow_unfiltered_index_goes_on_and_the_report_says_so(tmp_path: Path) -> None:
     index = _index(tmp_path, [])
-    config = _config(tmp_path, index=index, allow_unfiltered_index=True)
+    config = _config(tmp_path, **{"retrieval.index": index, "retrieval.allow_unfiltered_index": True})
     check_index_blocklist(config, ToyOfficeQA())  # allowed
     # the toy initializer never searches, so any retriever stands in for the one built from the index
     optimize(ToyOfficeQA(), config, initializer=toy_initializer, proposer=toy_proposer, retriever=object())

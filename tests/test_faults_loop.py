@@ -32,7 +32,8 @@ from raso.skill import Skill
 REPLIES = ["LEVEL=1", "LEVEL=2", "LEVEL=2\nBe brief.", "LEVEL=1\nShorter."]
 # what the same run decides without any fault (test_engine_loop's gate test)
 CLEAN_DECISIONS = [(1, 0.5, 0.25, True), (2, 0.5, 0.5, False), (3, 0.25, 0.5, False)]
-FAST = dict(call_attempts=2, call_retry_max_wait_s=0.0, infra_retries=2, infra_retry_wait_s=0.0)
+FAST = {"budget.call_attempts": 2, "budget.call_retry_max_wait_s": 0.0, "budget.infra_retries": 2,
+        "budget.infra_retry_wait_s": 0.0}
 
 
 def _rate_limited() -> Exception:
@@ -58,8 +59,10 @@ class Outage:
 
 
 def _config(tmp_path: Path, agent: ScriptedModel, optimizer: ScriptedModel, **overrides: Any) -> OptimizeConfig:
-    values = dict(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi", update="rfsu",
-                  epochs=1, minibatch=2, workers=2, seed=3, run_dir=tmp_path / "run", test=False, **FAST)
+    values = dict(harness="toy", **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                    "schedule.epochs": 1, "schedule.minibatch": 2, "schedule.workers": 2,
+                                    "schedule.seed": 3, "schedule.test": False},
+                  init="rfsi", update="rfsu", run_dir=tmp_path / "run", **FAST)
     values.update(overrides)
     return OptimizeConfig(**values)
 
@@ -187,7 +190,7 @@ def test_degradations_are_in_the_report(tmp_path: Path) -> None:
             "lesson 2: the lesson was dropped because it repeats its input: 'Use the tool.'"]})
 
     agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(REPLIES, name="optimizer")
-    config = _config(tmp_path, agent, optimizer, max_iterations=1)
+    config = _config(tmp_path, agent, optimizer, **{"schedule.max_iterations": 1})
     optimize(ToyHarness(), config, initializer=FunctionInitializer(degraded_initialize),
              proposer=FunctionProposer(degraded_propose))
     report = RunDir(config.run_dir).report.read_text()

@@ -88,8 +88,11 @@ def test_an_outage_during_init_re_pays_nothing_on_resume(tmp_path: Path) -> None
     agent = named_scripted_model("money-outage-agent", toy_agent_reply)
     run_dir = tmp_path / "run"
     with pytest.raises(Exception, match="provider down"):
-        raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rasi", update="rfsu", epochs=1,
-                      num_requirements=2, minibatch=2, workers=1, call_attempts=1, test=False, run_dir=run_dir, retriever=_retriever())
+        raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer,
+                                       "schedule.epochs": 1, "init.num_requirements": 2,
+                                       "schedule.minibatch": 2, "schedule.workers": 1,
+                                       "budget.call_attempts": 1, "schedule.test": False},
+                      init="rasi", update="rfsu", run_dir=run_dir, retriever=_retriever())
     state = json.loads((run_dir / "checkpoint.json").read_text())
     assert state["phase"] == "init" and state["failed_attempts"] == {}  # an outage does not re-key the cache
     paid_before = [r["stage"] for r in read_jsonl(run_dir / "ledger.calls.jsonl") if not r["cached"] and not r["failed"]]
@@ -111,10 +114,12 @@ def _priced_run(tmp_path: Path, name: str, budget_usd: float | None) -> Any:
     agent = named_scripted_model("money-cap-agent", toy_agent_reply)
     optimizer = named_scripted_model("money-cap-optimizer", router())
     price = ModelPrice(input=2.0, output=10.0)  # USD per million tokens
-    options: dict[str, Any] = {"budget_usd": budget_usd} if budget_usd is not None else {}
-    return raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rfsi", update="rfsu", epochs=1,
-                         minibatch=3, workers=1, agent_max_tokens=64, num_requirements=2, run_dir=tmp_path / name,
-                         prices={agent: price, optimizer: price}, **options)
+    options: dict[str, Any] = {"budget.usd": budget_usd} if budget_usd is not None else {}
+    return raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer,
+                                          "schedule.epochs": 1, "schedule.minibatch": 3, "schedule.workers": 1,
+                                          "agent.max_tokens": 64, "init.num_requirements": 2,
+                                          "models.prices": {agent: price, optimizer: price}},
+                         init="rfsi", update="rfsu", run_dir=tmp_path / name, **options)
 
 
 def test_a_usd_cap_of_one_and_a_half_times_the_cost_completes_and_half_stops_under_it(tmp_path: Path) -> None:
@@ -137,8 +142,10 @@ def test_a_usd_cap_of_one_and_a_half_times_the_cost_completes_and_half_stops_und
 def test_every_optimizer_role_sends_a_reply_cap(tmp_path: Path) -> None:
     agent = named_scripted_model("money-maxtok-agent", toy_agent_reply)
     optimizer = ScriptedModel(router(), name="money-maxtok-optimizer")
-    raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer.model, init="rasi", update="rasu", epochs=1,
-                  num_requirements=2, minibatch=3, workers=1, max_iterations=1, test=False, run_dir=tmp_path / "run",
+    raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer.model,
+                                   "schedule.epochs": 1, "init.num_requirements": 2, "schedule.minibatch": 3,
+                                   "schedule.workers": 1, "schedule.max_iterations": 1, "schedule.test": False},
+                  init="rasi", update="rasu", run_dir=tmp_path / "run",
                   retriever=_retriever())
     assert optimizer.params and all(isinstance(p.get("max_tokens"), int) for p in optimizer.params)
 

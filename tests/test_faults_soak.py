@@ -1,7 +1,7 @@
 """Kill soak and upgrades (issue 15): a run SIGKILLed at random moments — on a timer, or inside one of its
 atomic file writes (checkpoint, views, ledger, skills, report) — and resumed each time ends like an
 uninterrupted run; a run directory carries a format version, and a run written by the previous release (a
-committed fixture, killed mid-iteration) resumes after the upgrade."""
+committed fixture, killed mid-iteration) resumes after `raso migrate` and the upgrade."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 from test_engine_resume import _outcome, uninterrupted  # noqa: F401  (a module-scoped fixture)
 from test_engine_support import main
 
+from raso.cli.migrate import migrate
 from raso.errors import RunError
 
 SUPPORT = Path(__file__).resolve().parent / "test_engine_support.py"
@@ -106,6 +107,7 @@ def test_kill_soak_random_sigkills_then_resume_match_an_uninterrupted_run(tmp_pa
 def test_a_run_of_the_previous_format_resumes_after_the_upgrade(tmp_path: Path, uninterrupted: dict) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir)
+    migrate(run_dir)  # its flat config.resolved.json; the checkpoint's format is upgraded on resume
     assert json.loads((run_dir / "checkpoint.json").read_text())["version"] == 1
     assert main(["resume", str(run_dir)]) == 0
     state = json.loads((run_dir / "checkpoint.json").read_text())

@@ -308,9 +308,13 @@ def test_the_report_names_the_profiles_and_lists_sanitizer_repairs(tmp_path: Pat
 
     agent = ScriptedModel(toy_agent_reply, name="agent")
     optimizer = ScriptedModel(["LEVEL=1", "LEVEL=2", "LEVEL=2\nBe brief.", "LEVEL=1\nShorter."], name="optimizer")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, workers=2, seed=3, max_iterations=1,
-                            run_dir=tmp_path / "run", test=False)
+    config = OptimizeConfig(harness="toy", **{"models.target": agent.model,
+                                              "models.optimizer": optimizer.model, "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.workers": 2,
+                                              "schedule.seed": 3, "schedule.max_iterations": 1,
+                                              "schedule.test": False}, init="rfsi",
+                            update="rfsu",
+                            run_dir=tmp_path / "run")
     optimize(ToyHarness(), config, initializer=toy_initializer, proposer=FunctionProposer(repaired_propose))
     report = RunDir(config.run_dir).report.read_text()
     assert "- target model profile: scripted (scripted); context unknown tokens; grammar no" in report

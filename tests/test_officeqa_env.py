@@ -11,7 +11,7 @@ from harnesses.officeqa import OfficeQAHarness
 from harnesses.officeqa.actions import parse_open, parse_reply, parse_search
 from harnesses.officeqa.corpus import split_pages
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.harness import SPLITS
+from raso.choices import Split, choices_of
 from raso.testing import scripted_gateway
 
 
@@ -21,7 +21,7 @@ def harness() -> OfficeQAHarness:
 
 
 def all_tasks(harness):
-    return [task for split in SPLITS for task in harness.tasks(split)]
+    return [task for split in choices_of(Split) for task in harness.tasks(split)]
 
 
 def test_every_shipped_question_scores_one_with_its_gold_answer_and_zero_when_wrong(harness):

@@ -19,8 +19,9 @@ from optimizer_helpers import (
     user_text,
 )
 
+from raso.llm.profiles import ALL_SCHEMA_HINTS
 from raso.llm.structured import schema_of
-from raso.optimizer.roles import AdaptationOutput
+from raso.optimizer.roles import adaptation_schema
 from raso.optimizer.types import InitResult, UpdateProposal
 from raso.skill import Skill
 
@@ -42,7 +43,7 @@ def test_the_adaptation_prompt_no_longer_asks_for_a_lesson_when_no_section_helps
     prompt = user_text(calls_of(sm, "adapt")[0])
     assert "write it from the requirement and the harness description alone" not in prompt
     assert "supported: false" in prompt
-    assert schema_of(AdaptationOutput)["required"] == ["supported", "lesson"]
+    assert schema_of(adaptation_schema(frozenset(ALL_SCHEMA_HINTS)))["required"] == ["supported", "lesson"]
 
 
 def test_rasi_writes_no_lesson_for_an_unsupported_requirement_and_records_the_share():

@@ -273,7 +273,8 @@ def test_an_experiment_run_writes_its_page_with_working_cell_links(tmp_path: Pat
 
     agent, optimizer = scripted_models()
     values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["rfsi", "raso"],
-                       optimize={"epochs": 1, "minibatch": 3, "workers": 2, "num_requirements": 2, "k": 2})
+                       optimize={"schedule": {"epochs": 1, "minibatch": 3, "workers": 2}, "init": {"num_requirements": 2},
+                                 "retrieval": {"k": 2}})
     summary = run_experiment(Path(__file__).resolve().parent.parent / "experiments" / "configs" / "update_table.yaml",
                              values)
     assert summary.failed == [] and Path(summary.tables["html"]).name == "report.html"
@@ -287,11 +288,14 @@ def test_an_experiment_run_writes_its_page_with_working_cell_links(tmp_path: Pat
     assert (root / unquote(links[0])).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")  # as a browser reads it
 
 
-def test_an_interrupted_format1_run_directory_renders_with_its_pending_candidate(tmp_path: Path) -> None:
+def test_an_interrupted_format1_run_directory_renders_with_its_pending_candidate_once_migrated(tmp_path: Path) -> None:
     import shutil
+
+    from raso.cli.migrate import migrate
 
     fixture = tmp_path / "run"
     shutil.copytree(Path(__file__).resolve().parent / "fixtures" / "run_format1", fixture)
+    migrate(fixture)
     page = build_html_report(fixture)
     lineage = _section(page, "lineage")
     assert "<strong>v001</strong>" in lineage and 'badge pending' in lineage  # proposed, killed before its gate
@@ -341,9 +345,11 @@ def test_a_candidate_identical_to_its_parent_shows_as_not_evaluated(tmp_path: Pa
     from raso.llm.scripted import ScriptedModel
 
     agent, optimizer = ScriptedModel(toy_agent_reply, name="same-agent"), ScriptedModel(["LEVEL=1"] * 2, name="same")
-    config = OptimizeConfig(harness="toy", model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                            update="rfsu", epochs=1, minibatch=2, workers=1, run_dir=tmp_path / "run", test=False,
-                            max_iterations=1)
+    config = OptimizeConfig(harness="toy", **{"models.target": agent.model,
+                                              "models.optimizer": optimizer.model, "schedule.epochs": 1,
+                                              "schedule.minibatch": 2, "schedule.workers": 1,
+                                              "schedule.test": False, "schedule.max_iterations": 1}, init="rfsi",
+                            update="rfsu", run_dir=tmp_path / "run")
     optimize(ToyHarness(), config, initializer=toy_initializer, proposer=toy_proposer)
     (d,) = read_jsonl(RunDir(config.run_dir).candidates)
     assert d["candidate_val"] is None and "identical" in d["reason"]

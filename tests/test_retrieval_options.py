@@ -143,8 +143,10 @@ def test_an_optimize_run_with_hybrid_retrieval_goes_end_to_end_on_the_scripted_m
 
     agent = named_scripted_model("hybrid-e2e-agent", toy_agent_reply)
     optimizer = named_scripted_model("hybrid-e2e-optimizer", algorithm_reply)
-    result = raso.optimize(ToyHarness(), model=agent, optimizer_model=optimizer, init="rasi", update="rasu",
-                           retrieval="hybrid", epochs=1, minibatch=3, workers=1, seed=1, run_dir=tmp_path / "run")
+    result = raso.optimize(ToyHarness(), **{"models.target": agent, "models.optimizer": optimizer,
+                                            "schedule.epochs": 1, "schedule.minibatch": 3,
+                                            "schedule.workers": 1, "schedule.seed": 1}, init="rasi", update="rasu",
+                           retrieval="hybrid", run_dir=tmp_path / "run")
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
     assert state["phase"] == "done" and result.best_version >= 0
     config = json.loads((tmp_path / "run" / "config.resolved.json").read_text())

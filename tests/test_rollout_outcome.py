@@ -1,25 +1,15 @@
 """A rollout's failure status is one field, `outcome`, set where the failure is classified; `counts` is the one
-rule of whether its reward enters a mean. Rollouts saved before (`model_unusable` + `failure_kind`) still load:
-tests/fixtures/rollouts_before_outcome.jsonl was written by that code (a toy rollout that finished, one whose tool
-crashed, then model calls failing with LLMUnavailableError, LLMAuthError, BudgetExceededError and a bare LLMError,
-and a crash recorded by failed_rollout)."""
+rule of whether its reward enters a mean. Rollouts saved before (`model_unusable` + `failure_kind`) are converted once
+by `raso migrate` (tests/test_config_migration.py)."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.agent.evaluate import EvalResult, load_trajectories
-from raso.engine.run_dir import read_jsonl
-from raso.harness import Rollout, Task, failed_rollout
+from raso.harness import Task, failed_rollout
 from raso.llm.errors import BudgetExceededError, LLMAuthError, LLMError, LLMUnavailableError
 from raso.testing import CountingHarness, count_script, scripted_gateway
-
-BEFORE = Path(__file__).parent / "fixtures" / "rollouts_before_outcome.jsonl"
-EXPECTED_BEFORE = ["ok", "agent_error", "infrastructure", "unusable", "budget", "unusable", "unusable"]
 
 
 class RaisingGateway:
@@ -30,24 +20,6 @@ class RaisingGateway:
 
     def complete(self, *args: object, **kwargs: object) -> None:
         raise self.exc
-
-
-def test_rollouts_saved_with_the_three_fields_load_with_their_outcome(tmp_path: Path) -> None:
-    rows = read_jsonl(BEFORE)
-    assert all("failure_kind" in r and "model_unusable" in r and "outcome" not in r for r in rows)
-    rollouts = [Rollout.model_validate(r) for r in rows]
-    assert [r.outcome for r in rollouts] == EXPECTED_BEFORE
-    assert [r.counts for r in rollouts] == [True, True, False, False, False, False, False]
-    assert [r.error for r in rollouts] == [r["error"] for r in rows]  # the message text is kept as it was
-    # the same files as trajectories: read back, summarised, written in the new form
-    folder = tmp_path / "trajectories"
-    folder.mkdir()
-    for i, row in enumerate(rows):
-        (folder / f"{i:04d}_{row['task_id']}.json").write_text(json.dumps(row), encoding="utf-8")
-    result = EvalResult(harness="toy", rollouts=load_trajectories(folder))
-    assert result.infrastructure_failures == 5 and result.mean_reward_of_completed == 0.5
-    again = json.loads(result.rollouts[2].model_dump_json())
-    assert again["outcome"] == "infrastructure" and "failure_kind" not in again and "model_unusable" not in again
 
 
 @pytest.mark.parametrize(("exc", "outcome"), [

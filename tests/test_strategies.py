@@ -163,8 +163,11 @@ def test_a_proposer_object_with_only_propose_plugs_into_optimize(tmp_path: Path)
     optimizer = ScriptedModel([f"{MARKER}: say 1, then 2, one number per action."], name="strategies-optimizer")
     s0 = PLAIN.save(tmp_path / "s0" / "SKILL.md")
     proposer = MarkerProposer()
-    result = raso.optimize(harness, model=agent.model, optimizer_model=optimizer.model, init=str(s0),
-                           update="rasu", epochs=1, minibatch=3, max_iterations=1, workers=1, test=False,
+    result = raso.optimize(harness, **{"models.target": agent.model, "models.optimizer": optimizer.model,
+                                       "schedule.epochs": 1, "schedule.minibatch": 3,
+                                       "schedule.max_iterations": 1, "schedule.workers": 1,
+                                       "schedule.test": False}, init=str(s0),
+                           update="rasu",
                            run_dir=tmp_path / "run", proposer=proposer)
 
     assert proposer.seen == [{"unit": "iter001/propose", "skill": "counting", "rewards": [0.0, 0.0, 0.0],
@@ -183,7 +186,7 @@ def test_a_plain_function_as_proposer_is_refused_before_anything_is_written(tmp_
         raise AssertionError("never called")
 
     with pytest.raises(ConfigError, match=r"has no propose\(ctx, skill, rollouts\) method"):
-        raso.optimize(CountingHarness(), model="scripted/never-used", run_dir=tmp_path / "run", proposer=old_style)
+        raso.optimize(CountingHarness(), **{"models.target": "scripted/never-used"}, run_dir=tmp_path / "run", proposer=old_style)
     assert not (tmp_path / "run").exists()
 
 
@@ -196,9 +199,13 @@ def test_rfsi_and_rfsu_never_build_the_retriever(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(raso.api, "make_retriever", no_index)
     agent = ScriptedModel(counting_agent, name="strategies-rf-agent")
     optimizer = ScriptedModel(algorithm_reply, name="strategies-rf-optimizer")
-    result = raso.optimize(CountingHarness(n_tasks=4), model=agent.model, optimizer_model=optimizer.model,
-                           init="rfsi", update="rfsu", num_requirements=2, epochs=1, minibatch=2,
-                           max_iterations=1, workers=1, test=False, run_dir=tmp_path / "run")
+    result = raso.optimize(CountingHarness(n_tasks=4), **{"models.target": agent.model,
+                                                          "models.optimizer": optimizer.model,
+                                                          "init.num_requirements": 2, "schedule.epochs": 1,
+                                                          "schedule.minibatch": 2,
+                                                          "schedule.max_iterations": 1, "schedule.workers": 1,
+                                                          "schedule.test": False},
+                           init="rfsi", update="rfsu", run_dir=tmp_path / "run")
     assert result.finished and result.iterations == 1
     init = json.loads((RunDir(tmp_path / "run").proposals / "init.json").read_text())
     assert init["mode"] == "rfsi" and len(init["requirements"]) == 2
@@ -216,8 +223,12 @@ def test_a_retriever_that_cannot_be_built_stops_the_run_instead_of_burning_the_i
     agent = ScriptedModel(counting_agent, name="strategies-broken-agent")
     optimizer = ScriptedModel(algorithm_reply, name="strategies-broken-optimizer")
     with pytest.raises(RunError, match="cannot build the 'two_stage' retriever .*index directory vanished"):
-        raso.optimize(CountingHarness(n_tasks=4), model=agent.model, optimizer_model=optimizer.model, init="rfsi",
-                      update="rasu", num_requirements=2, epochs=1, minibatch=2, workers=1, test=False,
+        raso.optimize(CountingHarness(n_tasks=4), **{"models.target": agent.model,
+                                                     "models.optimizer": optimizer.model,
+                                                     "init.num_requirements": 2, "schedule.epochs": 1,
+                                                     "schedule.minibatch": 2, "schedule.workers": 1,
+                                                     "schedule.test": False}, init="rfsi",
+                      update="rasu",
                       run_dir=tmp_path / "run")
     state = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
     assert state["candidates"] == [] and state["pending"]["step"] == "rolled_out"  # resumable, nothing burnt

@@ -137,10 +137,11 @@ def test_the_embedded_model_takes_the_bounded_skill_draft_grammar() -> None:
 
 def test_the_requirement_schema_asks_for_exactly_m_pairs_but_accepts_more() -> None:
     # The embedded 0.5B repeated one requirement pair until its token cap cut the JSON (a WebShop main job):
-    # the schema it is sent closes the array after M pairs; a hosted model's extra pairs still validate.
+    # the schema it is sent (the "closed_lists" schema hint) closes the array after M pairs; a hosted model's extra
+    # pairs still validate.
     from raso.optimizer.roles import query_init_schema
 
-    schema = query_init_schema(2)
+    schema = query_init_schema(2, closed=True)
     shown = schema_of(schema)["properties"]["requirements"]
     assert (shown["minItems"], shown["maxItems"]) == (2, 2)
     pair = {"requirement": "Buy the product", "query": "buy now"}
@@ -154,16 +155,23 @@ def test_the_local_grammar_of_the_requirement_schema_stops_at_m_pairs() -> None:
     from raso.llm.local import schema_grammar
     from raso.optimizer.roles import query_init_schema
 
-    rule = next(line for line in schema_grammar(schema_of(query_init_schema(3))).splitlines()
+    rule = next(line for line in schema_grammar(schema_of(query_init_schema(3, closed=True))).splitlines()
                 if line.startswith("requirements ::="))
     assert rule.count("requirements-item") == 3 and "*" not in rule and "?" not in rule
 
 
 class _SchemaRecordingGateway:
-    """Records the output schema each structured call is sent, and replies with an empty gradient list."""
+    """Records the output schema each structured call is sent, and replies with an empty gradient list; its
+    optimizer is the embedded model (whose profile names every schema hint)."""
 
     def __init__(self) -> None:
         self.schemas: list[dict] = []
+
+    def profile(self, role):
+        from raso.llm import DEFAULT_LOCAL_MODEL
+        from raso.llm.profiles import profile_for
+
+        return profile_for(DEFAULT_LOCAL_MODEL)
 
     def structured(self, role, messages, schema, **kwargs):
         self.schemas.append(schema_of(schema)["properties"]["gradients"])
@@ -192,10 +200,12 @@ def test_the_gradient_schema_asks_for_a_failure_mode_exactly_when_a_rollout_lost
 
 def test_the_local_grammar_of_a_failed_chunk_needs_one_gradient() -> None:
     from raso.llm.local import schema_grammar
+    from raso.llm.profiles import ALL_SCHEMA_HINTS
     from raso.optimizer.roles import gradient_schema
 
     def rule(lost_reward: bool) -> str:
-        return next(line for line in schema_grammar(schema_of(gradient_schema(2, lost_reward))).splitlines()
+        schema = gradient_schema(2, lost_reward, frozenset(ALL_SCHEMA_HINTS))
+        return next(line for line in schema_grammar(schema_of(schema)).splitlines()
                     if line.startswith("gradients ::="))
 
     # with a lost reward the first item is required; without, the whole list is optional

@@ -269,10 +269,14 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
     state_dir = run_dir / "gepa_state"
     stop_reason = "GEPA budget"
     try:
-        result = gepa.optimize(
+        # gepa's adapter, language-model and stopper types are Protocols that these objects meet structurally (and
+        # at run time: tests/test_experiments_baselines.py); mypy cannot match gepa's generic parameters to them
+        result: GEPAResult = gepa.optimize(
             seed_candidate={COMPONENT: seed_skill.to_markdown()}, trainset=list(train), valset=list(val),
-            adapter=adapter, reflection_lm=gateway_reflection_lm(gateway, log=log), max_metric_calls=budget_rollouts,
-            stop_callbacks=[log.should_stop],
+            adapter=adapter,  # type: ignore[arg-type]
+            reflection_lm=gateway_reflection_lm(gateway, log=log),  # type: ignore[arg-type]
+            max_metric_calls=budget_rollouts,
+            stop_callbacks=[log.should_stop],  # type: ignore[list-item]
             reflection_prompt_template=reflection_template(harness.task_description, harness.harness_description,
                                                            limits),
             reflection_minibatch_size=reflection_minibatch, run_dir=str(state_dir), seed=seed,

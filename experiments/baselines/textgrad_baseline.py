@@ -81,8 +81,9 @@ def import_textgrad() -> Any:
 def gateway_engine(gateway: LLMGateway, *, role: str = "optimizer", stage: str = "textgrad") -> Any:
     """A `textgrad.EngineLM` whose every call is `gateway.complete(role, ...)`."""
     tg = import_textgrad()
+    engine_base: Any = tg.EngineLM  # textgrad is untyped and imported lazily
 
-    class GatewayEngine(tg.EngineLM):
+    class GatewayEngine(engine_base):
         system_prompt = "You are a helpful, creative, and smart assistant."
 
         def __init__(self) -> None:

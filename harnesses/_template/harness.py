@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from raso.choices import Split
-from raso.harness import SPLITS, Harness, Task, TextEnv, TextTasks
+from raso.choices import Split, choices_of
+from raso.harness import Harness, Task, TextEnv, TextTasks
 from raso.harness.actions import Action, ActionSpace, FreeText
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -48,7 +48,7 @@ def load_splits(path: Path) -> dict[str, list[Task]]:
         rows = _TASK_ROWS.validate_json(path.read_bytes())
     except ValidationError as exc:
         raise ValueError(f"{path}: not a list of task rows: {exc}") from None
-    splits: dict[str, list[Task]] = {split: [] for split in SPLITS}
+    splits: dict[str, list[Task]] = {split: [] for split in choices_of(Split)}
     for row in rows:
         splits[row.split].append(Task(id=row.id, instruction=row.question,
                                       metadata={"document": row.document, "answer": row.answer}))

@@ -6,7 +6,7 @@ Run: python -m pytest -q path/to/this/folder/test_harness.py
 from __future__ import annotations
 
 from raso.agent import AgentConfig, ExecutionAgent
-from raso.harness import SPLITS
+from raso.choices import Split, choices_of
 from raso.testing import scripted_gateway
 
 from .harness import TemplateHarness
@@ -14,7 +14,7 @@ from .harness import TemplateHarness
 
 def test_splits_are_disjoint_and_not_empty() -> None:
     harness = TemplateHarness()
-    ids = {split: {task.id for task in harness.tasks(split)} for split in SPLITS}
+    ids = {split: {task.id for task in harness.tasks(split)} for split in choices_of(Split)}
     assert all(ids.values()), ids
     assert not (ids["train"] & ids["val"] or ids["train"] & ids["test"] or ids["val"] & ids["test"])
 

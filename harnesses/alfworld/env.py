@@ -121,8 +121,8 @@ class AlfworldEnv(TextEnv):
         self.max_steps = max_steps
         self.observation_mode = observation
         self.show_admissible = show_admissible and observation == "skillopt"
-        self._game = None
-        self._state = None
+        self._game: Any = None  # a TextWorld game (untyped), acquired on the first reset
+        self._state: Any = None
         self.steps = 0
         self.done = False
 

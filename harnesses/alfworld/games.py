@@ -50,7 +50,7 @@ def task_type_of(game_dir: Path) -> str:
     return game_dir.parent.name.split("-", 1)[0]
 
 
-def read_game(gamefile: Path) -> dict:
+def read_game(gamefile: Path | str) -> dict:
     try:
         return json.loads(Path(gamefile).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -48,7 +48,10 @@ class AlfworldHarness(Harness, TextTasks):
 
     def records(self) -> dict[str, list[GameRecord]]:
         if self._records is None:
-            self._records = paper_games(self.data_dir) if self.split == "paper" else discover_games(self.data_dir)
+            if self.split == "paper" and self.data_dir is not None:  # __init__ refuses a paper split without data
+                self._records = paper_games(self.data_dir)
+            else:
+                self._records = discover_games(self.data_dir)
             self._by_id = {r.id: r for records in self._records.values() for r in records}
         return self._records
 

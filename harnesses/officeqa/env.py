@@ -69,7 +69,8 @@ class OfficeQAEnv(TextEnv):
             raise RuntimeError("the episode is over (answered or out of steps); call reset()")
         self.steps += 1
         parsed = split_action(action)
-        reward, terminated, info = 0.0, False, {}
+        reward, terminated = 0.0, False
+        info: dict[str, Any] = {}
         if parsed is None:
             observation = f"Invalid action {cut(action.strip(), 200, 'action')!r}. {FORMAT_HINT}"
             info["error"] = "invalid action"

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harnesses.officeqa.loader import OfficeQADataError, OfficeQAQuestion
+from raso.choices import Split, choices_of
 from raso.fileio import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SALT = "raso-officeqa-split-v1"
 PAPER_SIZES = {"train": 50, "val": 24, "test": 172}
 PAPER_TOTAL = sum(PAPER_SIZES.values())  # 246, OfficeQA Full
-SPLIT_NAMES = ("train", "val", "test")
 
 
 def split_sizes(total: int) -> dict[str, int]:
@@ -77,13 +77,13 @@ def split_questions(questions: Sequence[OfficeQAQuestion], salt: str = DEFAULT_S
         n_train, n_val = per_group["train"][group], per_group["val"][group]
         for i, question in enumerate(ordered):
             assignment[question.uid] = "train" if i < n_train else "val" if i < n_train + n_val else "test"
-    return {name: [q.uid for q in questions if assignment[q.uid] == name] for name in SPLIT_NAMES}
+    return {name: [q.uid for q in questions if assignment[q.uid] == name] for name in choices_of(Split)}
 
 
 def write_splits(path: Path, splits: dict[str, list[str]], salt: str, source: str) -> Path:
     record = {"salt": salt, "rule": "paper proportions 50/24/172 of 246, stratified by difficulty (splits.py)",
-              "source": source, "sizes": {name: len(splits[name]) for name in SPLIT_NAMES},
-              **{name: splits[name] for name in SPLIT_NAMES}}
+              "source": source, "sizes": {name: len(splits[name]) for name in choices_of(Split)},
+              **{name: splits[name] for name in choices_of(Split)}}
     return atomic_write_text(path, json.dumps(record, indent=1) + "\n")
 
 
@@ -91,11 +91,11 @@ def read_splits(path: Path, uids: Sequence[str]) -> dict[str, list[str]]:
     """A splits file's uids per split; it must cover exactly `uids`, each once."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        splits = {name: [str(u) for u in record[name]] for name in SPLIT_NAMES}
+        splits = {name: [str(u) for u in record[name]] for name in choices_of(Split)}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise OfficeQADataError(f"splits file {path} is not usable ({type(exc).__name__}: {exc}); "
                                 "delete it to recompute the split") from exc
-    listed = [u for name in SPLIT_NAMES for u in splits[name]]
+    listed = [u for name in choices_of(Split) for u in splits[name]]
     if sorted(listed) != sorted(uids):
         extra, missing = sorted(set(listed) - set(uids)), sorted(set(uids) - set(listed))
         raise OfficeQADataError(f"splits file {path} does not match the questions (unknown uids {extra[:5]}, "

@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raso.choices import Split, choices_of
+
 MANIFEST_DIR = Path(__file__).resolve().parent
-SPLIT_NAMES = ("train", "val", "test")
 PAPER_SIZES: dict[str, dict[str, int]] = {
     "officeqa": {"train": 50, "val": 24, "test": 172},
     "spreadsheet": {"train": 80, "val": 40, "test": 280},
@@ -51,7 +52,7 @@ def manifest(harness: str) -> dict[str, Any]:
         raise PaperSplitError(f"no paper split manifest for {harness!r} (harnesses with one: officeqa, "
                               "spreadsheet, alfworld; webshop's split is a rule: sample_split)")
     record = json.loads(path.read_text(encoding="utf-8"))
-    sizes = {name: len(record[name]) for name in SPLIT_NAMES}
+    sizes = {name: len(record[name]) for name in choices_of(Split)}
     if sizes != PAPER_SIZES[harness]:
         raise PaperSplitError(f"{path} gives {sizes}, not the paper's {PAPER_SIZES[harness]}")
     return record
@@ -59,7 +60,7 @@ def manifest(harness: str) -> dict[str, Any]:
 
 def manifest_ids(harness: str) -> dict[str, list[str]]:
     record = manifest(harness)
-    return {name: [str(i) for i in record[name]] for name in SPLIT_NAMES}
+    return {name: [str(i) for i in record[name]] for name in choices_of(Split)}
 
 
 def select(harness: str, available: Sequence[str], data: str) -> dict[str, list[str]]:
@@ -67,9 +68,9 @@ def select(harness: str, available: Sequence[str], data: str) -> dict[str, list[
     every one of them; PaperSplitError naming how many are missing and what data the manifest refers to."""
     ids = manifest_ids(harness)
     have = set(available)
-    missing = [i for name in SPLIT_NAMES for i in ids[name] if i not in have]
+    missing = [i for name in choices_of(Split) for i in ids[name] if i not in have]
     if missing:
-        total = sum(len(ids[name]) for name in SPLIT_NAMES)
+        total = sum(len(ids[name]) for name in choices_of(Split))
         raise PaperSplitError(
             f"{harness}: split='paper' needs {manifest(harness)['data']}; {data} lacks {len(missing)} of the "
             f"{total} tasks of the paper's split (e.g. {', '.join(missing[:3])})")
@@ -86,7 +87,7 @@ def sample_split(official: Mapping[str, Sequence[str]], sizes: Mapping[str, int]
     `sizes[split]` ids ordered by sha256(f"{salt}:{id}") (a split of exactly that size is kept whole, in its
     order). Only the ids and the salt decide; PaperSplitError when an official split is too small."""
     out: dict[str, list[str]] = {}
-    for name in SPLIT_NAMES:
+    for name in choices_of(Split):
         members = list(official.get(name, ()))
         want = sizes[name]
         if len(members) < want:

@@ -63,4 +63,4 @@ def parse_reply(text: str) -> ParsedAction:
         if code is not None:
             return ParsedAction(command="RUN", code=code)
         return ParsedAction(command="INVALID", problem="no ```python code block and no RUN or SUBMIT command found")
-    return ParsedAction(command=command, code=code)  # type: ignore[arg-type]
+    return ParsedAction(command=command, code=code)

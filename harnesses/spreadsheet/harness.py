@@ -110,10 +110,10 @@ class SpreadsheetHarness(Harness, TextTasks, WorkspaceTasks):
 
     def make_env(self, task: Task) -> SpreadsheetEnv:
         if self.prompt_mode == "upstream":
-            env: SpreadsheetEnv = UpstreamSpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator,
-                                                         answers=self.answers)
-            env.max_turns = self.max_steps
-            return env
+            upstream = UpstreamSpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator,
+                                              answers=self.answers)
+            upstream.max_turns = self.max_steps
+            return upstream
         return SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows,
                               answers=self.answers)
 

@@ -18,10 +18,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from harnesses.spreadsheet.loader import SpreadsheetTask
+from raso.choices import Split, choices_of
 
 DEFAULT_SALT = "raso-spreadsheetbench-split-v1"
 DEFAULT_FRACTIONS = (0.4, 0.2, 0.4)
-SPLIT_NAMES = ("train", "val", "test")
 
 
 def _rank(salt: str, task_id: str) -> str:
@@ -43,4 +43,4 @@ def split_tasks(tasks: Sequence[SpreadsheetTask], fractions: tuple[float, float,
         n_val = math.floor(len(ordered) * fractions[1])
         for i, task in enumerate(ordered):
             assignment[task.id] = "train" if i < n_train else "val" if i < n_train + n_val else "test"
-    return {name: [t for t in tasks if assignment[t.id] == name] for name in SPLIT_NAMES}
+    return {name: [t for t in tasks if assignment[t.id] == name] for name in choices_of(Split)}

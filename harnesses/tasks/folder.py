@@ -27,10 +27,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from raso.choices import Split, choices_of
 from raso.errors import ConfigError
 from raso.safe_files import MiB, TreeLimits, UnsafePathError, list_files, read_text, tree_problems
 
-SPLIT_NAMES = ("train", "val", "test")
 SPLITS_FILE = "splits.json"
 DEFAULT_SALT = "raso-tasks"
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
@@ -303,11 +303,11 @@ def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
         data = json.loads(read_folder_text(path, SPLITS_FILE))
     except json.JSONDecodeError as exc:
         raise TasksFolderError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or set(data) - set(SPLIT_NAMES) or not all(
+    if not isinstance(data, dict) or set(data) - set(choices_of(Split)) or not all(
             isinstance(v, list) and all(isinstance(i, str) for i in v) for v in data.values()):
         raise TasksFolderError(f"{path} must be an object {{\"train\": [...], \"val\": [...], \"test\": [...]}} "
                                "of task folder names")
-    splits = {name: list(data.get(name, [])) for name in SPLIT_NAMES}
+    splits = {name: list(data.get(name, [])) for name in choices_of(Split)}
     known = set(ids)
     seen: dict[str, str] = {}
     for name, members in splits.items():

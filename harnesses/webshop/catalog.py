@@ -185,8 +185,8 @@ class Catalog:
                 goal_attrs = list(entry.get("instruction_attributes") or [])
                 if not goal_attrs:
                     continue  # the original skips goals without attributes
-                options = entry.get("instruction_options") or []
-                goal_options = list(options.values()) if isinstance(options, dict) else list(options)
+                wanted = entry.get("instruction_options") or []
+                goal_options = list(wanted.values()) if isinstance(wanted, dict) else list(wanted)
                 goal_id = f"{asin}-{k}"
                 price_upper, price_text = _budget(product.price, random.Random(f"{seed}:{goal_id}"))
                 goals.append(Goal(

@@ -219,7 +219,7 @@ class WebShopEnv(TextEnv):
                       "[Description] [Features] [Reviews] [Buy Now]"]
         elif s.page == "sub":
             product = self._product()
-            lines += ["[Back to Search] [< Prev]", f"{s.sub_page.capitalize()} of {product.title}:"]
+            lines += ["[Back to Search] [< Prev]", f"{(s.sub_page or '').capitalize()} of {product.title}:"]
             if s.sub_page == "description":
                 lines.append(product.description or "(no description)")
             elif s.sub_page == "features":

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from raso.harness import SPLITS, describe_harnesses
+from raso.choices import Split, choices_of
+from raso.harness import describe_harnesses
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,16 +34,16 @@ def run_harnesses(args: argparse.Namespace) -> int:
     table = Table(title="Registered harnesses")
     table.add_column("name")
     table.add_column("status")
-    for split in SPLITS:
+    for split in choices_of(Split):
         table.add_column(split, justify="right")
     table.add_column("max steps", justify="right")
     table.add_column("target / reason", overflow="fold")
     for row in rows:
         if row.loaded:
-            sizes = [str(row.split_sizes.get(split, "-")) for split in SPLITS]
+            sizes = [str(row.split_sizes.get(split, "-")) for split in choices_of(Split)]
             table.add_row(escape(row.name), "[green]ok[/green]", *sizes, str(row.max_steps or "-"), escape(row.target))
         else:
-            table.add_row(escape(row.name), "[red]unavailable[/red]", *(["-"] * len(SPLITS)), "-", escape(row.error or ""))
+            table.add_row(escape(row.name), "[red]unavailable[/red]", *(["-"] * len(choices_of(Split))), "-", escape(row.error or ""))
     Console().print(table)
     if not rows:
         print("No harness is registered in the `raso.harnesses` entry-point group.")

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "raso.cli.models",
     "raso.cli.agents",
     "raso.cli.list_options",
+    "raso.cli.migrate",
 )
 #: Entry point group of commands registered by other packages: `name = "package.module:register"`.
 COMMAND_GROUP = "raso.commands"

@@ -10,7 +10,7 @@ A new option is declared in its section's model and read where that section is u
 
 Precedence (lowest first): field defaults < the model's quick schedule (each field it names that nothing else
 sets; see `resolve_defaults`) < config file < overrides. Unknown keys are errors, so a typo is reported, not
-silently ignored. Format-1 (flat) files and run directories load with their options mapped by FLAT_KEYS.
+silently ignored. Format-1 (flat) files and run directories are converted once by `raso migrate` (raso.cli.migrate).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from .gate import GateOptions
 #: A harness's task needs (Harness.task_needs) replace the agent's steps and reply tokens.
 QUICK_LOCAL_DEFAULTS: dict[str, Any] = dict(profile_for(DEFAULT_LOCAL_MODEL).quick_schedule)
 
-#: The run configuration's format: 2 = nested sections. Files without `format_version` are the flat format 1.
+#: The run configuration's format: 2 = nested sections (1, flat names, is converted by `raso migrate`).
 FORMAT_VERSION: Literal[2] = 2
 
 
@@ -221,7 +221,7 @@ class OptimizeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _other_spellings(cls, data: Any) -> Any:
-        """Dotted keys and format-1 (flat) names as the nested sections."""
+        """Dotted keys and word sections (`init="rfsi"`) as the nested sections."""
         if isinstance(data, Mapping) and any(_other_spelling(key, value) for key, value in data.items()):
             return nested(data)
         return data
@@ -269,7 +269,7 @@ class OptimizeConfig(BaseModel):
         return value
 
     def updated(self, options: Mapping[str, Any]) -> "OptimizeConfig":
-        """A copy with `options` (dotted keys, sections or format-1 names) set, validated."""
+        """A copy with `options` (dotted keys or sections) set, validated."""
         return validate(merge(self.model_dump(exclude_unset=True), nested(options)), "the updated configuration")
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -277,29 +277,13 @@ class OptimizeConfig(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------- dotted keys
-#: Format 1 (flat) option names and the dotted keys they became. `init`, `update` and `retrieval` given as a
-#: word (not a table) are the method / kind.
-FLAT_KEYS: dict[str, tuple[str, ...]] = {
-    "model": ("models.target",), "optimizer_model": ("models.optimizer",), "api_base": ("models.api_base",),
-    "optimizer_api_base": ("models.optimizer_api_base",), "structured_output": ("models.structured_output",),
-    "optimizer_structured_output": ("models.optimizer_structured_output",), "prices": ("models.prices",),
-    "agent_mode": ("agent.mode",), "agent_max_steps": ("agent.max_steps",), "agent_max_tokens": ("agent.max_tokens",),
-    "adapt": ("init.adapt", "update.adapt"), "num_requirements": ("init.num_requirements",),
-    "chunk_size": ("update.chunk_size",), "init_skill_max_chars": ("init.skill_max_chars",),
-    "index": ("retrieval.index",), "allow_unfiltered_index": ("retrieval.allow_unfiltered_index",),
-    "k": ("retrieval.k",),
-    **{name: (f"schedule.{name}",) for name in ScheduleOptions.model_fields},
-    "budget_rollouts": ("budget.rollouts",), "budget_usd": ("budget.usd",),
-    **{name: (f"budget.{name}",) for name in ("infra_retries", "infra_retry_wait_s", "call_attempts",
-                                              "call_retry_max_wait_s")},
-}
+#: Sections that may be given as a word (not a table): the method / kind / executor / program.
 _WORD_SECTIONS = {"init": "init.method", "update": "update.method", "retrieval": "retrieval.kind",
                   "execution": "execution.executor", "program": "program.name"}
 
 
 def _other_spelling(key: str, value: Any) -> bool:
-    return key in FLAT_KEYS or "." in key or (key in _WORD_SECTIONS and isinstance(value, str)) or (
-        key == "format_version" and value == 1)
+    return "." in key or (key in _WORD_SECTIONS and isinstance(value, str))
 
 
 def base_type(annotation: Any) -> Any:
@@ -399,36 +383,20 @@ def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
 
 def nested(options: Mapping[str, Any]) -> dict[str, Any]:
     """Options in any accepted spelling as one nested mapping: dotted keys (`schedule.epochs`), sections as
-    tables (`agent={"max_steps": 8}`), and the flat names of format 1 (`epochs`, `agent_max_steps`, `init="rfsi"`).
-    A dotted key naming no option is a ConfigError; other unknown names are reported by validation."""
+    tables (`agent={"max_steps": 8}`) or as a word (`init="rfsi"`). A dotted key naming no option is a
+    ConfigError; other unknown names are reported by validation."""
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key in _WORD_SECTIONS and isinstance(value, str):
             targets: tuple[str, ...] = (_WORD_SECTIONS[key],)
-        elif key in FLAT_KEYS:
-            targets = FLAT_KEYS[key]
         elif "." in key:
             targets = (check_key(key),)
-        elif key == "quick_defaults_applied" and isinstance(value, list):
-            out[key] = [new for name in value for new in FLAT_KEYS.get(str(name), (str(name),))]
-            continue
         else:
             targets = (key,)
         for target in targets:
             update: dict[str, Any] = {}
             _set(update, target, value)
             out = merge(out, update)
-    if out.get("format_version", 1) == 1:  # format 1 had no version field; its names are mapped above
-        out.pop("format_version", None)
-    return out
-
-
-def dotted(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat-or-dotted option names as dotted keys (a harness's quick defaults, a profile's quick schedule)."""
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        for target in FLAT_KEYS.get(key, (key,)):
-            out[target] = value
     return out
 
 
@@ -448,14 +416,14 @@ def parse_value(raw: str) -> Any:
 
 def parse_assignments(pairs: Iterable[str], flag: str = "--set", *, check: bool = True) -> dict[str, Any]:
     """KEY=VALUE pairs (the one parser of every `--set`, `--harness-arg`, `--price`) as a dict; with `check`,
-    each KEY must be an option's dotted name (or a format-1 flat name). ConfigError for a malformed pair."""
+    each KEY must be an option's dotted name (or a section given as a word). ConfigError for a malformed pair."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"{flag} {pair!r}: expected KEY=VALUE")
-        if check and key not in FLAT_KEYS and key not in _WORD_SECTIONS:
+        if check and key not in _WORD_SECTIONS:
             check_key(key)
         out[key] = parse_value(raw)
     return out
@@ -483,6 +451,10 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         given = err.get("input")
         shown = "" if err.get("type") in ("extra_forbidden", "missing") else f" (got {given!r})"
         lines.append(f"  - {where}: {msg}{shown}")
+    if any(len(err.get("loc", ())) == 1 and (err.get("type") == "extra_forbidden" or err["loc"][0] == "format_version")
+           for err in exc.errors()):
+        lines.append("  (a configuration or run directory written before format 2, with flat names such as `epochs`, "
+                     "is converted once by `raso migrate PATH`)")
     return "\n".join(lines)
 
 
@@ -598,8 +570,8 @@ def build_config(
     *,
     quick_local_defaults: bool = True,
 ) -> OptimizeConfig:
-    """Config from an optional file plus overrides (dotted keys, section tables or format-1 names; None values
-    are ignored), the quick schedule filling what neither sets. Raises ConfigError."""
+    """Config from an optional file plus overrides (dotted keys, section tables or words; None values are
+    ignored), the quick schedule filling what neither sets. Raises ConfigError."""
     values: dict[str, Any] = nested(_without_records(read_config_file(file))) if file is not None else {}
     values = merge(values, nested({k: v for k, v in (overrides or {}).items() if v is not None}))
     values.pop("quick_defaults_applied", None)
@@ -620,8 +592,7 @@ def build_config(
 
 
 def load_resolved(path: str | Path) -> OptimizeConfig:
-    """Reload `config.resolved.json` from a run directory exactly as it was (no defaults re-applied); a format-1
-    (flat) file is read with its options under their nested names."""
+    """Reload `config.resolved.json` from a run directory exactly as it was (no defaults re-applied)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -644,8 +615,8 @@ def _without_records(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "BudgetOptions", "FLAT_KEYS", "FORMAT_VERSION", "ModelsConfig", "OptimizeConfig",
-    "QUICK_LOCAL_DEFAULTS", "RetrievalSection", "ScheduleOptions", "base_type", "build_config", "check_key", "cli", "dotted",
+    "BudgetOptions", "FORMAT_VERSION", "ModelsConfig", "OptimizeConfig",
+    "QUICK_LOCAL_DEFAULTS", "RetrievalSection", "ScheduleOptions", "base_type", "build_config", "check_key", "cli",
     "fill_limits",
     "has_key", "load_resolved", "merge", "nested", "option_keys", "parse_assignments", "parse_value", "quick_schedule",
     "read_config_file", "resolve_defaults", "section_model", "validate",

@@ -28,12 +28,12 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-GateMode = Literal["strict", "paired", "significant"]
+from raso.choices import GateMode
 
 #: Above this many non-zero differences the permutation distribution is sampled rather than enumerated.
 EXACT_LIMIT = 16
@@ -200,5 +200,5 @@ class ValidationGate:
         return decide(self.options, candidate, stored_incumbent_val=stored_incumbent_val, incumbent=incumbent)
 
 
-__all__ = ["Gate", "GateDecision", "GateMode", "GateOptions", "ValidationGate", "bootstrap_interval", "decide",
+__all__ = ["Gate", "GateDecision", "GateOptions", "ValidationGate", "bootstrap_interval", "decide",
            "overall_mean", "sign_flip_p_value", "split_holdout", "task_means"]

@@ -126,33 +126,31 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _config_value(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
-    """The first of `names` (dotted for nested sections, plain for the flat format-1 layout) the config holds."""
-    for name in names:
-        node: Any = cfg
-        for part in name.split("."):
-            if not isinstance(node, dict) or part not in node:
-                break
-            node = node[part]
-        else:
-            return node
-    return default
+def _config_value(cfg: dict[str, Any], name: str, default: Any = None) -> Any:
+    """The value at dotted `name` of the recorded config (`default` when it holds none)."""
+    node: Any = cfg
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
 
 
 def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dict[str, Any]:
-    get = lambda *names, default=None: _config_value(cfg, *names, default=default)  # noqa: E731
-    target = get("models.target", "model")
-    optimizer = get("models.optimizer", "optimizer_model") or target
-    init_method = get("init.method", "init")
-    update_method = get("update.method", "update")
-    retrieval = get("retrieval.kind", "retrieval.retriever", default="-")
+    def get(name: str, default: Any = None) -> Any:
+        return _config_value(cfg, name, default)
+
+    target = get("models.target")
+    optimizer = get("models.optimizer") or target
+    init_method = get("init.method")
+    update_method = get("update.method")
+    retrieval = get("retrieval.kind", default="-")
     uses_corpus = str(init_method).startswith("rasi") or str(update_method).startswith("rasu")
-    schedule = {name: get(f"schedule.{name}", name) for name in
+    schedule = {name: get(f"schedule.{name}") for name in
                 ("epochs", "minibatch", "max_iterations", "train_limit", "val_limit", "test_limit", "seed", "workers")}
-    schedule["K"] = get("retrieval.k", "k")
-    schedule["M"] = get("init.num_requirements", "num_requirements")
-    budgets = {"rollouts": get("budget.rollouts", "budget_rollouts"), "USD": get("budget.usd", "budget_usd"),
-               "test USD": get("budget.test_usd")}
+    schedule["K"] = get("retrieval.k")
+    schedule["M"] = get("init.num_requirements")
+    budgets = {"rollouts": get("budget.rollouts"), "USD": get("budget.usd"), "test USD": get("budget.test_usd")}
     tests = {score.label: score for score in state.test}
     totals = ledger.get("totals", {})
     profiles: list[tuple[str, Any, str]] = []
@@ -467,8 +465,8 @@ def _steps(rollout: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
 
 
 def _outcome(rollout: dict[str, Any]) -> str | None:
-    """How a saved rollout failed: its `outcome`, or the older `failure_kind` (None when it did not fail)."""
-    outcome = rollout.get("outcome") or rollout.get("failure_kind")
+    """How a saved rollout failed: its `outcome` (None when it did not fail)."""
+    outcome = rollout.get("outcome")
     return None if outcome in (None, "ok") else str(outcome)
 
 

@@ -1,7 +1,6 @@
 """The harness protocol (base), finding harnesses by name (registry) and the sandbox harnesses run code in."""
 
 from .base import (
-    SPLITS,
     Harness,
     Rollout,
     RolloutRunner,
@@ -26,7 +25,7 @@ from .registry import (
 )
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "SPLITS", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError", "Rollout",
+    "ENTRY_POINT_GROUP", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError", "Rollout",
     "RolloutRunner", "Step", "Task", "TextEnv", "TextTasks", "WorkspaceScore", "WorkspaceTasks", "available_harnesses",
     "clamp_reward", "describe_harnesses", "failed_rollout", "get_harness", "json_safe",
 ]

@@ -34,7 +34,6 @@ from .actions import ActionSpace, TaskNeeds
 if TYPE_CHECKING:
     from raso.skill import Skill
 
-SPLITS = ("train", "val", "test")
 _ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -91,21 +90,12 @@ class Rollout(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_three_fields(cls, data: Any) -> Any:
-        """A rollout saved before `outcome` existed said how it failed in `error`, `model_unusable` and
-        `failure_kind`; its outcome follows from them."""
-        if not isinstance(data, dict) or "outcome" in data:
-            return data
-        data = dict(data)
-        kind, unusable = data.pop("failure_kind", None), data.pop("model_unusable", False)
-        if kind == "agent":
-            data["outcome"] = "agent_error"
-        elif kind is not None:
-            data["outcome"] = kind
-        elif unusable:  # a crash recorded without a kind: its model could not be used (never counted)
-            data["outcome"] = "unusable"
-        else:
-            data["outcome"] = "agent_error" if data.get("error") else "ok"
+    def _refuse_fields_before_outcome(cls, data: Any) -> Any:
+        """A rollout saved before `outcome` existed (`failure_kind`, `model_unusable`) is refused, never read as
+        "ok": `raso migrate` converts such files once."""
+        if isinstance(data, dict) and "outcome" not in data and ("failure_kind" in data or "model_unusable" in data):
+            raise ValueError("a rollout saved before `outcome` existed (failure_kind/model_unusable): convert its "
+                             "folder once with `raso migrate PATH`")
         return data
 
     @property

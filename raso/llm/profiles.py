@@ -1,8 +1,9 @@
 """Model profiles: what a model can do, resolved once from its model string (docs/model-profiles.md).
 
 A `ModelProfile` says what serves a model (`served_by`), its context size, whether it takes a GBNF grammar and how it
-takes a JSON schema, the quick schedule and prompt limits that suit it, and which small-model repairs
-(sanitizers, raso.optimizer.sanitizers) run on its replies. Product code reads the profile, never the model's
+takes a JSON schema, the quick schedule and prompt limits that suit it, which small-model repairs (sanitizers,
+raso.optimizer.sanitizers) run on its replies and which small-model tweaks (schema hints, raso.optimizer.roles)
+shape the JSON schemas it is sent. Product code reads the profile, never the model's
 name: `profile_for` is the one place that looks at a model string to decide what it is.
 
 This module stays light (no litellm at import): the configuration reads quick schedules from it.
@@ -41,6 +42,16 @@ SanitizerName = Literal["repeated_sentences", "runaway_enumeration", "cut_off_en
 ALL_SANITIZERS: tuple[SanitizerName, ...] = ("repeated_sentences", "runaway_enumeration", "cut_off_ending",
                                              "copied_clip_marker", "short_body", "echoed_lesson")
 
+#: Small-model tweaks to the optimizer roles' output schemas (applied in raso.optimizer.roles): "closed_lists" puts a
+#: maxItems on lists the caller cuts anyway (query-init's M pairs, the gradient step's item limit), so a
+#: grammar-constrained model closes the array instead of repeating an item until its token cap; "required_defaults"
+#: lists fields that have a default as required (adaptation's `supported` and `lesson`, a skill draft's name and
+#: description), so such a model writes them instead of the shortest valid reply; "failure_needs_item" asks the
+#: gradient step for at least one failure mode when a rollout of its chunk lost reward (minItems 1), where such a
+#: model otherwise answers an empty list. Validation is the same with or without them.
+SchemaHint = Literal["closed_lists", "required_defaults", "failure_needs_item"]
+ALL_SCHEMA_HINTS: tuple[SchemaHint, ...] = ("closed_lists", "required_defaults", "failure_needs_item")
+
 #: Quick-schedule keys are the configuration's dotted override names.
 QUICK_SCHEDULE_KEYS = ("schedule.epochs", "schedule.minibatch", "schedule.val_limit", "schedule.max_iterations",
                        "schedule.test_limit", "init.num_requirements", "retrieval.k", "budget.rollouts",
@@ -74,6 +85,8 @@ class ModelProfile(BaseModel):
                                             "the defaults (raso.optimizer.describe)")
     sanitizers: tuple[SanitizerName, ...] = Field(default=(), description="small-model repairs applied to this "
                                                   "model's skill drafts and lessons (raso.optimizer.sanitizers)")
+    schema_hints: tuple[SchemaHint, ...] = Field(default=(), description="small-model tweaks to the optimizer "
+                                                 "roles' output schemas this model is sent (raso.optimizer.roles)")
     caveat: str = Field(default="", description="what a user should know before relying on this model's writing")
 
     @property
@@ -99,7 +112,8 @@ class ModelProfile(BaseModel):
         schema = self.structured_output if self.takes_json_schema else "none (instructions)"
         parts = [f"{self.name} ({self.served_by})", f"context {self.context_tokens or 'unknown'} tokens",
                  f"grammar {'yes' if self.grammar else 'no'}", f"schema {schema}",
-                 f"sanitizers {', '.join(self.sanitizers) or 'none'}"]
+                 f"sanitizers {', '.join(self.sanitizers) or 'none'}",
+                 f"schema hints {', '.join(self.schema_hints) or 'none'}"]
         return "; ".join(parts)
 
 
@@ -174,6 +188,7 @@ def _embedded(model: str) -> ModelProfile:
         model=model, name="embedded", served_by="embedded", context_tokens=embedded_context_tokens(), grammar=True,
         structured_output="json_object", tool_calls="text", quick_schedule=EMBEDDED_QUICK_SCHEDULE,
         prompt_limits=EMBEDDED_PROMPT_LIMITS, describe_limits=EMBEDDED_DESCRIBE_LIMITS, sanitizers=ALL_SANITIZERS,
+        schema_hints=ALL_SCHEMA_HINTS,
         caveat="a small model's drafts are rough; a stronger --optimizer-model writes better ones",
     )
 
@@ -244,6 +259,6 @@ def profile_for(model: str, overrides: Mapping[str, Any] | None = None) -> Model
                            f"(got {err.get('input')!r})") from None
 
 
-__all__ = ["ALL_SANITIZERS", "EMBEDDED_FIELD_CHARS", "EMBEDDED_PROMPT_LIMITS", "EMBEDDED_QUICK_SCHEDULE",
-           "ModelProfile", "ProfileError", "SanitizerName", "SchemaMode", "ToolCallMode", "check_overrides",
-           "profile_for"]
+__all__ = ["ALL_SANITIZERS", "ALL_SCHEMA_HINTS", "EMBEDDED_FIELD_CHARS", "EMBEDDED_PROMPT_LIMITS",
+           "EMBEDDED_QUICK_SCHEDULE", "ModelProfile", "ProfileError", "SanitizerName", "SchemaHint", "SchemaMode",
+           "ToolCallMode", "check_overrides", "profile_for"]

@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from raso.choices import Split, choices_of
 from raso.fileio import atomic_write_text
-from raso.harness import SPLITS, Harness, Task
+from raso.harness import Harness, Task
 from raso.llm.gateway import Gateway
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.safe_files import MiB, UnsafePathError, read_bytes
@@ -150,7 +151,7 @@ def _facts(harness: Harness, splits: dict[str, list[Task]] | str) -> str:
 
 
 def _examples(splits: dict[str, list[Task]] | str, limits: DescribeLimits) -> str:
-    tasks = [] if isinstance(splits, str) else [t for split in SPLITS for t in splits.get(split, [])]
+    tasks = [] if isinstance(splits, str) else [t for split in choices_of(Split) for t in splits.get(split, [])]
     if not tasks or not limits.example_tasks:
         return "(none available)"
     return "\n".join(quote_block("reference", clip(t.instruction, limits.example_chars), kind="task", id=t.id)

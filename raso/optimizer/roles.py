@@ -6,6 +6,10 @@ own stage name), a pydantic output.
 Every role takes `prompts`, the PromptLibrary to read templates from (None = the package defaults; a
 harness's library lets its `prompts/` folder replace any of them).
 
+Small-model tweaks to the output schemas (a maxItems on lists, defaulted fields listed as required, a failure mode
+asked for when a rollout lost reward) are sent only to a model whose profile names them
+(raso.llm.profiles.SchemaHint, read by `schema_hints_for`); validation is the same for every model.
+
 Every template starts with the shared context (task description, harness description, then the current skill
 where there is one) and states its instruction after it: calls of different roles then share a long prompt
 prefix, which the embedded model's KV-state cache and hosted providers' prompt caches reuse.
@@ -19,7 +23,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from raso.harness import Rollout
+from raso.llm.errors import LLMError
 from raso.llm.gateway import Gateway
+from raso.llm.profiles import HasProfiles, SchemaHint
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
 from raso.skill import Skill
 
@@ -73,6 +79,16 @@ def _tokens(limit: int, limits: PromptLimits | None = None) -> dict[str, Any]:
     return params
 
 
+def schema_hints_for(gateway: object, role: str = OPTIMIZER_ROLE) -> frozenset[SchemaHint]:
+    """The schema hints `role`'s model profile names (none for a gateway stand-in without profiles)."""
+    if not isinstance(gateway, HasProfiles):
+        return frozenset()
+    try:
+        return frozenset(gateway.profile(role).schema_hints)
+    except (AttributeError, LLMError):  # no such role
+        return frozenset()
+
+
 class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -90,14 +106,14 @@ class QueryInitOutput(BaseModel):
 
 
 @cache
-def query_init_schema(num_requirements: int) -> type[QueryInitOutput]:
-    """The output schema asking for M pairs: a grammar-constrained model (llama.cpp JSON mode) then has to write
-    all M and stop there (the schema's maxItems; a small model otherwise repeats one pair until its token cap
-    cuts the JSON). Validation still accepts more, which the caller cuts off (a hosted model may write them)."""
+def query_init_schema(num_requirements: int, closed: bool = False) -> type[QueryInitOutput]:
+    """The output schema asking for at least M pairs. `closed` (the "closed_lists" hint) also caps the array at M
+    (maxItems): a grammar-constrained model (llama.cpp JSON mode) then stops after M, where a small model otherwise
+    repeats one pair until its token cap cuts the JSON. Validation still accepts more, which the caller cuts off."""
+    extra: dict[str, Any] | None = {"maxItems": num_requirements} if closed else None
     return create_model(
         "QueryInitOutput", __base__=QueryInitOutput,
-        requirements=(list[Requirement], Field(min_length=num_requirements,
-                                               json_schema_extra={"maxItems": num_requirements})),
+        requirements=(list[Requirement], Field(min_length=num_requirements, json_schema_extra=extra)),
     )
 
 
@@ -115,7 +131,7 @@ def query_init(
 ) -> QueryInitOutput:
     """(T, H) -> M requirement/query pairs."""
     return gw.structured(OPTIMIZER_ROLE, query_init_messages(inp, limits, prompts=prompts),
-                         query_init_schema(inp.num_requirements),
+                         query_init_schema(inp.num_requirements, "closed_lists" in schema_hints_for(gw)),
                          prompts=prompts, stage=STAGE_QUERY_INIT, **_tokens(limits.plan_tokens, limits))
 
 
@@ -130,10 +146,7 @@ class AdaptationOutput(BaseModel):
     # Only the text: which requirement a lesson serves is fixed by the caller, never by the model.
     # `supported` false says no retrieved section supports the requirement: then no lesson is written (the
     # RASI - RFSI difference must come from the corpus, not from the model elaborating on the requirement).
-
-    # Both fields are asked for (a grammar-constrained model decides first, then writes); a reply without
-    # `supported` is read as a lesson.
-    model_config = ConfigDict(json_schema_extra={"required": ["supported", "lesson"]})
+    # A reply without `supported` is read as a lesson.
 
     supported: bool = True
     # The cap stops a small model from copying the whole prompt into the lesson; no field description either:
@@ -145,6 +158,16 @@ class AdaptationOutput(BaseModel):
         if self.supported and not self.lesson.strip():
             raise ValueError("a supported lesson needs text (say supported: false when no section helps)")
         return self
+
+
+class _AdaptationOutputAllAsked(AdaptationOutput):
+    # "required_defaults": both fields are asked for (a grammar-constrained model decides first, then writes).
+    model_config = ConfigDict(json_schema_extra={"required": ["supported", "lesson"]})
+
+
+def adaptation_schema(hints: frozenset[SchemaHint] = frozenset()) -> type[AdaptationOutput]:
+    """The adaptation step's output schema for a model with these schema hints."""
+    return _AdaptationOutputAllAsked if "required_defaults" in hints else AdaptationOutput
 
 
 def adaptation_messages(
@@ -163,21 +186,29 @@ def adapt(
     gw: Gateway, inp: AdaptationInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> AdaptationOutput:
     """Cross-Harness Adaptation: (c, T, H, K sections) -> one lesson."""
-    return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits, prompts=prompts), AdaptationOutput,
+    return gw.structured(OPTIMIZER_ROLE, adaptation_messages(inp, limits, prompts=prompts),
+                         adaptation_schema(schema_hints_for(gw)),
                          prompts=prompts, stage=STAGE_ADAPT, **_tokens(limits.lesson_tokens, limits))
 
 
 # ---------------------------------------------------------------------------------------------- skill drafts
 class SkillDraft(BaseModel):
     # An agent skill as the model writes it; raso.optimizer.skills.draft_to_skill turns it into a valid Skill.
-
-    # All three are asked for (a grammar-constrained model must write them); a missing name or description
-    # still validates and is filled in deterministically.
-    model_config = ConfigDict(json_schema_extra={"required": ["name", "description", "body"]})
+    # A missing name or description still validates and is filled in deterministically.
 
     name: str = Field(default="", description="short lowercase-hyphenated name")
     description: str = Field(default="", description="one sentence: what the skill does and when to use it")
     body: str = Field(min_length=1, description="the markdown body of the skill")
+
+
+class _SkillDraftAllAsked(SkillDraft):
+    # "required_defaults": all three are asked for (a grammar-constrained model must write them).
+    model_config = ConfigDict(json_schema_extra={"required": ["name", "description", "body"]})
+
+
+def skill_draft_schema(hints: frozenset[SchemaHint] = frozenset()) -> type[SkillDraft]:
+    """The skill-writing steps' output schema for a model with these schema hints."""
+    return _SkillDraftAllAsked if "required_defaults" in hints else SkillDraft
 
 
 class SkillInitInput(_Input):
@@ -199,7 +230,8 @@ def skill_init(
     gw: Gateway, inp: SkillInitInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> SkillDraft:
     """(T, H, requirements, lessons) -> s0. Without lessons (RFSI) the lessons block is simply absent."""
-    return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits, prompts=prompts), SkillDraft,
+    return gw.structured(OPTIMIZER_ROLE, skill_init_messages(inp, limits, prompts=prompts),
+                         skill_draft_schema(schema_hints_for(gw)),
                          prompts=prompts, stage=STAGE_SKILL_INIT, **_tokens(limits.skill_tokens, limits))
 
 
@@ -216,12 +248,14 @@ class GradientSet(BaseModel):
 
 
 @cache
-def gradient_schema(max_items: int, lost_reward: bool) -> type[GradientSet]:
-    """The gradient step's output schema. When a rollout of the chunk lost reward, the schema asks for at least one
-    failure mode (minItems): a grammar-constrained model (llama.cpp JSON mode) otherwise takes the shortest valid
-    reply, an empty list, for failed rollouts (seen with the embedded 1.5B on WebShop). Validation still accepts an
-    empty list, as before (a hosted model may judge that no change to the skill would help)."""
-    extra: dict[str, Any] = {"maxItems": max_items, **({"minItems": 1} if lost_reward else {})}
+def gradient_schema(max_items: int, lost_reward: bool, hints: frozenset[SchemaHint] = frozenset()) -> type[GradientSet]:
+    """The gradient step's output schema. "closed_lists" caps the list at `max_items` (maxItems; the caller cuts
+    there anyway). With "failure_needs_item", when a rollout of the chunk lost reward, the schema asks for at least
+    one failure mode (minItems): a grammar-constrained model (llama.cpp JSON mode) otherwise takes the shortest
+    valid reply, an empty list, for failed rollouts. Validation accepts an empty list for every model (a hosted
+    model may judge that no change to the skill would help)."""
+    extra: dict[str, Any] = {**({"maxItems": max_items} if "closed_lists" in hints else {}),
+                             **({"minItems": 1} if lost_reward and "failure_needs_item" in hints else {})}
     return create_model("GradientSet", __base__=GradientSet,
                         gradients=(list[Gradient], Field(default_factory=list, json_schema_extra=extra)))
 
@@ -241,7 +275,7 @@ def gradient_query(
     gw: Gateway, inp: GradientInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> GradientSet:
     """(T, H, s_t, one chunk of trajectories) -> failure modes with retrieval queries."""
-    schema = gradient_schema(limits.max_items, any(r.reward < 1.0 for r in inp.rollouts))
+    schema = gradient_schema(limits.max_items, any(r.reward < 1.0 for r in inp.rollouts), schema_hints_for(gw))
     out = gw.structured(OPTIMIZER_ROLE, gradient_messages(inp, limits, prompts=prompts), schema,
                         prompts=prompts, stage=STAGE_GRADIENT, **_tokens(limits.plan_tokens, limits))
     return GradientSet(gradients=out.gradients[: limits.max_items])
@@ -291,5 +325,6 @@ def skill_update(
     gw: Gateway, inp: SkillUpdateInput, limits: PromptLimits, *, prompts: PromptLibrary | None = None
 ) -> SkillDraft:
     """(s_t, gradients, lessons) -> s_{t+1}. Without lessons (RFSU) the lessons block is simply absent."""
-    return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits, prompts=prompts), SkillDraft,
+    return gw.structured(OPTIMIZER_ROLE, skill_update_messages(inp, limits, prompts=prompts),
+                         skill_draft_schema(schema_hints_for(gw)),
                          prompts=prompts, stage=STAGE_UPDATE, **_tokens(limits.skill_tokens, limits))
