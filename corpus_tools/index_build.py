@@ -162,13 +162,12 @@ class _SourceTable:
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         entry = json.dumps(dict(zip(_SOURCE_FIELDS, key)), ensure_ascii=False)
-        found = self.db.execute("SELECT id FROM sources WHERE entry = ?", (entry,)).fetchone()
-        if found is None:
+        try:  # a new source is the common case: one statement, not a look-up first
+            self.db.execute("INSERT INTO sources (id, entry) VALUES (?, ?)", (self.count, entry))
             number = self.count
-            self.db.execute("INSERT INTO sources (id, entry) VALUES (?, ?)", (number, entry))
             self.count += 1
-        else:
-            number = int(found[0])
+        except sqlite3.IntegrityError:
+            number = int(self.db.execute("SELECT id FROM sources WHERE entry = ?", (entry,)).fetchone()[0])
         self._last = (key, number)
         return number
 
