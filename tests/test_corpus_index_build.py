@@ -180,3 +180,26 @@ def test_streaming_build_peak_memory_stays_flat_in_the_number_of_skills() -> Non
     small = _peak_rss_mb(n, "stream", "skill-per-section")
     large = _peak_rss_mb(4 * n, "stream", "skill-per-section")
     assert large - small <= MEMORY_GROWTH_BOUND_MB, f"streaming peak RSS {small} MB -> {large} MB"
+
+
+def test_sources_recurring_apart_and_non_ascii_keep_their_numbers_and_bytes(tmp_path: Path) -> None:
+    """The writer's sources live in SQLite: a source seen again after others (a skill's sections apart, a
+    reference file between them) keeps its first number, and sources.json has json.dumps's exact bytes."""
+    sections = synthetic(300, seed=3)
+    for i, section in enumerate(sections):
+        k = [0, 1, 0, 2, 1, 3][i % 6] + 4 * (i // 60)
+        section.skill_id, section.skill_name, section.repo = f"k{k}", f"skíll {k} “ü”", f"ówner/r{k % 3}"
+        section.path = "SKILL.md" if i % 4 else f"refs/ref {k}.md"
+    built = SectionIndex.build(sections)
+    streamed = build_streaming(sections, tmp_path / "idx")
+    assert_same_index(built, streamed)
+    source = np.asarray(built.doc_source)
+    runs = source[np.r_[True, source[1:] != source[:-1]]]
+    assert len(runs) > len(set(runs.tolist()))  # some source does come back after another one
+    on_disk = (tmp_path / "idx" / "sources.json").read_text(encoding="utf-8")
+    assert on_disk == json.dumps(built.sources, ensure_ascii=False)
+    sharded = load_index(write_index(sections, tmp_path / "sharded", shards=3))
+    assert isinstance(sharded, ShardedIndex)
+    for shard in sharded.shards:
+        seen = [shard.sources[i] for i in np.unique(np.asarray(shard.doc_source))]
+        assert seen == shard.sources and all(s in built.sources for s in seen)
