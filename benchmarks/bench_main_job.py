@@ -135,13 +135,12 @@ def _git(*args: str, cwd: Path = ROOT) -> str:
 def _ledger_rows(run_dir: Path) -> dict[tuple[str, str], list[int]]:
     """(role, phase) -> [calls, prompt tokens, completion tokens] from the run's call ledger."""
     rows: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    ledger = run_dir / "ledger.calls.jsonl"
-    if not ledger.is_file():
-        return rows
-    for line in ledger.read_text().splitlines():
-        if not line.strip():
-            continue
-        call = json.loads(line)
+    calls: list[dict[str, Any]] = []
+    if (run_dir / "ledger.calls.jsonl").is_file():  # optimize's run directory
+        calls = [json.loads(line) for line in (run_dir / "ledger.calls.jsonl").read_text().splitlines() if line.strip()]
+    elif (run_dir / "ledger.json").is_file():  # eval's output folder
+        calls = json.loads((run_dir / "ledger.json").read_text()).get("calls", [])
+    for call in calls:
         phase = str(call.get("unit") or call.get("stage") or "?").split("/")[0]
         row = rows[(str(call.get("role")), phase)]
         row[0] += 1
