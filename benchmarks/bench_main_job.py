@@ -223,7 +223,8 @@ def _table(sides: list[dict[str, Any]]) -> str:
         rows.append((f"tokens {key} (prompt + completion)", cells))
     for s in sides:  # the quality the job reports, where it wrote one
         summary = s.get("summary") or {}
-        s["_score"] = ", ".join(f"{k} {summary[k]}" for k in ("best_skill", "best_val", "s0_val", "s0_test", "best_test")
+        s["_score"] = ", ".join(f"{k} {summary[k]}" for k in ("best_skill", "best_val", "s0_val", "s0_test", "best_test",
+                                                       "mean_reward", "model_calls", "env_steps")
                                 if k in summary) or "-"
     rows.append(("result (summary.json)", [s["_score"] for s in sides]))
     width = max(len(r[0]) for r in rows)
