@@ -19,7 +19,7 @@ size and the index's size on disk, and the skills indexed (the same for all thre
 1.5 GB at 1M contents (the issue's bound); the table says whether it did.
 
 Usage: python benchmarks/bench_corpus_sources.py --contents 50000 [--work DIR] [--keep] [--json out.json]
-The 1M run needs about 15 GB of disk in --work and an hour of CPU.
+The 1M run needs about 15 GB of disk in --work and about 40 CPU minutes per source (docs/corpus-sources.md).
 """
 
 from __future__ import annotations

@@ -7,11 +7,15 @@ the same index files (`SectionIndex.save`'s format, bit-identical arrays) while 
 * one batch of tokenized sections (`batch_sections`), then its postings are sorted term-major and
   spilled to disk as a run (`run_*.bin`);
 * the text columns, which go straight to their files as they arrive;
-* per-term and per-section counters (vocabulary, document frequency, 4 bytes per section of length,
-  4 of source id) and one entry per distinct skill source -- small next to the postings;
+* per-term counters (vocabulary, document frequency); per-section lengths and source ids go to spill
+  files as they arrive (4 bytes each, read back for the merge);
+* the distinct skill sources (skill id, name, repo, path, commit, licence) in a SQLite table in the
+  spill folder (`_SourceTable`), not in memory: one per skill is what grows with the corpus, and
+  `sources.json` is streamed out of it;
 * during the merge, one block of about `block_postings` postings: the runs are read term range by
   term range (a cursor per run, plain reads, no memory maps), weighted with the global statistics
-  and appended to `postings.npy` / `weights.npy`.
+  (in slices of `WEIGHT_CHUNK` postings, so the float temporaries stay small) and appended to
+  `postings.npy` / `weights.npy`.
 
 The same writer can cut the sections into `shards` contiguous ranges, each a complete index with the
 global vocabulary, idf, average length and term bounds, so that searching the shards and merging
@@ -25,6 +29,7 @@ import itertools
 import json
 import os
 import shutil
+import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -48,6 +53,9 @@ from corpus_tools.tokenizer import TOKENIZER_VERSION, tokenize
 
 DEFAULT_BATCH_SECTIONS = 8192
 DEFAULT_BLOCK_POSTINGS = 4_000_000
+# BM25 / TF-IDF weights are elementwise, so a block is weighted in slices of this many postings: the
+# float64 temporaries of a 4M-posting block would otherwise hold ~200 MB at once.
+WEIGHT_CHUNK = 1 << 19
 SHARDS_FILE = "shards.json"
 SKILL_DIR = "skills"
 FLAGS_COLUMN = "flags"
@@ -134,6 +142,60 @@ class _Run:
                 _read(self.path("tf"), np.uint16, start, stop))
 
 
+class _SourceTable:
+    """The distinct skill sources of a build (a `sources.json` entry each), numbered in order of first
+    appearance, kept in a SQLite file rather than a dict: a corpus of a million skills would otherwise hold
+    a million key tuples in memory. Consecutive sections of a skill share their source, so the last key is
+    checked first and SQLite is asked once per skill (and reference file)."""
+
+    def __init__(self, file: Path) -> None:
+        self.db = sqlite3.connect(file, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=OFF")
+        self.db.execute("PRAGMA synchronous=OFF")
+        # The entry as sources.json writes it is the key: equal keys give equal JSON and different keys differ.
+        self.db.execute("CREATE TABLE sources (id INTEGER PRIMARY KEY, entry TEXT NOT NULL UNIQUE)")
+        self.db.execute("BEGIN")
+        self.count = 0
+        self._last: tuple[tuple[str, ...], int] | None = None
+
+    def id_of(self, key: tuple[str, ...]) -> int:
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        entry = json.dumps(dict(zip(_SOURCE_FIELDS, key)), ensure_ascii=False)
+        try:  # a new source is the common case: one statement, not a look-up first
+            self.db.execute("INSERT INTO sources (id, entry) VALUES (?, ?)", (self.count, entry))
+            number = self.count
+            self.count += 1
+        except sqlite3.IntegrityError:
+            number = int(self.db.execute("SELECT id FROM sources WHERE entry = ?", (entry,)).fetchone()[0])
+        self._last = (key, number)
+        return number
+
+    def write_json(self, path: Path, used: np.ndarray) -> None:
+        """`sources.json` holding the entries numbered `used` (sorted, distinct), in that order -- the bytes
+        `json.dumps([...], ensure_ascii=False)` writes, one entry at a time."""
+        with open(path, "w", encoding="utf-8") as out:
+            out.write("[")
+            if len(used):
+                wanted = iter(used.tolist())
+                next_id = next(wanted)
+                first = True
+                rows = self.db.execute("SELECT id, entry FROM sources WHERE id BETWEEN ? AND ? ORDER BY id",
+                                       (int(used[0]), int(used[-1])))
+                for number, entry in rows:
+                    if number != next_id:
+                        continue
+                    out.write(entry if first else ", " + entry)
+                    first = False
+                    next_id = next(wanted, None)
+                    if next_id is None:
+                        break
+            out.write("]")
+
+    def close(self) -> None:
+        self.db.close()
+
+
 class IndexWriter:
     """Build a section index into `directory` from sections added one at a time.
 
@@ -183,7 +245,7 @@ class IndexWriter:
         # A missing token gets the next id on first lookup (as in SectionIndex.build, so ids agree).
         self.vocab: dict[str, int] = defaultdict(itertools.count().__next__)
         self.doc_freq = np.zeros(1024, dtype=np.int64)
-        self.source_index: dict[tuple[str, ...], int] = {}
+        self.sources = _SourceTable(self.spill / "sources.sqlite")
         self.runs: list[_Run] = []
         self.n_docs = 0
         # Optional per-section integer columns (e.g. a skill's section range, a vetting flag), saved
@@ -231,11 +293,8 @@ class IndexWriter:
             batch["columns"].setdefault(name, []).append(value)
         batch["ids"].extend(map(self.vocab.__getitem__, tokens))
         batch["lengths"].append(len(tokens))
-        key = (section.skill_id, section.skill_name, section.repo, section.path, section.commit, section.license)
-        src = self.source_index.get(key)
-        if src is None:
-            src = self.source_index[key] = len(self.source_index)
-        batch["sources"].append(src)
+        batch["sources"].append(self.sources.id_of(
+            (section.skill_id, section.skill_name, section.repo, section.path, section.commit, section.license)))
         batch["text"].append(section.text)
         batch["heading"].append(section.heading_path)
         batch["id"].append(section.id)
@@ -301,7 +360,6 @@ class IndexWriter:
         tfidf = self._tfidf_statistics(doc_freq, n_docs) if self.tfidf else None
         columns = {name: np.load(self.spill / f"col_{name}.npy") for name in self.doc_columns}
         vocab_text = "\n".join(self.vocab)
-        sources = [dict(zip(_SOURCE_FIELDS, key)) for key in self.source_index]
         bounds = np.linspace(0, n_docs, self.shards + 1).round().astype(np.int64)
         folders = [self.tmp / "index"] if self.shards == 1 else [self.tmp / f"shard-{i:03d}" for i in range(self.shards)]
         term_max = np.zeros(n_terms, dtype=np.float64)
@@ -320,8 +378,8 @@ class IndexWriter:
             used, local_source = np.unique(doc_source[lo:hi], return_inverse=True)
             np.save(folder / "doc_lengths.npy", doc_lengths[lo:hi])
             np.save(folder / "doc_source.npy", local_source.astype(np.int32).reshape(-1))
-            (folder / "sources.json").write_text(json.dumps([sources[i] for i in used], ensure_ascii=False),
-                                                 encoding="utf-8")
+            del local_source
+            self.sources.write_json(folder / "sources.json", used)
             (folder / "vocab.txt").write_text(vocab_text, encoding="utf-8")
             meta = {"format_version": FORMAT_VERSION, "tokenizer": TOKENIZER_VERSION,
                     "k1": self.params["k1"], "b": self.params["b"], "idf": self.params["idf"],
@@ -336,6 +394,7 @@ class IndexWriter:
             if self.shards > 1:
                 meta["shard"] = {"number": number, "of": self.shards, "doc_offset": lo, "sections_total": n_docs}
             metas.append(meta)
+        self.sources.close()
         seconds = round(time.perf_counter() - self.started, 3)
         for folder, meta in zip(folders, metas):
             # Every shard bounds a term by its largest weight anywhere, so all shards order and prune
@@ -363,6 +422,7 @@ class IndexWriter:
         for appender in self._appenders():
             if not appender.fh.closed:
                 appender.fh.close()
+        self.sources.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _appenders(self) -> list[_NpyAppender]:
@@ -464,12 +524,16 @@ class IndexWriter:
             del parts_terms, parts_docs, parts_tf, order
             if len(terms) != block:
                 raise AssertionError(f"merge lost postings: block {t0}..{t1} has {len(terms)} of {block}")
-            weights = bm25_weights(idf[terms], tf, doc_lengths[docs], self.params["k1"], self.params["b"], avgdl,
-                                   self.params["dtype"])
             postings_out.append((docs - lo).astype(np.int32))
+            weights = np.empty(len(terms), dtype=self.params["dtype"])
+            for a in range(0, len(terms), WEIGHT_CHUNK):
+                z = a + WEIGHT_CHUNK
+                weights[a:z] = bm25_weights(idf[terms[a:z]], tf[a:z], doc_lengths[docs[a:z]], self.params["k1"],
+                                            self.params["b"], avgdl, self.params["dtype"])
+                if tfidf_out is not None and tfidf is not None:  # the one exists with the other
+                    tfidf_out.append((1.0 + np.log(tf[a:z].astype(np.float64))) * tfidf[0][terms[a:z]]
+                                     / tfidf[1][docs[a:z]])
             weights_out.append(weights)
-            if tfidf_out is not None and tfidf is not None:  # the one exists with the other
-                tfidf_out.append((1.0 + np.log(tf.astype(np.float64))) * tfidf[0][terms] / tfidf[1][docs])
             if len(terms):
                 starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
                 term_max[terms[starts]] = np.maximum.reduceat(weights, starts)

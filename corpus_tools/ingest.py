@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corpus_tools import sources as table_sources
 from corpus_tools.frontmatter import parse_front_matter
 from corpus_tools.sources import Row, SourceOptions
@@ -45,6 +47,7 @@ MANIFEST_FILE = "MANIFEST.jsonl"
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_LISTED_PER_REASON = 1000
 MAX_REPLACEMENT_RATIO = 0.05
+DEDUPE_BATCH = 1 << 16  # new dedupe keys held in a set before they join the sorted array (SeenKeys)
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 _BOILERPLATE = re.compile(r"^(license|licence|copying|changelog|history|notice|code_of_conduct)\b", re.I)
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
@@ -348,6 +351,37 @@ def _git_provenance(root: Path) -> tuple[str | None, str]:
 # --------------------------------------------------------------------------------------------------
 
 
+class SeenKeys:
+    """A set of 16-byte keys in ~16 bytes each (a Python set of bytes takes ~90): the newest keys in a
+    set, merged every `batch` keys into one sorted numpy array that is binary-searched. A release of
+    millions of contents then costs tens of MB for dedupe, not hundreds."""
+
+    def __init__(self, batch: int | None = None) -> None:
+        self.batch = batch or DEDUPE_BATCH
+        self.recent: set[bytes] = set()
+        self.older = np.zeros(0, dtype="V16")  # raw 16 bytes, ordered as memcmp orders them
+
+    def __contains__(self, key: bytes) -> bool:
+        if key in self.recent:
+            return True
+        if len(key) != 16:  # never added (add refuses it)
+            return False
+        at = int(self.older.searchsorted(np.void(key)))
+        return at < len(self.older) and self.older[at].tobytes() == key
+
+    def add(self, key: bytes) -> None:
+        if len(key) != 16:
+            raise ValueError(f"dedupe keys are 16 bytes, got {len(key)}")
+        self.recent.add(key)
+        if len(self.recent) >= self.batch:
+            merged = np.concatenate([self.older, np.frombuffer(b"".join(self.recent), dtype="V16")])
+            merged.sort()
+            self.older, self.recent = merged, set()
+
+    def __len__(self) -> int:
+        return len(self.recent) + len(self.older)
+
+
 class _Loader:
     def __init__(self, report: IngestReport, max_bytes: int, progress: ProgressFn | None,
                  options: SourceOptions):
@@ -356,7 +390,7 @@ class _Loader:
         self.progress = progress
         self.options = options
         # 16-byte key of every content kept (the release's hash, else the text's sha256): duplicates are dropped
-        self.seen_hashes: set[bytes] = set()
+        self.seen_hashes = SeenKeys()
 
     # ---- dispatch
     def load_source(self, given: str | Path) -> Iterator[SkillRecord]:

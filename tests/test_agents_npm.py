@@ -81,6 +81,8 @@ def test_real_agent_does_a_task_through_the_endpoint(program_class, agent_root, 
     first, second = (json.dumps(messages) for messages in model.calls)
     # the skill was listed to the agent: its description is in what the program sent, as is the instruction
     assert SKILL.description in first and "input.txt" in first
+    if backend.name == "codex":  # its permissions text matches the box: no network (it said "enabled", issue 37)
+        assert "Network access is restricted" in first and "Network access is enabled" not in first
     assert BUNDLED_SKILL[backend.name] is None or BUNDLED_SKILL[backend.name] not in first
     # the program offered its shell tool, and the tool's output came back in the second request (unless the program
     # dropped it, which only Qwen Code was seen to do); the secret never reached the model

@@ -131,14 +131,16 @@ _MEMORY_CHILD = textwrap.dedent("""
     from corpus_tools.index_build import write_index
 
     n, mode = int(sys.argv[1]), sys.argv[2]
+    skills = n if len(sys.argv) > 3 and sys.argv[3] == "skill-per-section" else 50
     words = [f"w{{i}}" for i in range(5000)]
 
     def sections():
         rng = random.Random(0)
         for i in range(n):
-            yield Section(id=f"s{{i}}", skill_id=f"k{{i % 50}}", skill_name="s", heading_path="s › h",
-                          text=" ".join(rng.choice(words) for _ in range(150)), repo="o/r", path="SKILL.md",
-                          commit="c", license="MIT")
+            k = i % skills
+            yield Section(id=f"s{{i}}", skill_id=f"owner{{k}}/repo{{k}}/skills/skill-{{k}}/SKILL.md",
+                          skill_name="s", heading_path="s › h", text=" ".join(rng.choice(words) for _ in range(150)),
+                          repo=f"owner{{k}}/repo{{k}}", path=f"skills/skill-{{k}}/SKILL.md", commit="c", license="MIT")
 
     with tempfile.TemporaryDirectory() as tmp:
         if mode == "stream":
@@ -155,8 +157,8 @@ _MEMORY_CHILD = textwrap.dedent("""
 MEMORY_GROWTH_BOUND_MB = 12
 
 
-def _peak_rss_mb(n: int, mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD.format(repo=str(REPO)), str(n), mode],
+def _peak_rss_mb(n: int, mode: str, skills: str = "50-skills") -> int:
+    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD.format(repo=str(REPO)), str(n), mode, skills],
                          capture_output=True, text=True, check=True)
     return int(out.stdout.strip().splitlines()[-1])
 
@@ -167,3 +169,37 @@ def test_streaming_build_peak_memory_stays_flat() -> None:
     assert large - small <= MEMORY_GROWTH_BOUND_MB, f"streaming peak RSS {small} MB -> {large} MB"
     in_memory_small, in_memory_large = _peak_rss_mb(n, "memory"), _peak_rss_mb(4 * n, "memory")
     assert in_memory_large - in_memory_small > 3 * MEMORY_GROWTH_BOUND_MB, (in_memory_small, in_memory_large)
+
+
+def test_streaming_build_peak_memory_stays_flat_in_the_number_of_skills() -> None:
+    """Every section its own skill (a source, a sources.json entry, a skill-level document): the distinct
+    sources live in the writer's SQLite table, not in memory, so 3N more skills add only their per-section
+    and per-skill-document arrays (was ~1.2 KB per skill: the key tuples of both writers and the whole
+    sources list at the end)."""
+    n = 10_000
+    small = _peak_rss_mb(n, "stream", "skill-per-section")
+    large = _peak_rss_mb(4 * n, "stream", "skill-per-section")
+    assert large - small <= MEMORY_GROWTH_BOUND_MB, f"streaming peak RSS {small} MB -> {large} MB"
+
+
+def test_sources_recurring_apart_and_non_ascii_keep_their_numbers_and_bytes(tmp_path: Path) -> None:
+    """The writer's sources live in SQLite: a source seen again after others (a skill's sections apart, a
+    reference file between them) keeps its first number, and sources.json has json.dumps's exact bytes."""
+    sections = synthetic(300, seed=3)
+    for i, section in enumerate(sections):
+        k = [0, 1, 0, 2, 1, 3][i % 6] + 4 * (i // 60)
+        section.skill_id, section.skill_name, section.repo = f"k{k}", f"skíll {k} “ü”", f"ówner/r{k % 3}"
+        section.path = "SKILL.md" if i % 4 else f"refs/ref {k}.md"
+    built = SectionIndex.build(sections)
+    streamed = build_streaming(sections, tmp_path / "idx")
+    assert_same_index(built, streamed)
+    source = np.asarray(built.doc_source)
+    runs = source[np.r_[True, source[1:] != source[:-1]]]
+    assert len(runs) > len(set(runs.tolist()))  # some source does come back after another one
+    on_disk = (tmp_path / "idx" / "sources.json").read_text(encoding="utf-8")
+    assert on_disk == json.dumps(built.sources, ensure_ascii=False)
+    sharded = load_index(write_index(sections, tmp_path / "sharded", shards=3))
+    assert isinstance(sharded, ShardedIndex)
+    for shard in sharded.shards:
+        seen = [shard.sources[i] for i in np.unique(np.asarray(shard.doc_source))]
+        assert seen == shard.sources and all(s in built.sources for s in seen)

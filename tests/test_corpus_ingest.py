@@ -200,3 +200,34 @@ def test_shared_corpus_loads_every_skill(shared_corpus: Path) -> None:
     assert len(report.skipped) == len(orphans)
     assert report.references_loaded == sum(1 for row in manifest if row["kind"] == "reference") - len(orphans)
     assert all(r.repo and r.commit and r.license and r.path.endswith("SKILL.md") for r in records)
+
+
+def test_dedupe_keys_are_compact_and_exact_across_merges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dedupe keys live in a sorted array of 16-byte values once a batch fills: a duplicate of a skill whose
+    key was merged long ago is still dropped, distinct keys that differ only in trailing zero bytes stay
+    distinct, and a key costs ~16 bytes instead of a Python bytes object in a set (~90)."""
+    import sys
+
+    from corpus_tools import ingest
+
+    keys = [bytes([i % 256, i // 256]) + b"\x00" * 14 for i in range(1, 2000)] + [b"\x00" * 16, b"a" * 15 + b"\x00"]
+    seen = ingest.SeenKeys(batch=7)
+    for key in keys:
+        assert key not in seen
+        seen.add(key)
+    assert all(key in seen for key in keys) and len(seen) == len(keys)
+    assert b"a" * 15 not in seen and b"a" * 15 + b"\x01" not in seen and b"\x00" * 15 + b"\x01" not in seen
+    many = ingest.SeenKeys()
+    for i in range(200_000):
+        many.add(i.to_bytes(16, "little"))
+    held = many.older.nbytes + sys.getsizeof(many.recent) + sum(map(sys.getsizeof, many.recent))
+    assert held / len(many) < 40, held / len(many)
+    # through the loader: duplicates of the first skills, read after many merges, are still dropped
+    monkeypatch.setattr(ingest, "DEDUPE_BATCH", 3)
+    texts = [GOOD_SKILL.format(name=f"s{i}", desc=f"skill {i}", title=f"S{i}") for i in range(20)]
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("\n".join(json.dumps({"id": f"x/{i}", "text": t}) for i, t in enumerate(texts + texts[:5]))
+                    + "\n", encoding="utf-8")
+    records, report = load_corpus([dump])
+    assert [r.id for r in records] == [f"x/{i}" for i in range(20)]
+    assert report.skip_counts() == {"duplicate": 5}

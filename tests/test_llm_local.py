@@ -143,3 +143,56 @@ def test_the_state_cache_counts_every_byte_it_holds_and_stays_under_its_capacity
         assert all(s.scores.shape[0] == 1 for s in cache.cache_state.values())  # not the 311 MB logits buffer
     finally:
         llm.set_cache(previous)
+
+
+@pytest.mark.embedded
+def test_a_reply_grammar_holds_while_the_vocabulary_is_masked_only_for_rejected_tokens():
+    """Under a grammar each token is sampled without it and checked alone; the whole vocabulary (152k entries) is
+    masked only when the grammar rejects the sampled token. Replies must still follow the grammar exactly."""
+    llm = local.get_llama(DEFAULT_LOCAL_MODEL)
+    grammar = local._compiled_grammar('root ::= "Colour: " ("teal" | "crimson") "."')
+
+    def replies(question: str) -> tuple[set[str], int, int]:
+        texts, checked, resampled = set(), 0, 0
+        for seed in range(3):
+            out = llm.create_chat_completion(messages=[{"role": "user", "content": question}], grammar=grammar,
+                                             max_tokens=16, temperature=0.8, seed=seed)
+            texts.add(out["choices"][0]["message"]["content"])
+            sampler = llm._sampler
+            assert isinstance(sampler, local.GrammarLastSampler)
+            checked, resampled = checked + sampler.checked, resampled + sampler.resampled
+        return texts, checked, resampled
+
+    # a reply the model would write anyway: its tokens pass the check, the vocabulary is (almost) never masked
+    asked, checked, resampled = replies("Reply with exactly 'Colour: teal.' or exactly 'Colour: crimson.', nothing else.")
+    assert asked <= {"Colour: teal.", "Colour: crimson."}, asked
+    assert checked >= 9 and resampled <= checked // 4, (resampled, checked)
+    # a question it would answer otherwise: the mask steps in, and the reply still follows the grammar
+    other, checked, resampled = replies("What is 2 + 2?")
+    assert other <= {"Colour: teal.", "Colour: crimson."}, other
+    assert resampled > 0
+
+
+@pytest.mark.embedded
+def test_a_saved_kv_state_does_not_copy_the_logits_buffer():
+    """llama-cpp-python copied its n_batch x vocab logits buffer (311 MB for Qwen) into every saved state and wrote
+    it back, with a scan, on every restore: the state cache does both around every call."""
+    import tracemalloc
+
+    llm = local.get_llama(DEFAULT_LOCAL_MODEL)
+    llm.create_chat_completion(messages=[{"role": "user", "content": "Count the sheep. " * 200}], max_tokens=2,
+                               temperature=0.0)
+    assert llm.n_tokens > llm.n_batch  # the buffer's every row is in use
+    tracemalloc.start()
+    try:
+        state = llm.save_state()
+        _, save_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        llm.load_state(state)
+        _, load_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    logits_buffer = llm.scores.nbytes  # 311 MB; the KV state itself is about 10 MB here (saved as three copies)
+    assert save_peak < logits_buffer / 4, f"saving took {save_peak >> 20} MB"
+    assert load_peak < logits_buffer / 4, f"loading took {load_peak >> 20} MB"
+    assert llm.scores.shape[0] == llm.n_batch and state.scores.shape[0] == 1  # the live buffer stays whole

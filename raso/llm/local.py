@@ -10,12 +10,14 @@ A `grammar` parameter (GBNF text) constrains the reply (see raso.harness.action_
 from __future__ import annotations
 
 import atexit
+import ctypes
 import fcntl
 import functools
 import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import tempfile
@@ -224,6 +226,136 @@ def make_state_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     return KVStateCache(capacity_bytes=capacity_bytes)
 
 
+def grammar_first() -> bool:
+    """Whether a reply grammar masks the whole vocabulary before every token is sampled (llama-cpp-python's way,
+    RASO_LOCAL_GRAMMAR_FIRST=1) rather than checking the sampled token and masking only when it breaks the grammar
+    (the default, see GrammarLastSampler)."""
+    return os.environ.get("RASO_LOCAL_GRAMMAR_FIRST", "0") == "1"
+
+
+class GrammarLastSampler:
+    """Token sampling under a GBNF grammar that masks the vocabulary only when it has to: the token is sampled
+    without the grammar, then checked against it alone; only a token the grammar rejects makes it mask every
+    candidate and sample again (llama.cpp's own common sampler does the same). Every token is still one the grammar
+    accepts, so every reply still parses. llama-cpp-python instead runs the grammar over all 151,936 candidates of
+    Qwen's vocabulary for every token, which doubled the CPU time per generated token of the agent's replies
+    (benchmarks/bench_main_job.py).
+
+    The sampler chain (penalties, top-k, top-p, min-p, temperature, the seeded draw) is llama-cpp-python's own,
+    built without the grammar; on a rejected token the grammar masks first and the chain runs again, as before.
+    """
+
+    def __init__(self, llama_cpp: Any, chain: Any, grammar_sampler: Any, n_vocab: int) -> None:
+        import numpy as np
+
+        self._lib = llama_cpp.llama_cpp
+        self._chain = chain  # llama-cpp-python's LlamaSampler (frees its own samplers)
+        self._grammar = grammar_sampler  # a raw llama_sampler pointer, freed by close()
+        self._n_vocab = n_vocab
+        self._data = (self._lib.llama_token_data * n_vocab)()
+        self._view = np.ctypeslib.as_array(self._data)  # fields id, logit, p over the same memory
+        self._ids = np.arange(n_vocab, dtype=self._view.dtype["id"])
+        self._candidates = self._lib.llama_token_data_array(data=self._data, size=n_vocab, selected=-1, sorted=False)
+        self._one = (self._lib.llama_token_data * 1)()
+        self._single = self._lib.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
+        self.checked = self.resampled = 0  # tokens checked against the grammar, and those it rejected
+
+    def _fill(self, ctx: Any, idx: int) -> Any:
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        self._view["id"] = self._ids  # the samplers sort and truncate the array in place
+        self._view["logit"] = logits
+        self._view["p"] = 0.0
+        self._candidates.data = self._data
+        self._candidates.size = self._n_vocab
+        self._candidates.selected = -1
+        self._candidates.sorted = False
+        return ctypes.byref(self._candidates)
+
+    def _selected(self) -> int:
+        return int(self._candidates.data[self._candidates.selected].id)
+
+    def _grammar_accepts(self, token: int) -> bool:
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
+        self._single.data, self._single.size, self._single.selected, self._single.sorted = self._one, 1, -1, False
+        self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._single))
+        return math.isfinite(self._single.data[0].logit)
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        self._lib.llama_sampler_apply(self._chain.sampler, self._fill(ctx, idx))
+        token = self._selected()
+        if self._grammar is not None:
+            self.checked += 1
+            if not self._grammar_accepts(token):
+                self.resampled += 1
+                candidates = self._fill(ctx, idx)
+                self._lib.llama_sampler_apply(self._grammar, candidates)
+                self._lib.llama_sampler_apply(self._chain.sampler, candidates)
+                token = self._selected()
+            self._lib.llama_sampler_accept(self._grammar, token)
+        self._lib.llama_sampler_accept(self._chain.sampler, token)
+        return token
+
+    def accept(self, token: int) -> None:
+        if self._grammar is not None:
+            self._lib.llama_sampler_accept(self._grammar, token)
+        self._chain.accept(token)
+
+    def reset(self) -> None:
+        if self._grammar is not None:
+            self._lib.llama_sampler_reset(self._grammar)
+        self._chain.reset()
+
+    def close(self) -> None:
+        if self._grammar is not None:
+            self._lib.llama_sampler_free(self._grammar)
+            self._grammar = None
+        self._chain.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def use_grammar_last_sampling(llm: Any, llama_cpp: Any) -> None:
+    """Make `llm` sample under a grammar with GrammarLastSampler (llama-cpp-python builds its sampler for every
+    completion in `Llama._init_sampler`, with the grammar as one link of the chain)."""
+    build_chain = llm._init_sampler  # the bound method of the class
+
+    def init_sampler(*args: Any, grammar: Any = None, **kwargs: Any) -> Any:
+        if grammar is None:
+            return build_chain(*args, **kwargs)
+        grammar_sampler = llama_cpp.llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        if not grammar_sampler:
+            raise ValueError("llama.cpp cannot parse the reply grammar (GBNF)")
+        return GrammarLastSampler(llama_cpp, build_chain(*args, **kwargs), grammar_sampler, llm.n_vocab())
+
+    llm._init_sampler = init_sampler
+
+
+def save_states_without_logits(llm: Any) -> None:
+    """Make `llm`'s save_state / load_state skip its logits buffer (n_batch x vocab floats: 311 MB for Qwen),
+    which sampling does not read when logits_all is off (it samples from the context's own logits): llama-cpp-python
+    copies the whole buffer into every saved state and writes it back, with a scan of it, on every restore. The
+    RAM state cache saves after every call and restores before most, so each call allocated, copied and scanned
+    about 1 GB, most of the main job's system CPU time. A state now carries one row of it (as KVStateCache kept)."""
+    if llm._logits_all:
+        return
+    save, load = llm.save_state, llm.load_state  # bound methods of the class
+
+    def one_row(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            full, llm.scores = llm.scores, llm.scores[:1]
+            try:
+                return method(*args, **kwargs)
+            finally:
+                llm.scores = full
+        return call
+
+    llm.save_state, llm.load_state = one_row(save), one_row(load)
+
+
 _load_lock = threading.Lock()
 _loaded: dict[str, Any] = {}
 _infer_locks: dict[str, threading.Lock] = {}  # one per model: each llama.cpp context serves one call at a time
@@ -267,6 +399,9 @@ def get_llama(model: str) -> Any:
                 # agent conversation then evaluates only its new tokens, and calls that share a system
                 # prompt + task/harness description reuse that prefix.
                 llm.set_cache(make_state_cache(llama_cpp, state_cache_bytes()))
+            if not grammar_first():
+                use_grammar_last_sampling(llm, llama_cpp)
+            save_states_without_logits(llm)
             _loaded[spec.name] = llm
         return llm
 

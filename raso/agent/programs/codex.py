@@ -15,6 +15,11 @@ from .npm import NODE_ENV, NpmAgentProgram, finished_transcript, json_lines, map
 
 #: the environment variable Codex reads the endpoint's key from (named in config.toml's provider)
 KEY_VARIABLE = "RASO_ENDPOINT_API_KEY"
+#: Codex's permission profile for a run in raso's OS sandbox: no filesystem sandbox of its own (the box is the
+#: boundary; Codex's nested bubblewrap cannot start inside it) and network off, so that the permissions text Codex
+#: writes into its prompt says "Network access is restricted". `--dangerously-bypass-approvals-and-sandbox` (and
+#: the built-in :danger-full-access profile, which a profile cannot extend) told it "Network access is enabled".
+PERMISSION_PROFILE = "raso-box"
 
 
 def _toml(value: str) -> str:
@@ -99,6 +104,8 @@ class CodexProgram(NpmAgentProgram):
             f"model = {_toml(run.model_name)}",
             'model_provider = "raso"',
             "check_for_update_on_startup = false",
+            'approval_policy = "never"',  # headless: nothing would answer an approval request
+            f"default_permissions = {_toml(PERMISSION_PROFILE)}",
             "[analytics]",
             "enabled = false",
             "[history]",
@@ -108,15 +115,19 @@ class CodexProgram(NpmAgentProgram):
             f"base_url = {_toml(run.endpoint_url)}",
             f"env_key = {_toml(KEY_VARIABLE)}",
             'wire_api = "responses"',
+            f"[permissions.{PERMISSION_PROFILE}.filesystem]",
+            '":root" = "write"',
+            f"[permissions.{PERMISSION_PROFILE}.network]",
+            "enabled = false",
             "",
         ])
         (folder / "config.toml").write_text(config, encoding="utf-8")
 
     def command(self, run: AgentRun) -> list[str]:
-        # no approvals and no Codex sandbox of its own: the OS sandbox around it is the boundary. `codex exec` has
-        # no turn limit; the rollout's wall clock bounds it.
+        # approvals and permissions come from config.toml (see PERMISSION_PROFILE); a --sandbox or sandbox_mode here
+        # would override the profile. `codex exec` has no turn limit; the rollout's wall clock bounds it.
         return [str(self.program()), "exec", "--json", "--color", "never", "--skip-git-repo-check", "--ephemeral",
-                "--dangerously-bypass-approvals-and-sandbox", "--cd", str(run.workspace), "--", run.instruction]
+                "--cd", str(run.workspace), "--", run.instruction]
 
     def environment(self, run: AgentRun) -> dict[str, str]:
         return {"CODEX_HOME": str(self.codex_home(run)), KEY_VARIABLE: run.api_key, **NODE_ENV}
