@@ -174,14 +174,14 @@ def test_codex_is_told_the_truth_about_its_network(run):
     """Codex writes its permissions into its prompt: with --dangerously-bypass-approvals-and-sandbox it said "Network
     access is enabled" inside a box without network (issue 37). Its permission profile now has network off and no
     filesystem sandbox of its own (the OS box is the boundary), and nothing on the command line overrides it."""
-    backend = CodexBackend()
-    backend.prepare_home(run)
+    program = CodexProgram()
+    program.prepare_home(run)
     config = tomllib.loads((run.home / ".codex" / "config.toml").read_text())
     profile = config["permissions"][config["default_permissions"]]
     assert profile["network"]["enabled"] is False
     assert profile["filesystem"] == {":root": "write"}
     assert config["approval_policy"] == "never" and "sandbox_mode" not in config
-    argv = backend.command(run)
+    argv = program.command(run)
     # either would replace the profile: the bypass flag with danger-full-access (network enabled), --sandbox with
     # Codex's own bubblewrap, which cannot start inside the OS box
     assert not [arg for arg in argv if arg.startswith(("--dangerously", "--sandbox", "--full-auto", "--yolo"))]
