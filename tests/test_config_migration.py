@@ -18,7 +18,8 @@ from test_engine_support import main
 
 from raso.cli.main import main as raso_main
 from raso.cli.migrate import FORMAT1_KEYS, migrate
-from raso.engine.config import ConfigError, OptimizeConfig, build_config, check_key, load_resolved, read_config_file
+from raso.engine.config import OptimizeConfig, build_config, check_key, load_resolved, read_config_file
+from raso.errors import ConfigError
 from raso.engine.run_dir import read_jsonl
 from raso.harness import Rollout
 
@@ -128,6 +129,30 @@ def test_a_flat_config_file_is_refused_then_migrated_keeping_the_original(suffix
             config.update.method, config.update.chunk_size, config.init.adapt, config.update.adapt) == (
                 2, "hybrid", 4, "rfsi", "rfsu", 3, False, False)
     assert read_config_file(path)["format_version"] == 2
+
+
+def test_options_that_left_the_agent_section_are_moved_to_the_program_and_the_executor(tmp_path: Path) -> None:
+    """Format-2 files written before "backend" stopped naming three things (issue 38): the external program and its
+    sandbox limits were `agent.*`, the executor `execution.backend`. Refused as they are, read after migrating."""
+    path = tmp_path / "old.toml"
+    text = ('format_version = 2\nharness = "toy"\n[agent]\nbackend = "command"\ncommand = "prog {workspace}"\n'
+            'max_steps = 5\nmemory_mb = 900\nexternal_wall_s = 120\n[execution]\nbackend = "threads"\n')
+    path.write_text(text)
+    with pytest.raises(ConfigError):
+        build_config(path)
+    assert raso_main(["migrate", str(path)]) == 0
+    assert (tmp_path / "old.toml.bak").read_text() == text
+    config = build_config(path)
+    assert (config.program.name, config.program.command.template, config.program.memory_mb, config.program.wall_s,
+            config.agent.max_steps, config.execution.executor) == ("command", "prog {workspace}", 900, 120, 5, "threads")
+    assert raso_main(["migrate", str(path)]) == 0 and build_config(path).program.name == "command"  # twice: no change
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text("name: e\ntable: main\nmodel: scripted/x\nmethods: [rasi]\nharnesses: [toy]\n"
+                          "settings: [{agent.backend: command}]\noptimize: {agent: {backend: command, max_steps: 4}}\n")
+    assert raso_main(["migrate", str(experiment)]) == 0
+    data = yaml.safe_load(experiment.read_text())
+    assert data["settings"] == [{"program.name": "command"}]
+    assert data["optimize"] == {"agent": {"max_steps": 4}, "program": {"name": "command"}}
 
 
 def test_an_experiment_config_gets_nested_options_dotted_settings_and_raso_method_names(tmp_path: Path) -> None:

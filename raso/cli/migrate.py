@@ -7,6 +7,9 @@ What it converts:
   (nested sections: `schedule.epochs`, `agent.max_steps`, `retrieval.k`, `init.method`), in a config file (.toml,
   .yaml/.yml, .json; an experiment config's `optimize` table, `settings` and `methods` too) and in every
   `config.resolved.json` / `config.resolved.yaml` below a directory;
+- options that moved between sections when "backend" stopped naming three things (`agent.backend` ->
+  `program.name`, `agent.command` -> `program.command.template`, the external sandbox limits -> `program.*`,
+  `execution.backend` -> `execution.executor`; `MOVED_OPTIONS`), in the same files;
 - rollouts saved before `outcome` existed (`failure_kind` and `model_unusable`) to their `outcome`, in every
   `trajectories/` folder below a directory (a run directory, an evaluation's output, an experiment's results).
 
@@ -59,6 +62,14 @@ FORMAT1_KEYS: dict[str, tuple[str, ...]] = {
     **{name: (f"budget.{name}",) for name in ("infra_retries", "infra_retry_wait_s", "call_attempts",
                                               "call_retry_max_wait_s")},
 }
+#: Options that moved between sections within format 2 when "backend" stopped naming three things (issue 38): the
+#: external agent program and its sandbox limits left `agent` for `program`, the executor got its own name.
+MOVED_OPTIONS: dict[str, str] = {
+    "agent.backend": "program.name", "agent.command": "program.command.template",
+    "agent.skills_dir": "program.command.skills_dir", "agent.cpu_seconds": "program.cpu_seconds",
+    "agent.memory_mb": "program.memory_mb", "agent.disk_mb": "program.disk_mb",
+    "agent.external_wall_s": "program.wall_s", "execution.backend": "execution.executor",
+}
 #: Experiment method names of the underscore spelling, now raso's mode names (raso.choices.InitMode/UpdateMode).
 RENAMED_METHODS = {"rasi_raw": "rasi-raw", "rasu_raw": "rasu-raw"}
 #: The rollout fields `outcome` replaced.
@@ -84,6 +95,42 @@ def _dotted(name: str) -> tuple[str, ...]:
     return FORMAT1_KEYS.get(name, (name,))
 
 
+def _pop_path(tree: dict[str, Any], path: list[str]) -> tuple[bool, Any]:
+    node: Any = tree
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and path[-1] in node:
+        return True, node.pop(path[-1])
+    return False, None
+
+
+def moved_to_current(options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`options` (nested sections) with the options of `MOVED_OPTIONS` under their new keys, or None when none is
+    there. A section left empty by the move is dropped; a new key that is already set is kept (the old one dropped)."""
+    out = copy.deepcopy(dict(options))
+    moved = False
+    for old, new in MOVED_OPTIONS.items():
+        found, value = _pop_path(out, old.split("."))
+        if not found:
+            continue
+        moved = True
+        node = out
+        *parents, leaf = new.split(".")
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node.setdefault(leaf, value)
+    applied = out.get("quick_defaults_applied")
+    if isinstance(applied, list) and any(str(name) in MOVED_OPTIONS for name in applied):
+        out["quick_defaults_applied"] = [MOVED_OPTIONS.get(str(name), name) for name in applied]
+        moved = True
+    if not moved:
+        return None
+    for section in ("agent", "execution"):
+        if out.get(section) == {}:
+            del out[section]
+    return out
+
+
 def options_to_format2(options: Mapping[str, Any]) -> dict[str, Any]:
     """`options` (format 1, flat) as format 2: nested sections, `format_version` 2. Keys of both formats (the
     harness, the run directory, a section given as a table) are kept; word sections (`init = "rfsi"`) become
@@ -98,12 +145,12 @@ def options_to_format2(options: Mapping[str, Any]) -> dict[str, Any]:
         for target in _dotted(key):
             flat[target] = copy.deepcopy(value)
     out = nested(flat)
-    return {"format_version": FORMAT_VERSION, **out}
+    return {"format_version": FORMAT_VERSION, **(moved_to_current(out) or out)}
 
 
 def setting_to_format2(setting: Mapping[str, Any]) -> dict[str, Any]:
     """An experiment setting (one sweep point's overrides, flat keys) with its format-1 names dotted."""
-    return {target: value for key, value in setting.items() for target in _dotted(key)}
+    return {MOVED_OPTIONS.get(target, target): value for key, value in setting.items() for target in _dotted(key)}
 
 
 def _checked_options(options: dict[str, Any], where: str) -> dict[str, Any]:
@@ -124,6 +171,8 @@ def config_to_format2(data: Mapping[str, Any], where: str) -> dict[str, Any] | N
         optimize = data["optimize"]
         if is_format1(optimize):
             out["optimize"] = options_to_format2(optimize)
+        elif (moved := moved_to_current(optimize)) is not None:
+            out["optimize"] = moved
         settings = data.get("settings")
         if isinstance(settings, list):
             out["settings"] = [setting_to_format2(s) if isinstance(s, Mapping) else s for s in settings]
@@ -132,7 +181,8 @@ def config_to_format2(data: Mapping[str, Any], where: str) -> dict[str, Any] | N
             out["methods"] = [_renamed_method(m) if isinstance(m, str) else m for m in methods]
         return out if out != data else None
     if not is_format1(data):
-        return None
+        moved = moved_to_current(data)
+        return None if moved is None else _checked_options(moved, where)
     return _checked_options(options_to_format2(data), where)
 
 
@@ -290,10 +340,16 @@ def _convert_resolved_config(path: Path, where: str) -> str | None:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise MigrateError(f"{where} cannot be read: {exc}") from None
-    if not isinstance(data, dict) or not is_format1(data):
+    if not isinstance(data, dict):
         return None
     record = {CORPUS_KEY: data[CORPUS_KEY]} if CORPUS_KEY in data else {}
-    options = _checked_options(options_to_format2({k: v for k, v in data.items() if k != CORPUS_KEY}), where)
+    plain = {k: v for k, v in data.items() if k != CORPUS_KEY}
+    if is_format1(data):
+        options = _checked_options(options_to_format2(plain), where)
+    elif (moved := moved_to_current(plain)) is not None:
+        options = _checked_options(moved, where)
+    else:
+        return None
     converted = {**options, **record}
     if path.suffix == ".json":
         return json.dumps(converted, indent=1, ensure_ascii=False, default=str)
@@ -368,5 +424,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FORMAT1_KEYS", "MigrateError", "Report", "config_to_format2", "is_format1", "migrate",
+__all__ = ["FORMAT1_KEYS", "MOVED_OPTIONS", "MigrateError", "Report", "config_to_format2", "is_format1", "migrate", "moved_to_current",
            "options_to_format2", "rollout_to_current"]
