@@ -19,8 +19,8 @@ from test_engine_support import main
 from raso.cli.main import main as raso_main
 from raso.cli.migrate import FORMAT1_KEYS, migrate
 from raso.engine.config import OptimizeConfig, build_config, check_key, load_resolved, read_config_file
-from raso.errors import ConfigError
 from raso.engine.run_dir import read_jsonl
+from raso.errors import ConfigError
 from raso.harness import Rollout
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
