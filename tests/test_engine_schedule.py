@@ -69,8 +69,9 @@ class ReportingProposer:
 
 
 def test_the_plans_optimizer_calls_are_what_the_strategies_report(tmp_path: Path) -> None:
-    config = OptimizeConfig(harness="toy", model="scripted/x", init="rasi", update="rasu", epochs=1, minibatch=2,
-                            test=False, run_dir=tmp_path / "r", **{"init.num_requirements": 3})
+    config = OptimizeConfig(**{"harness": "toy", "models.target": "scripted/x", "init.method": "rasi",
+                               "update.method": "rasu", "schedule.epochs": 1, "schedule.minibatch": 2,
+                               "schedule.test": False, "run_dir": tmp_path / "r", "init.num_requirements": 3})
     default = plan_run(config, ToyHarness())
     # RASI: query-init, 3 adaptations, skill-init; RASU per minibatch of 2: one gradient chunk, merge, update and
     # an adapted lesson per expected failure mode (as many as requirements); 3 iterations

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from agent_backend_support import AnswerFileTestHarness
+from agent_program_support import AnswerFileTestHarness
 
 from raso.agent.agent import AgentConfig, ExecutionAgent
 from raso.agent.programs.runner import AgentSetupError, check_workspace_harness

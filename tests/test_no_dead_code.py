@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ("corpus_tools/index.py", "raso/engine/context.py")
+CHECKED = ("corpus_tools/index.py", "raso/optimizer/context.py")
 SOURCES = ("raso", "corpus_tools", "harnesses", "experiments", "benchmarks", "tests")
 
 

@@ -15,8 +15,8 @@ from .base import ChatReply, ChatRequest, ToolCall, WireFormat
 
 FORMATS: dict[str, type[WireFormat]] = {}
 
-#: the format modules of this package, in the order they register
-_MODULES = ("openai_chat", "anthropic", "responses")
+#: the format modules of this package, in the order they register (module names, not wire format names)
+_MODULES = [f"{__name__}.{module}" for module in ("openai_chat", "anthropic", "responses")]
 
 
 def register(cls: type[WireFormat]) -> type[WireFormat]:
@@ -27,9 +27,9 @@ def register(cls: type[WireFormat]) -> type[WireFormat]:
 
 for _module in _MODULES:
     try:
-        importlib.import_module(f"{__name__}.{_module}")
+        importlib.import_module(_module)
     except ModuleNotFoundError as exc:  # a format not written (yet); any other import error is a bug and raises
-        if exc.name != f"{__name__}.{_module}":
+        if exc.name != _module:
             raise
 
 __all__ = ["FORMATS", "ChatReply", "ChatRequest", "ToolCall", "WireFormat", "register"]
