@@ -1,7 +1,7 @@
 """Which corpus an index holds: the name every run, result and table carries.
 
 An index built by `raso corpus build` carries a corpus card (`corpus_card.json`: its sources, counts and
-build parameters, with a stable digest). `corpus_identity` reads the part a result needs to name its corpus:
+build parameters, with a stable digest). `index_identity` reads the part a result needs to name its corpus:
 a name, the number of skills, the digest, and whether it is the packaged starter corpus (a demo, never the
 paper's corpus). An index without a card (built before cards existed) is named by its folder, with a digest
 of its meta.json.
@@ -86,11 +86,9 @@ def read_card(index_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(card_file.read_text(encoding="utf-8"))
 
 
-def corpus_identity(index_dir: str | Path | None) -> CorpusIdentity:
-    """The identity of the corpus in `index_dir`; None means the packaged starter corpus."""
-    if index_dir is None:
-        from corpus_tools.starter import starter_identity
-        return starter_identity()
+def index_identity(index_dir: str | Path) -> CorpusIdentity:
+    """The identity of the corpus in the index folder `index_dir` (`corpus_tools.identity.corpus_identity` also
+    names the packaged starter corpus)."""
     directory = Path(index_dir)
     card = read_card(directory)
     if card is not None:
@@ -101,15 +99,6 @@ def corpus_identity(index_dir: str | Path | None) -> CorpusIdentity:
     digest = hashlib.sha256((directory / "meta.json").read_bytes()).hexdigest()
     return CorpusIdentity(name=directory.name, skills=_skill_count(directory), digest=digest,
                           path=str(directory.resolve()))
-
-
-def corpus_record(index_dir: str | Path | None) -> dict[str, Any]:
-    """`corpus_identity(index_dir).to_dict()` for a run or result to record; an index that cannot be read is
-    recorded by its path with the reason (recording never stops a run: loading the index does, where it is used)."""
-    try:
-        return corpus_identity(index_dir).to_dict()
-    except (OSError, ValueError, KeyError) as exc:
-        return {"name": str(index_dir), "error": f"{type(exc).__name__}: {exc}", "path": str(index_dir)}
 
 
 def record_label(record: dict[str, Any] | None) -> str:

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from corpus_tools.card import CARD_FILE, STARTER_NAME, corpus_identity, corpus_record
+from corpus_tools.card import CARD_FILE, STARTER_NAME
+from corpus_tools.identity import corpus_identity, corpus_record
 from raso.engine.config import OptimizeConfig
 from raso.engine.replay import PersistentLedger
 from raso.engine.run_dir import atomic_write_json

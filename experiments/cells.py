@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_tools.card import corpus_record
+from corpus_tools.identity import corpus_record
 from raso.api import load_harness
 from raso.engine.config import OptimizeConfig, merge, nested, validate
 from raso.engine.run_dir import atomic_write_json

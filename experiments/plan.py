@@ -83,7 +83,8 @@ class _Planner:
 
     def corpus(self, index: Any, fraction: float | None) -> str:
         """The label of the corpus a cell would retrieve from (read once per index)."""
-        from corpus_tools.card import corpus_record, record_label
+        from corpus_tools.card import record_label
+        from corpus_tools.identity import corpus_record
 
         key = str(index) if index is not None else None
         if key not in self.corpora:

@@ -137,7 +137,7 @@ class CellResult(Record):
     data: str = DATA_NOT_RECORDED
     demo_data: bool = False
     corpus: dict[str, Any] = Field(default_factory=dict, description="the corpus of the cell's index "
-                                   "(corpus_tools.card.corpus_record: name, skills, digest, demo); empty in results "
+                                   "(corpus_tools.identity.corpus_record: name, skills, digest, demo); empty in results "
                                    "made before cells named their corpus")
     seed: int
     setting: dict[str, Any] = Field(default_factory=dict)

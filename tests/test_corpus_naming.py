@@ -12,7 +12,7 @@ import pytest
 from report_html_support import make_run
 from test_experiments_support import overrides, scripted_models
 
-from corpus_tools.card import corpus_identity
+from corpus_tools.identity import corpus_identity
 from experiments.config import load_experiment
 from experiments.results import read_results
 from experiments.runner import preflight, run_experiment

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from corpus_tools.build import build_corpus_index
-from corpus_tools.card import CARD_FILE, card_digest, corpus_identity
+from corpus_tools.card import CARD_FILE, card_digest
+from corpus_tools.identity import corpus_identity
 from corpus_tools.index import SectionIndex
 from corpus_tools.ingest import load_corpus
 from corpus_tools.sources import SourceError, SourceOptions

@@ -36,15 +36,11 @@ RASO_LAYERS: tuple[tuple[str, ...], ...] = (
     ("raso",),  # the front door (raso/__init__.py)
 )
 
-#: Upward imports that another part of issue 38 removes (the unit-tagged gateway view moves below the agent layer
-#: with the execution package). Each entry must still be found: remove it once its import is gone.
+#: Upward imports allowed for now (none left). An entry must still be found: remove it once its import is gone.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
-#: Import cycles left to other parts of issue 38 and to corpus_tools (the backend registry and AgentConfig, the
-#: executors and the engine's config). Each must still be found: remove it once it is gone.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset({
-    frozenset({"corpus_tools.card", "corpus_tools.starter"}),
-})
+#: Import cycles allowed for now (none left). An entry must still be found: remove it once it is gone.
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 
 
 def module_files() -> dict[str, tuple[Path, bool]]:

@@ -771,7 +771,7 @@ def _write_plan(config: OptimizeConfig, run_dir: RunDir, components: RunComponen
 def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents) -> OptimizeResult:
     """Start a new run in `run_dir` (created here; the caller checked it holds no run) and run it to the end."""
     run_dir.create()
-    from corpus_tools.card import corpus_record
+    from corpus_tools.identity import corpus_record
 
     run_dir.write_config(config.to_json_dict(), corpus=corpus_record(config.retrieval.index))
     state = RunState(started_at=_now())

@@ -165,7 +165,7 @@ class RunDir:
         return self.checkpoint.exists()
 
     def write_config(self, config_dict: dict[str, Any], *, corpus: dict[str, Any] | None = None) -> None:
-        """config.resolved.json / .yaml; `corpus` (corpus_tools.card.corpus_record of the configured index) is
+        """config.resolved.json / .yaml; `corpus` (corpus_tools.identity.corpus_record of the configured index) is
         recorded beside the options under the key `corpus`, which reading the config back drops (a record, not an
         option)."""
         record = {**config_dict, CORPUS_KEY: corpus} if corpus is not None else config_dict
