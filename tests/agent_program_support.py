@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raso.harness.base import Harness, Task, WorkspaceScore, WorkspaceTasks
+from raso.harness.base import Harness, Score, Task, WorkspaceTasks
 from raso.skill import Skill
 
 SKILL = Skill(name="Answer Files", description="How to answer in a file",
@@ -30,16 +30,16 @@ class AnswerFileTestHarness(WorkspaceTasks, Harness):
         (workspace / "input.txt").write_text(task.metadata["word"] + "\n", encoding="utf-8")
         return "Read the word in input.txt and write it, alone, into answer.txt."
 
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
         answer = workspace / "answer.txt"
         if not answer.is_file():
-            return WorkspaceScore(reward=0.0, info={"reason": "no answer.txt"})
+            return Score(reward=0.0, info={"reason": "no answer.txt"})
         got = answer.read_text(encoding="utf-8").strip()
         info = {"answer": got}
         probe = workspace / "probe.txt"  # what an isolation probe left in the workspace, for the test to read
         if probe.is_file():
             info["probe"] = probe.read_text(encoding="utf-8", errors="replace")
-        return WorkspaceScore(reward=float(got == task.metadata["word"]), info=info)
+        return Score(reward=float(got == task.metadata["word"]), info=info)
 
     @property
     def workspace_description(self) -> str:

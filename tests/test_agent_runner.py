@@ -15,6 +15,7 @@ from raso.agent.agent import AgentConfig
 from raso.agent.programs.base import ProgramOptions
 from raso.agent.programs.command import CommandOptions, CommandProgram
 from raso.agent.programs.runner import ExternalAgentRunner
+from raso.harness import Evidence, Score, Task, WorkspaceEnd
 from raso.llm.config import GatewayConfig, ModelPrice, RoleConfig
 from raso.llm.gateway import LLMGateway
 from raso.llm.scripted import ScriptedModel
@@ -103,6 +104,33 @@ def test_command_agent_solves_a_task_through_the_endpoint(agent_root, program):
     assert rollout.trajectory[0].reply == "blue" and rollout.trajectory[-1].kind == "score"
     assert rollout.skill_names == ["Answer Files"] and rollout.metadata["program"] == "command"
     assert list(agent_root.iterdir()) == []  # nothing left behind
+
+
+class JudgingAnswerFileHarness(AnswerFileTestHarness):
+    """The answer-file harness with its own scorer (`Harness.score`): it records the evidence and gives the opposite
+    of the workspace form's verdict, so a reward that bypassed the core scorer shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evidence: list[WorkspaceEnd] = []
+
+    def score(self, task: Task, evidence: Evidence) -> Score:
+        assert isinstance(evidence, WorkspaceEnd)
+        self.evidence.append(evidence)
+        verdict = self.score_workspace(task, evidence.workspace)  # read while the rollout's folder still exists
+        return Score(reward=1.0 - verdict.reward, soft_score=0.75, info={"judged": verdict.info})
+
+
+def test_the_external_runner_takes_the_reward_from_the_harness_scorer(agent_root, program):
+    script, _ = program
+    runner, _ = _runner(ScriptedModel(["blue"]), f"{sys.executable} {script} {{instruction_file}}")
+    harness = JudgingAnswerFileHarness()
+    rollout = harness.rollout(harness.tasks("train")[0], [SKILL], runner)
+    assert rollout.outcome == "ok", rollout.error
+    [evidence] = harness.evidence
+    assert evidence.workspace.name == "workspace" and not evidence.workspace.exists()  # cleaned up afterwards
+    assert (rollout.reward, rollout.soft_score) == (0.0, 0.75)  # the core scorer's verdict on a right answer
+    assert rollout.metadata["score_info"] == {"judged": {"answer": "blue"}}
 
 
 def test_crash_after_a_model_call_is_the_agents_own_result(agent_root, program):

@@ -15,7 +15,7 @@ from raso.agent.programs.runner import AgentSetupError, check_workspace_harness
 from raso.api import check_agent_program
 from raso.engine.config import build_config
 from raso.errors import ConfigError
-from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
+from raso.harness import EnvEnd, Evidence, Harness, Score, Task, TextTasks, WorkspaceEnd, WorkspaceTasks
 from raso.testing import CountingHarness, scripted_gateway
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,8 +57,8 @@ class DelegatedWorkspace(WorkspaceTasks):
     def prepare_workspace(self, task: Task, workspace: Path) -> str:
         return "write answer.txt"
 
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
-        return WorkspaceScore(reward=1.0)
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
+        return Score(reward=1.0)
 
     @property
     def workspace_description(self) -> str:
@@ -106,3 +106,75 @@ def test_the_text_form_reads_its_files_through_the_harnesses_own_resource_lookup
 
     assert OtherFormat().action_instructions == "the other action format"
     assert CountingHarness().action_instructions != "the other action format"
+
+
+# ---------------------------------------------------------------- the scorer at the core (Harness.score)
+
+class RecordingJudgeHarness(CountingHarness):
+    """The toy harness with its own scorer: it records the evidence and gives the opposite of the environment's
+    verdict, so a reward that bypassed `Harness.score` shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evidence: list[Evidence] = []
+
+    def score(self, task: Task, evidence: Evidence) -> Score:
+        self.evidence.append(evidence)
+        assert isinstance(evidence, EnvEnd)
+        return Score(reward=1.0 - evidence.reward if evidence.terminated else 0.5, soft_score=0.25)
+
+
+def test_the_builtin_agent_takes_the_reward_from_the_harness_scorer() -> None:
+    harness = RecordingJudgeHarness()
+    gateway, _ = scripted_gateway(["Action: 1", "Action: 2"])
+    task = harness.tasks("train")[0]  # count to 2
+    rollout = harness.rollout(task, [], ExecutionAgent(gateway, AgentConfig(mode="none")))
+    assert rollout.error is None and rollout.terminated
+    [evidence] = harness.evidence
+    assert isinstance(evidence, EnvEnd) and evidence.terminated and evidence.reward == 1.0
+    assert evidence.soft_score == 1.0
+    assert (rollout.reward, rollout.soft_score) == (0.0, 0.25)  # the scorer's verdict, not the environment's
+
+
+def test_the_builtin_agent_hands_the_scorer_an_unfinished_environment_too() -> None:
+    harness = RecordingJudgeHarness()
+    gateway, _ = scripted_gateway(["Action: 1"] + ["Action: 9"] * 10)  # never reaches 2
+    rollout = harness.rollout(harness.tasks("train")[0], [], ExecutionAgent(gateway, AgentConfig(mode="none")))
+    [evidence] = harness.evidence
+    assert not evidence.terminated and evidence.reward == 0.0 and evidence.soft_score == 0.5
+    assert rollout.truncated and rollout.reward == 0.5
+
+
+def test_the_default_scorer_keeps_each_forms_verdict() -> None:
+    toy = CountingHarness()
+    task = toy.tasks("train")[0]
+    assert toy.score(task, EnvEnd(terminated=True, reward=1.0, soft_score=1.0)) == Score(reward=1.0, soft_score=1.0)
+    # an environment that never terminated scores 0 whatever its last step said; its partial score stays
+    assert toy.score(task, EnvEnd(terminated=False, reward=1.0, soft_score=0.5)) == Score(reward=0.0, soft_score=0.5)
+    with pytest.raises(ValueError, match="has no workspace form"):
+        toy.score(task, WorkspaceEnd(workspace=Path("/nonexistent")))
+
+
+def test_the_default_scorer_reads_a_workspace_with_the_workspace_form(tmp_path: Path) -> None:
+    harness = AnswerFileTestHarness()
+    task = harness.tasks("train")[0]  # expects "blue"
+    assert harness.score(task, WorkspaceEnd(workspace=tmp_path)).reward == 0.0
+    (tmp_path / "answer.txt").write_text("blue\n", encoding="utf-8")
+    assert harness.score(task, WorkspaceEnd(workspace=tmp_path)) == harness.score_workspace(task, tmp_path)
+    assert harness.score(task, WorkspaceEnd(workspace=tmp_path)).reward == 1.0
+
+
+def _calls_named(path: Path, method: str) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [ast.unparse(node.func) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method]
+
+
+def test_runners_score_only_through_the_harness_core() -> None:
+    """Both runners (raso's own agent for the text form, the external runner for the workspace form) call
+    `harness.score`; no raso module but the core's default scorer calls a form's scorer directly."""
+    for runner in ("raso/agent/agent.py", "raso/agent/programs/runner.py"):
+        assert _calls_named(REPO_ROOT / runner, "score") == ["harness.score"], runner
+    direct = [f"{path.relative_to(REPO_ROOT)}: {call}" for path in sorted((REPO_ROOT / "raso").rglob("*.py"))
+              if path != REPO_ROOT / "raso" / "harness" / "base.py" for call in _calls_named(path, "score_workspace")]
+    assert direct == []

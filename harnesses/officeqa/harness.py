@@ -14,7 +14,7 @@ from harnesses.officeqa.loader import CORPUS_SUBDIR, PACKAGED_DATA_DIR, OfficeQA
 from harnesses.officeqa.reward import judge
 from harnesses.officeqa.splits import DEFAULT_SALT, load_or_make_splits
 from harnesses.paper_splits import check_split_option, data_label, demo_refusal, select
-from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
+from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
 RESOURCE_DIR = Path(__file__).resolve().parent
@@ -139,12 +139,12 @@ class OfficeQAHarness(Harness, TextTasks, WorkspaceTasks):
                 "short line: the number with its unit word or % sign as the question asks, or the name; no "
                 "explanation).")
 
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
         """answer.txt's text (surrounding white space dropped) judged by reward.py's rules, as `answer[...]` is."""
         question = self.question(task.id)
         path = Path(workspace) / ANSWER_FILE
         if Path(workspace).is_symlink() or path.is_symlink() or not path.is_file():  # never read through a link
-            return WorkspaceScore(reward=0.0, soft_score=0.0, info={"error": f"no {ANSWER_FILE} in the workspace"})
+            return Score(reward=0.0, soft_score=0.0, info={"error": f"no {ANSWER_FILE} in the workspace"})
         with path.open("rb") as handle:
             text = handle.read(MAX_ANSWER_FILE_BYTES).decode("utf-8", errors="replace")
         answer = text.strip()
@@ -152,7 +152,7 @@ class OfficeQAHarness(Harness, TextTasks, WorkspaceTasks):
         info = {"final_output": answer[:300], "verdict": verdict.reason, "tolerance": self.tolerance}
         if verdict.score < 1.0:
             info["error"] = f"answer not correct ({verdict.reason})"
-        return WorkspaceScore(reward=verdict.score, soft_score=verdict.score, info=info)
+        return Score(reward=verdict.score, soft_score=verdict.score, info=info)
 
     @property
     def workspace_description(self) -> str:

@@ -17,7 +17,7 @@ from harnesses.spreadsheet.loader import PACKAGED_DATA_DIR, SpreadsheetTask, loa
 from harnesses.spreadsheet.recalc import Recalculator, get_recalculator
 from harnesses.spreadsheet.splits import DEFAULT_FRACTIONS, DEFAULT_SALT, split_tasks
 from harnesses.spreadsheet.upstream_env import UPSTREAM_DIR, UPSTREAM_MAX_TURNS, UpstreamSpreadsheetEnv, extract_code
-from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
+from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import ActionSpace
 from raso.harness.sandbox import Sandbox, SandboxLimits
 
@@ -149,7 +149,7 @@ class SpreadsheetHarness(Harness, TextTasks, WorkspaceTasks):
         """Each test case's input workbook as input_N.xlsx; the agent writes output_N.xlsx (workspace.py)."""
         return workspace_form.prepare(self.spreadsheet_task(task.id), Path(workspace))
 
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
         """The outputs scored as a submitted program's are: recalculated, compared at the answer position."""
         env = SpreadsheetEnv(self.spreadsheet_task(task.id), self.sandbox, self.recalculator, self.preview_rows,
                              answers=self.answers)

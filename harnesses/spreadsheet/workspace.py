@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harnesses.spreadsheet.loader import SpreadsheetTask
-from raso.harness import WorkspaceScore
+from raso.harness import Score
 from raso.safe_files import UnsafePathError, copy_file
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _collected(workspace: Path, name: str, dest: Path) -> tuple[Path | None, str
     return dest, None
 
 
-def score(task: SpreadsheetTask, env: "SpreadsheetEnv", workspace: Path) -> WorkspaceScore:
+def score(task: SpreadsheetTask, env: "SpreadsheetEnv", workspace: Path) -> Score:
     """Score the outputs in `workspace` exactly as the environment scores a submitted program's outputs."""
     scratch = Path(tempfile.mkdtemp(prefix=f"raso-sheet-score-{task.id}-"))
     try:
@@ -86,7 +86,7 @@ def score(task: SpreadsheetTask, env: "SpreadsheetEnv", workspace: Path) -> Work
     info = {"cases_passed": passed, "cases": len(results), "case_results": [r.model_dump() for r in results]}
     if passed < len(results):
         info["error"] = "; ".join(f"case {c.index}: {r.message}" for c, r in zip(task.cases, results) if not r.passed)
-    return WorkspaceScore(reward=1.0 if passed == len(results) else 0.0, soft_score=passed / len(results), info=info)
+    return Score(reward=1.0 if passed == len(results) else 0.0, soft_score=passed / len(results), info=info)
 
 
 __all__ = ["input_name", "output_name", "prepare", "score"]

@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from raso.harness import WorkspaceScore
+from raso.harness import Score
 from raso.harness.sandbox import Sandbox, SandboxLimits, SandboxResult
 from raso.safe_files import MiB, TreeLimits, UnsafePathError, read_bytes, remove_tree
 from raso.safe_files import copy_tree as safe_copy_tree
@@ -51,13 +51,13 @@ def _parse_score(text: str) -> float | None:
     return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
 
 
-def _score(value: float, info: dict) -> WorkspaceScore:
+def _score(value: float, info: dict) -> Score:
     """Reward 1 only for a full score; the score itself is the soft score."""
-    return WorkspaceScore(reward=1.0 if value >= 1.0 else 0.0, soft_score=value, info=info)
+    return Score(reward=1.0 if value >= 1.0 else 0.0, soft_score=value, info=info)
 
 
-def _failed(reason: str, info: dict) -> WorkspaceScore:
-    return WorkspaceScore(reward=0.0, soft_score=0.0, info={**info, "check_error": reason})
+def _failed(reason: str, info: dict) -> Score:
+    return Score(reward=0.0, soft_score=0.0, info={**info, "check_error": reason})
 
 
 def _result_info(result: SandboxResult) -> dict:
@@ -106,7 +106,7 @@ class CheckRunner:
         bin_dir = str(Path(self.sandbox.python).parent)
         return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "PYTHON": self.sandbox.python, **extra}
 
-    def score(self, task: FolderTask, workspace: Path) -> WorkspaceScore:
+    def score(self, task: FolderTask, workspace: Path) -> Score:
         """Score `workspace` with the task's check. Never raises for what the workspace holds."""
         root = Path(tempfile.mkdtemp(prefix="raso-check-"))
         os.chmod(root, 0o755)  # the sandbox's uid must reach the run folder inside it
@@ -125,7 +125,7 @@ class CheckRunner:
         except (OSError, ValueError) as exc:
             return [], f"the workspace could not be copied for the check: {exc}"
 
-    def _raso(self, task: FolderTask, workspace: Path, run: Path) -> WorkspaceScore:
+    def _raso(self, task: FolderTask, workspace: Path, run: Path) -> Score:
         left_out, problem = self._copy_workspace(workspace, run / "workspace")
         info: dict = {"check": task.check.name, "left_out": left_out}
         if problem:
@@ -139,7 +139,7 @@ class CheckRunner:
         info.update(_result_info(result))
         if task.check.name == "check.sh":
             passed = result.ok and result.limit_hit is None
-            return WorkspaceScore(reward=1.0 if passed else 0.0, soft_score=1.0 if passed else 0.0,
+            return Score(reward=1.0 if passed else 0.0, soft_score=1.0 if passed else 0.0,
                                   info={**info, **({} if passed else {"error": result.error_summary()})})
         if not result.ok or result.limit_hit is not None:
             return _failed(f"check.py failed: {result.error_summary()}", info)
@@ -151,7 +151,7 @@ class CheckRunner:
             return _failed(f"check.py printed {shown} as its last line, not a score in [0, 1]", info)
         return _score(value, info)
 
-    def _harbor(self, task: FolderTask, workspace: Path, run: Path) -> WorkspaceScore:
+    def _harbor(self, task: FolderTask, workspace: Path, run: Path) -> Score:
         left_out, problem = self._copy_workspace(workspace, run / "app")
         info: dict = {"check": "tests/test.sh", "left_out": left_out}
         if problem:

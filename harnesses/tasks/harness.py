@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from raso.harness import Harness, Task, TextTasks, WorkspaceScore, WorkspaceTasks
+from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits
 from raso.safe_files import UnsafePathError, copy_file
@@ -195,7 +195,7 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
                  "leave there.")
         return f"{folder_task.instruction}\n\n{where}"
 
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
         """The task's check on a copy of `workspace`, in the sandbox (checks.py). Never raises for its content."""
         return self.checks.score(self.folder_task(task.id), Path(workspace))
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from raso.choices import AgentMode, choices_of
-from raso.harness import Harness, Rollout, Step, Task, TextTasks, clamp_reward, json_safe
+from raso.harness import EnvEnd, Harness, Rollout, Step, Task, TextTasks, clamp_reward, json_safe
 from raso.harness.action_grammar import to_gbnf
 from raso.harness.base import failure_fields
 from raso.llm.errors import LLMError
@@ -318,6 +318,7 @@ class ExecutionAgent:
         max_turns = cfg.max_turns or (max_steps + loads_allowed)
 
         turn = 0
+        terminal_reward = 0.0
         stop_reason = "step_budget"
         while state.env_steps < max_steps:
             if turn >= max_turns:
@@ -375,7 +376,7 @@ class ExecutionAgent:
             observation = result_obs
             if terminated:
                 state.terminated = True
-                state.reward = reward
+                terminal_reward = reward
                 stop_reason = "terminated"
                 break
             if truncated:
@@ -387,8 +388,11 @@ class ExecutionAgent:
                 message += "\n\n" + self.prompts.render("agent_repeated_invalid.md").strip()
             state.turns.append(_Turn(reply=self._history_reply(reply, constrained), observation=message))
         if not state.terminated:
-            state.reward = 0.0
             state.truncated = True
+        # the harness's one scorer turns how its environment ended into the rollout's reward
+        score = harness.score(task, EnvEnd(terminated=state.terminated, reward=terminal_reward,
+                                           soft_score=state.soft_score, info=json_safe(info)))
+        state.reward, state.soft_score = score.reward, score.soft_score
         state.metadata["stop_reason"] = stop_reason
         state.metadata["final_observation"] = cut_middle(observation, 20_000)
 

@@ -1,14 +1,17 @@
 """The harness protocol (base), finding harnesses by name (registry) and the sandbox harnesses run code in."""
 
 from .base import (
+    EnvEnd,
+    Evidence,
     Harness,
     Rollout,
     RolloutRunner,
+    Score,
     Step,
     Task,
     TextEnv,
     TextTasks,
-    WorkspaceScore,
+    WorkspaceEnd,
     WorkspaceTasks,
     clamp_reward,
     failed_rollout,
@@ -25,7 +28,8 @@ from .registry import (
 )
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError", "Rollout",
-    "RolloutRunner", "Step", "Task", "TextEnv", "TextTasks", "WorkspaceScore", "WorkspaceTasks", "available_harnesses",
+    "ENTRY_POINT_GROUP", "EnvEnd", "Evidence", "Harness", "HarnessInfo", "HarnessLoadError", "HarnessNotFoundError",
+    "Rollout", "RolloutRunner", "Score", "Step", "Task", "TextEnv", "TextTasks", "WorkspaceEnd", "WorkspaceTasks",
+    "available_harnesses",
     "clamp_reward", "describe_harnesses", "failed_rollout", "get_harness", "json_safe",
 ]

@@ -1,8 +1,9 @@
 """The harness protocol: what every environment a skill is optimized for implements.
 
 A harness fixes the tools, file access, observation format, interaction budget and scoring (docs/design.md
-§1 and §5). Its core is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H)
-and `rollout`, which never raises into the optimizer. The forms its tasks take are declared capabilities that a
+§1 and §5). Its core is narrow on purpose (like GEPA's adapter): task splits, two description texts (T and H),
+the one scorer every runner calls (`Harness.score(task, evidence)`) and `rollout`, which never raises into the
+optimizer. The forms its tasks take are declared capabilities that a
 runner asks for (`Harness.text_form()`, `Harness.workspace_form()`): the text form (`TextTasks`: an environment per
 task, action parsing, the action space) for raso's own agent, the workspace form (`WorkspaceTasks`: a folder the
 task's files are put in and the scorer reads back) for external agent programs.
@@ -151,6 +152,36 @@ def json_safe(value: Any, *, max_chars: int = 20_000) -> Any:
         return json_safe(repr(value), max_chars=max_chars)
 
 
+class Score(BaseModel):
+    """The harness's verdict on one rollout (`Harness.score`): what its reward and soft score become."""
+
+    reward: float = Field(ge=0.0, le=1.0)
+    soft_score: float | None = None
+    info: dict[str, Any] = Field(default_factory=dict)  # the scorer's details (shown in the trajectory, never secret)
+
+
+class EnvEnd(BaseModel):
+    """The evidence of a text-form rollout: how the harness's own environment ended. `reward` is the (clamped)
+    reward of the step that terminated it (0 when it never did), `soft_score` the latest partial score its steps
+    reported, `info` the last step's info."""
+
+    terminated: bool
+    reward: float = Field(default=0.0, ge=0.0, le=1.0)
+    soft_score: float | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkspaceEnd(BaseModel):
+    """The evidence of a workspace-form rollout: the folder the agent program left (read by the harness's scorer,
+    only while the rollout's folder still exists)."""
+
+    workspace: Path
+
+
+#: What a runner hands `Harness.score`: the evidence its form of the tasks produced.
+Evidence = EnvEnd | WorkspaceEnd
+
+
 class TextEnv(gym.Env):
     """A gymnasium environment whose observations and actions are text.
 
@@ -226,6 +257,19 @@ class Harness(ABC):
         declares none. Declared by subclassing WorkspaceTasks; a harness may return another object instead."""
         return self if isinstance(self, WorkspaceTasks) else None
 
+    def score(self, task: Task, evidence: Evidence) -> Score:
+        """The harness's one scorer: every runner turns what its rollout produced into a reward here and nowhere
+        else. By default a text-form rollout gets its environment's verdict (the terminal step's reward, 0 when the
+        environment never terminated; the latest soft score it reported) and a workspace-form rollout the workspace
+        form's `score_workspace`. A harness overrides this to judge both forms its own way (say, re-checking the
+        final answer). Never raises for a wrong or missing answer: that is reward 0 with the reason in `info`."""
+        if isinstance(evidence, WorkspaceEnd):
+            form = self.workspace_form()
+            if form is None:
+                raise ValueError(f"harness {self.name!r} has no workspace form to score a workspace with")
+            return form.score_workspace(task, evidence.workspace)
+        return Score(reward=evidence.reward if evidence.terminated else 0.0, soft_score=evidence.soft_score)
+
     def rollout(self, task: Task, skills: Sequence["Skill"], agent: RolloutRunner) -> Rollout:
         """Run one task. Never raises: any failure becomes reward 0 with the error recorded."""
         start = time.perf_counter()
@@ -283,14 +327,6 @@ class TextTasks(ABC):
         return None
 
 
-class WorkspaceScore(BaseModel):
-    """What the harness's scorer made of a workspace after the agent finished."""
-
-    reward: float = Field(ge=0.0, le=1.0)
-    soft_score: float | None = None
-    info: dict[str, Any] = Field(default_factory=dict)  # the scorer's details (shown in the trajectory, never secret)
-
-
 class WorkspaceTasks(ABC):
     """The workspace form of a harness's tasks (a capability: mix into a Harness subclass), what every agent
     backend other than the builtin one runs: the harness puts the task's files in a workspace, the agent program
@@ -306,9 +342,10 @@ class WorkspaceTasks(ABC):
         (what to do, which files to read, which file to write the answer to, relative to the workspace)."""
 
     @abstractmethod
-    def score_workspace(self, task: Task, workspace: Path) -> WorkspaceScore:
-        """Score what the agent left in `workspace` with the harness's own scorer. Never raises for a missing or
-        malformed answer (that is reward 0 with the reason in `info`)."""
+    def score_workspace(self, task: Task, workspace: Path) -> Score:
+        """Score what the agent left in `workspace` with the harness's own scorer (what the default `Harness.score`
+        calls for a workspace; runners call `Harness.score`, never this). Never raises for a missing or malformed
+        answer (that is reward 0 with the reason in `info`)."""
 
     def hidden_paths(self) -> list[Path]:
         """Folders the agent's sandbox must never show, wherever they lie (the harness's answers, checks and data

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raso.choices import Outcome
-from raso.harness.base import Harness, Rollout, Step, Task, WorkspaceScore, WorkspaceTasks, failure_fields
+from raso.harness.base import Harness, Rollout, Score, Step, Task, WorkspaceEnd, WorkspaceTasks, failure_fields
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
 from raso.safe_files import remove_tree
 from raso.skill import slugify
@@ -263,7 +263,7 @@ class ExternalAgentRunner:
                 except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
                     raise AgentSetupError(f"agent program {self.program.name!r}: {exc} (set {ROOT_ENV} to a folder "
                                           "every user can enter)") from None
-            score = tasks.score_workspace(task, workspace)
+            score = harness.score(task, WorkspaceEnd(workspace=workspace))  # the harness's one scorer
             transcript = self._transcript(run, result)
             if not transcript.steps and session.exchanges:
                 transcript.steps = steps_from_exchanges(session.exchanges)
@@ -279,7 +279,7 @@ class ExternalAgentRunner:
             return Transcript(notes=[f"the transcript could not be read: {type(exc).__name__}: {exc}"])
 
     def _rollout(self, harness: Harness, task: Task, skills: Sequence[Skill], session: EndpointSession,
-                 result: SandboxResult, score: WorkspaceScore, transcript: Transcript,
+                 result: SandboxResult, score: Score, transcript: Transcript,
                  skill_files: dict[str, list[str]], start: float) -> Rollout:
         limit = self.config.max_observation_chars
         steps = [step.model_copy(update={"observation": cut_middle(step.observation, limit),
