@@ -85,8 +85,8 @@ def test_optimize_from_a_skill_file_and_config_file(tmp_path: Path, models: tupl
     start = tmp_path / "start.md"
     Skill(name="start", description="A start.", body="LEVEL=2\n").save(start)
     config = tmp_path / "run.toml"
-    config.write_text(f'harness = "{TOY}"\nmodel = "{agent}"\noptimizer_model = "{optimizer}"\nupdate = "rfsu"\n'
-                      f'budget_rollouts = 4\nrun_dir = "{tmp_path / "run"}"\n')
+    config.write_text(f'harness = "{TOY}"\nrun_dir = "{tmp_path / "run"}"\nupdate = "rfsu"\n'
+                      f'[models]\ntarget = "{agent}"\noptimizer = "{optimizer}"\n[budget]\nrollouts = 4\n')
     assert _main(["optimize", "--config", str(config), "--init", str(start), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "rollouts: 4" in out and "rollout budget reached" in out  # s0's val evaluation used it all
