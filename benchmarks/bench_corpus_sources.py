@@ -19,6 +19,9 @@ size and the index's size on disk, and the skills indexed (the same for all thre
 1.5 GB at 1M contents (the issue's bound); the table says whether it did.
 
 Usage: python benchmarks/bench_corpus_sources.py --contents 50000 [--work DIR] [--keep] [--json out.json]
+                                                 [--parallel N]
+`--parallel N` writes and builds up to N sources at once, each build still in its own process (CPU s and peak
+RSS are per process, so they do not change; wall does).
 The 1M run needs about 15 GB of disk in --work and about 40 CPU minutes per source (docs/corpus-sources.md).
 """
 
@@ -173,6 +176,22 @@ def build(source: Path, out: Path) -> dict:
             "sections": card["sections"], "printed": stdout.splitlines()[:1]}
 
 
+def prepare_and_build(name: str, n: int, per: int, work: Path) -> dict:
+    """Write one source's input (unless already there) and build it: the unit of work of one source."""
+    write, source = {"sqlite": (write_sqlite, work / "gitskills.sqlite"), "parquet": (write_parquet, work / "parquet"),
+                     "folder": (write_folder, work / "folder")}[name]
+    if not source.exists():
+        started = time.perf_counter()
+        partial = source.with_name(source.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True) if partial.is_dir() else partial.unlink(missing_ok=True)
+        write(Contents(), n, per, partial)
+        partial.rename(source)  # a killed writer leaves no half-written input that a rerun would take as whole
+        print(f"wrote {name} input in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    result = build(source, work / f"index-{name}")
+    print(f"{name}: {result}", file=sys.stderr)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--contents", type=int, default=1_000_000, help="distinct contents (default 1M)")
@@ -181,23 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="folder for the inputs and indexes (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep --work afterwards")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--parallel", type=int, default=1, help="sources written and built at once (default 1)")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="raso-bench-sources-"))
     work.mkdir(parents=True, exist_ok=True)
-    contents = Contents()
     n, per = args.contents, args.occurrences_per_content
-    writers = {"sqlite": (write_sqlite, work / "gitskills.sqlite"), "parquet": (write_parquet, work / "parquet"),
-               "folder": (write_folder, work / "folder")}
-    results = {}
+    names = args.sources.split(",")
+    results: dict[str, dict] = {}
     try:
-        for name in args.sources.split(","):
-            write, source = writers[name]
-            if not source.exists():
-                started = time.perf_counter()
-                write(contents, n, per, source)
-                print(f"wrote {name} input in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-            results[name] = build(source, work / f"index-{name}")
-            print(f"{name}: {results[name]}", file=sys.stderr)
+        if args.parallel > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=args.parallel) as pool:
+                futures = {name: pool.submit(prepare_and_build, name, n, per, work) for name in names}
+                results = {name: future.result() for name, future in futures.items()}
+        else:
+            results = {name: prepare_and_build(name, n, per, work) for name in names}
     finally:
         if not args.keep and args.work is None:
             shutil.rmtree(work, ignore_errors=True)
