@@ -345,13 +345,17 @@ class IndexWriter:
         if self._finished:
             raise RuntimeError("finish() was already called")
         self._finished = True
-        skill_meta = None
-        if self.skill_level is not None:
-            skill_meta = self.skill_level.finish()
         self._flush()
         for appender in self._appenders():
             appender.close()
         n_docs, n_terms = self.n_docs, len(self.vocab)
+        vocab_text = "\n".join(self.vocab)
+        # The merges need term ids only: the dict (~140 bytes a term; a million-skill corpus has a million terms
+        # and more) goes before them, as the skill level's own does in its finish() below.
+        self.vocab = {}
+        skill_meta = None
+        if self.skill_level is not None:
+            skill_meta = self.skill_level.finish()
         doc_freq = self.doc_freq[:n_terms]
         doc_lengths = np.load(self.spill / "doc_lengths.npy")
         doc_source = np.load(self.spill / "doc_source.npy")
@@ -359,7 +363,6 @@ class IndexWriter:
         idf = idf_values(doc_freq, n_docs, self.params["idf"], self.params["epsilon"])
         tfidf = self._tfidf_statistics(doc_freq, n_docs) if self.tfidf else None
         columns = {name: np.load(self.spill / f"col_{name}.npy") for name in self.doc_columns}
-        vocab_text = "\n".join(self.vocab)
         bounds = np.linspace(0, n_docs, self.shards + 1).round().astype(np.int64)
         folders = [self.tmp / "index"] if self.shards == 1 else [self.tmp / f"shard-{i:03d}" for i in range(self.shards)]
         term_max = np.zeros(n_terms, dtype=np.float64)
