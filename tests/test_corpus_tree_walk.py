@@ -157,7 +157,7 @@ def test_the_walk_holds_nothing_per_skill(tmp_path: Path, monkeypatch: pytest.Mo
     assert (n_small, n_large) == (300, 3000)
     per_skill = (large - small) / (n_large - n_small)
     print(f"walk peak {small} -> {large} bytes: {per_skill:.0f} bytes per skill")
-    # Measured: ~1,100 bytes a skill when the walk listed the whole tree first; ~20 streamed (the 16-byte
+    # Measured: ~850 bytes a skill when the walk listed the whole tree first; ~35 streamed (the 16-byte
     # dedupe keys and the larger listing of repos/<owner>/).
     assert per_skill < 100, f"the walk holds {per_skill:.0f} bytes per skill ({small} -> {large} bytes peak)"
     assert totals == {None}  # a streamed walk has no total up front
