@@ -26,15 +26,18 @@ duplicate rows keeps a small report.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
+import heapq
 import json
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -47,6 +50,7 @@ MANIFEST_FILE = "MANIFEST.jsonl"
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_LISTED_PER_REASON = 1000
 MAX_REPLACEMENT_RATIO = 0.05
+CHECKOUT_CACHE = 256  # folders whose git-checkout verdict a tree walk keeps (its recent ancestors)
 DEDUPE_BATCH = 1 << 16  # new dedupe keys held in a set before they join the sorted array (SeenKeys)
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 _BOILERPLATE = re.compile(r"^(license|licence|copying|changelog|history|notice|code_of_conduct)\b", re.I)
@@ -687,47 +691,31 @@ class _Loader:
         source = str(root)
         git_repo, commit = _git_provenance(root)
         repo = git_repo or f"local/{root.resolve().name}"
-        md_files = self._walk(root, source)
-        skill_dirs = {f.parent for f in md_files if f.name == SKILL_FILE}
-        refs: dict[Path, list[Path]] = {d: [] for d in skill_dirs}
-        for f in md_files:
-            if f.name == SKILL_FILE:
-                continue
-            owner = next((p for p in f.parents if p in skill_dirs), None)
-            rel = f.relative_to(root).as_posix()
-            if owner is None:
-                self.report.files_seen += 1
-                self.report.skip(source, rel, SKIP_OUTSIDE_SKILL, "markdown file not inside a skill folder")
-            elif _BOILERPLATE.match(f.name):
-                self.report.files_seen += 1
-                self.report.skip(source, rel, SKIP_BOILERPLATE, "license/changelog file, not skill content")
-            else:
-                refs[owner].append(f)
-        ordered = sorted(skill_dirs, key=lambda d: d.relative_to(root).as_posix())
-        checkouts: dict[Path, tuple[str | None, str]] = {}
-        for i, skill_dir in enumerate(ordered, 1):
-            repo_root, skill_repo, skill_commit = self._tree_repo(skill_dir, root, checkouts)
+        # Consecutive skills share their ancestors: a small LRU keeps the repository look-up cheap without a
+        # cache entry for every folder of the tree.
+        checkout_at = functools.lru_cache(maxsize=CHECKOUT_CACHE)(_checkout_at)
+        walk = _TreeWalk(root, source, self.report)
+        for done, (skill_dir, ref_files) in enumerate(walk.skills(), 1):
+            repo_root, skill_repo, skill_commit = self._tree_repo(skill_dir, root, checkout_at)
             if repo_root is None:
                 repo_root, skill_repo, skill_commit = root, repo, commit
-            record = self._load_tree_skill(skill_dir, sorted(refs[skill_dir]), repo_root, source, skill_repo,
-                                           skill_commit, walk_root=root)
-            self._tick(i, len(ordered))
+            record = self._load_tree_skill(skill_dir, ref_files, repo_root, source, skill_repo, skill_commit,
+                                           walk_root=root)
+            self._tick(done, None)  # streamed: the number of skills is not known up front
             if record is not None:
                 yield record
 
     @staticmethod
     def _tree_repo(skill_dir: Path, root: Path,
-                   checkouts: dict[Path, tuple[str | None, str]]) -> tuple[Path | None, str, str]:
+                   checkout_at: Callable[[Path], tuple[bool, str | None, str]]) -> tuple[Path | None, str, str]:
         """(repository folder, owner/name, commit) of a skill inside a tree of checkouts: the nearest git
         checkout between the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its
         path; (None, "", "") when neither (the tree's own repository applies)."""
         for folder in (skill_dir, *skill_dir.parents):
             if folder == root:
                 break
-            if folder not in checkouts:
-                checkouts[folder] = _git_provenance(folder) if (folder / ".git").is_dir() else (None, "")
-            repo, commit = checkouts[folder]
-            if repo is not None or (folder / ".git").is_dir():
+            is_checkout, repo, commit = checkout_at(folder)
+            if is_checkout:
                 return folder, repo or f"local/{folder.name}", commit
         parts = skill_dir.relative_to(root).parts
         for i, part in enumerate(parts[:-2]):
@@ -772,54 +760,246 @@ class _Loader:
                 break
         return "unknown"
 
-    def _walk(self, root: Path, source: str) -> list[Path]:
-        """All .md files below `root`. Symlinked folders are followed once; a link that leads back into
-        a folder already walked (or that cannot resolve) is reported instead of followed."""
-        found: list[Path] = []
-        visited = {os.path.realpath(root)}
-        stack = [root]
+
+def _checkout_at(folder: Path) -> tuple[bool, str | None, str]:
+    """(is a git checkout, owner/name, commit) of `folder`."""
+    if not (folder / ".git").is_dir():
+        return False, None, ""
+    return (True, *_git_provenance(folder))
+
+
+@dataclass(slots=True)
+class _Folder:
+    """One folder of a tree walk: its path (as the walk reached it, links unresolved), its real path and its
+    path relative to the walk's root."""
+
+    path: Path
+    real: str
+    rel: str
+
+
+@dataclass(slots=True)
+class _Listing:
+    """What a walk keeps of one folder's entries: child folders to walk and .md file names, sorted by name."""
+
+    folders: list[str]
+    linked: dict[str, str]  # child folder name -> real path, for the (few) followed links
+    markdown: list[str]
+
+    def child(self, parent: _Folder, name: str) -> _Folder:
+        real = self.linked.get(name) or os.path.join(parent.real, name)
+        return _Folder(parent.path / name, real, f"{parent.rel}/{name}" if parent.rel != "." else name)
+
+
+# One key of a tree walk: (the subtree key, not the folder's own?, folder, known to be a skill?, the root skill's
+# references when the key is the root's own)
+_Step: TypeAlias = tuple[bool, _Folder, bool, "list[Path] | None"]
+
+
+class _TreeWalk:
+    """The skill folders of a directory tree, streamed in the order `sorted` gives their relative posix paths
+    (the order the index records), each with its reference files. It holds the sorted entry names of the
+    folders on the current path and the (rare) nested skills waiting for their turn, not the tree.
+
+    Order. Sorted paths are not a plain depth-first order: "a" < "a b" < "a b/x" < "a/x", because " " (and
+    "-", ".", ...) sort below "/". Within a folder each child folder c stands for two keys: c (its own
+    SKILL.md) and c + "/" (everything below it, which is a contiguous run of the sorted paths); the walk takes
+    those keys in sorted order. The root's own skill is ".", as its relative path.
+
+    Ownership. A folder holding a SKILL.md is a skill; every other .md file below it belongs to it, up to a
+    nested skill folder, which owns its own subtree (boilerplate names are reported, not kept). The skill's
+    folders are listed when its turn comes (its references are needed then); the nested skills found on the
+    way are kept until their keys come. .md files outside every skill are reported.
+
+    Links. A linked file is read through the link. A linked folder is followed only when nothing else walks
+    it: a link whose target lies inside the tree (where the walk reaches it under its own path, unless below
+    a skipped folder such as node_modules) or inside a folder already followed through a link is reported as
+    `symlink_loop` and not followed; so is a link that cannot resolve because it loops. The walk keeps only
+    the real paths of the root and of the followed link targets, and inside a followed folder it does not
+    re-enter one of those (a link to a folder above an earlier target). Broken links to .md files (or that
+    fail for another reason than a missing target) are reported as `broken_symlink`."""
+
+    def __init__(self, root: Path, source: str, report: IngestReport) -> None:
+        self.root = root
+        self.source = source
+        self.report = report
+        self.top = _Folder(root, os.path.realpath(root), ".")
+        self.walked = {self.top.real}  # the root and every followed link target (real paths)
+
+    def skills(self) -> Iterator[tuple[Path, list[Path]]]:
+        """(skill folder, its reference files sorted as paths) for every skill folder, in sorted-path order."""
+        if _holds_skill(self.top.path):
+            owned = self._own_files(self.top)
+            if owned is None:
+                return
+            refs, nested = owned
+            frames = [self._nested_keys(nested, root_refs=refs)]
+        else:
+            frames = [self._folder_keys(self.top)]
+        # Skills whose own key has come and whose subtree key has not: their nested skills.
+        waiting: dict[str, list[_Folder]] = {}
+        while frames:
+            step = next(frames[-1], None)
+            if step is None:
+                frames.pop()
+                continue
+            below, folder, known_skill, root_refs = step
+            if root_refs is not None:
+                yield folder.path, root_refs
+            elif not below:
+                if not known_skill and not _holds_skill(folder.path):
+                    continue
+                owned = self._own_files(folder)
+                if owned is None:
+                    waiting[folder.rel] = []  # reported unreadable: neither a skill nor walked
+                    continue
+                refs, waiting[folder.rel] = owned
+                yield folder.path, refs
+            elif folder.rel in waiting:
+                nested = waiting.pop(folder.rel)
+                if nested:
+                    frames.append(self._nested_keys(nested))
+            else:
+                frames.append(self._folder_keys(folder))
+
+    def _folder_keys(self, folder: _Folder) -> Iterator[_Step]:
+        """The keys of a folder outside every skill: its .md files are reported, each child folder gives its
+        own key and its subtree's."""
+        listing = self._list(folder)
+        if listing is None:
+            return
+        for name in listing.markdown:
+            self.report.files_seen += 1
+            self.report.skip(self.source, listing.child(folder, name).rel, SKIP_OUTSIDE_SKILL,
+                             "markdown file not inside a skill folder")
+        by_subtree = sorted(listing.folders, key=lambda name: name + "/")
+        own = ((name, False) for name in listing.folders)
+        subtree = ((name + "/", True) for name in by_subtree)
+        for key, below in heapq.merge(own, subtree):
+            yield below, listing.child(folder, key[:-1] if below else key), False, None
+
+    def _nested_keys(self, nested: list[_Folder], root_refs: list[Path] | None = None) -> Iterator[_Step]:
+        """The keys of the skills nested in a skill (and of the root skill itself, "."), in sorted-path order."""
+        keys: list[tuple[str, bool, _Folder]] = []
+        for folder in nested:
+            keys += [(folder.rel, False, folder), (folder.rel + "/", True, folder)]
+        if root_refs is not None:
+            keys.append((".", False, self.top))
+        keys.sort(key=lambda key: key[0])
+        for _, below, folder in keys:
+            yield below, folder, True, (root_refs if folder is self.top else None)
+
+    def _own_files(self, skill: _Folder) -> tuple[list[Path], list[_Folder]] | None:
+        """(reference files, nested skill folders) of a skill folder; None when it cannot be listed."""
+        refs: list[Path] = []
+        nested: list[_Folder] = []
+        stack = [skill]
         while stack:
             folder = stack.pop()
-            try:
-                entries = sorted(os.scandir(folder), key=lambda e: e.name)
-            except OSError as exc:
-                self.report.skip(source, str(folder), SKIP_UNREADABLE, exc.strerror or str(exc))
+            if folder is not skill and _holds_skill(folder.path):
+                nested.append(folder)
                 continue
-            for entry in entries:
-                if entry.name in _SKIPPED_DIRS:
+            listing = self._list(folder)
+            if listing is None:
+                if folder is skill:
+                    return None
+                continue
+            for name in listing.markdown:
+                if folder is skill and name == SKILL_FILE:
                     continue
-                path = Path(entry.path)
-                if entry.is_symlink():
-                    rel = path.relative_to(root).as_posix()
-                    try:
-                        real = os.path.realpath(path, strict=True)
-                    except OSError as exc:
-                        is_md = entry.name.endswith(".md")
-                        if exc.errno == errno.ELOOP:
-                            self.report.skip(source, rel, SKIP_SYMLINK_LOOP, "symbolic link loop")
-                        elif is_md or exc.errno != errno.ENOENT:
-                            self.report.skip(source, rel, SKIP_BROKEN_SYMLINK, f"cannot resolve: {exc.strerror}")
-                        if is_md:
-                            self.report.files_seen += 1
+                if _BOILERPLATE.match(name):
+                    self.report.files_seen += 1
+                    self.report.skip(self.source, listing.child(folder, name).rel, SKIP_BOILERPLATE,
+                                     "license/changelog file, not skill content")
+                else:
+                    refs.append(folder.path / name)
+            # Pushed in reverse: folders are listed (and their links followed) in name order.
+            stack += [listing.child(folder, name) for name in reversed(listing.folders)]
+        refs.sort()
+        return refs, nested
+
+    def _list(self, folder: _Folder) -> _Listing | None:
+        """A folder's child folders to walk and .md files, links resolved (and reported) by the rule above;
+        None (reported) when it cannot be read."""
+        folders: list[str] = []
+        markdown: list[str] = []
+        links: list[str] = []
+        try:
+            with os.scandir(folder.path) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if name in _SKIPPED_DIRS:
                         continue
-                    if os.path.isdir(real):
-                        if real in visited:
-                            self.report.skip(source, rel, SKIP_SYMLINK_LOOP,
-                                             f"links to a folder already walked: {real}")
-                            continue
-                        visited.add(real)
-                        stack.append(path)
-                    elif entry.name.endswith(".md"):
-                        found.append(path)
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    real = os.path.realpath(path)
-                    if real not in visited:
-                        visited.add(real)
-                        stack.append(path)
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    found.append(path)
-        return found
+                    if entry.is_symlink():
+                        links.append(name)
+                    elif entry.is_dir(follow_symlinks=False):
+                        if os.path.join(folder.real, name) not in self.walked:
+                            folders.append(name)
+                    elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                        markdown.append(name)
+        except OSError as exc:
+            self.report.skip(self.source, str(folder.path), SKIP_UNREADABLE, exc.strerror or str(exc))
+            return None
+        linked: dict[str, str] = {}
+        for name in sorted(links):  # in name order, so which of two links to one folder is followed is stable
+            real = self._follow(folder, name)
+            if real is None:
+                continue
+            if os.path.isdir(real):
+                linked[name] = real
+                folders.append(name)
+            elif name.endswith(".md"):
+                markdown.append(name)
+        folders.sort()
+        markdown.sort()
+        return _Listing(folders, linked, markdown)
+
+    def _follow(self, folder: _Folder, name: str) -> str | None:
+        """The real path of link `name` in `folder` if it is to be read (a file, or a folder nothing else
+        walks, which is then recorded as walked); None, reported, when not."""
+        path = folder.path / name
+        rel = f"{folder.rel}/{name}" if folder.rel != "." else name
+        try:
+            real = os.path.realpath(path, strict=True)
+        except OSError as exc:
+            is_md = name.endswith(".md")
+            if exc.errno == errno.ELOOP:
+                self.report.skip(self.source, rel, SKIP_SYMLINK_LOOP, "symbolic link loop")
+            elif is_md or exc.errno != errno.ENOENT:
+                self.report.skip(self.source, rel, SKIP_BROKEN_SYMLINK, f"cannot resolve: {exc.strerror}")
+            if is_md:
+                self.report.files_seen += 1
+            return None
+        if not os.path.isdir(real):
+            return real
+        if self._walked_anyway(real):
+            self.report.skip(self.source, rel, SKIP_SYMLINK_LOOP, f"links to a folder the walk reaches anyway: {real}")
+            return None
+        self.walked.add(real)
+        return real
+
+    def _walked_anyway(self, real: str) -> bool:
+        """Whether folder `real` lies in the tree or in a followed link target, below no skipped folder."""
+        while True:
+            if real in self.walked:
+                return True
+            parent, name = os.path.split(real)
+            if name in _SKIPPED_DIRS or parent == real:
+                return False
+            real = parent
+
+
+def _holds_skill(folder: Path) -> bool:
+    """Whether `folder` has a SKILL.md the walk reads: a regular file, or a link to something not a folder
+    (the same verdict the folder's listing gives, without reporting anything)."""
+    try:
+        mode = os.lstat(folder / SKILL_FILE).st_mode
+        if stat.S_ISLNK(mode):
+            mode = os.stat(folder / SKILL_FILE).st_mode
+            return not stat.S_ISDIR(mode)
+    except OSError:
+        return False
+    return stat.S_ISREG(mode)
 
 
 def path_label(repo: str, path: str) -> str:
