@@ -103,7 +103,10 @@ def test_a_fork_bomb_is_capped(mode, command_dir):
     res = box.run_command(["/bin/sh", "-c", script], command_dir)
     assert res.limit_hit == "processes", (res.exit_code, res.stdout, res.stderr)
     assert res.wall_time_s < 40  # 200 sleeps of 5 s, at most 8 at a time, would take 125 s
-    if res.stdout.strip():  # where forks are refused rather than the tree stopped, the box counted itself
+    # Where the kernel refuses forks (a control group's pids.max, or RLIMIT_NPROC), the box counted itself. The
+    # process-tree mode refuses none: its watcher samples every 0.1 s, so on a loaded machine the loop can fork
+    # all 200 and print the count before the sample that stops the tree (CI saw 204): only the verdict binds.
+    if mode == "host" and res.stdout.strip():
         assert int(res.stdout.split()[0]) <= 8 + SANDBOX_PROCESSES + 1
     assert "process limit exceeded" in res.error_summary()
 
