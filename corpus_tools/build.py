@@ -39,7 +39,7 @@ from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.card import write_card
 from corpus_tools.index import SectionIndex
 from corpus_tools.index_build import IndexWriter
-from corpus_tools.ingest import SKIP_DUPLICATE, IngestReport, SkillRecord, iter_corpus
+from corpus_tools.ingest import SKIP_DUPLICATE, SKIP_LINK_OUTSIDE, IngestReport, SkillRecord, iter_corpus
 from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, retrievable_sections, split_sections
 from corpus_tools.sources import SourceError, SourceOptions
 from corpus_tools.vetting import FLAG_BITS, families_of, flag_bits
@@ -174,7 +174,9 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
                 dropped["unretrievable"] += 1
         if kept == 0:
             summary = "; ".join(ingest.summary().splitlines())
-            raise SourceError(f"no skills to index from {', '.join(map(str, sources))} ({summary})")
+            hint = ("; links out of a tree are not followed unless trusted (--follow-links-out)"
+                    if ingest.skip_counts().get(SKIP_LINK_OUTSIDE) else "")
+            raise SourceError(f"no skills to index from {', '.join(map(str, sources))} ({summary}){hint}")
         seconds["read_split_tokenize"] = time.perf_counter() - t
         t = time.perf_counter()
         directory = writer.finish()
@@ -231,7 +233,8 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
                   "k1": k1, "b": b, "idf": idf, "shards": shards, "keep_all_sections": keep_all_sections,
                   "scan": scan, "blocklists": extra["blocklists"], "licenses": sorted(allowed),
                   "keep_unknown_license": keep_unknown_license, "map": dict(options.overrides),
-                  "sql": options.sql, "repos": options.repos.name if options.repos else None},
+                  "sql": options.sql, "repos": options.repos.name if options.repos else None,
+                  "follow_links_out": options.follow_links_out},
         "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }

@@ -65,6 +65,8 @@ SKIP_EMPTY = "empty"
 SKIP_SYMLINK_LOOP = "symlink_loop"
 SKIP_BROKEN_SYMLINK = "broken_symlink"
 SKIP_UNREADABLE = "unreadable"
+SKIP_LINK_OUTSIDE = "link_outside"  # resolves (through a link, or a manifest's path) outside the folder read
+SKIP_NOT_REGULAR = "not_regular"  # a FIFO, device or socket where a file was expected: never opened for reading
 SKIP_DUPLICATE = "duplicate"
 SKIP_OUTSIDE_SKILL = "outside_skill"
 SKIP_BOILERPLATE = "boilerplate"
@@ -242,18 +244,47 @@ def _stat_problem(path: Path) -> tuple[str, str] | None:
     return None
 
 
-def read_text_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> _Decoded:
-    problem = _stat_problem(path)
-    if problem:
-        return _Decoded(None, *problem)
-    size = path.stat().st_size
-    if size > max_bytes:
-        return _Decoded(None, SKIP_TOO_LARGE, f"{size} bytes > limit {max_bytes}")
+def read_text_file(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, within: str | None = None) -> _Decoded:
+    """The decoded text of `path`, or why it was skipped (see `read_file_bytes`)."""
+    data = read_file_bytes(path, max_bytes, within)
+    return data if isinstance(data, _Decoded) else decode_bytes(data)
+
+
+def read_file_bytes(path: Path, max_bytes: int, within: str | None = None) -> bytes | _Decoded:
+    """The bytes of the regular file at `path` (links resolved), or a `_Decoded` saying why not. At most
+    `max_bytes` are read; a FIFO, device or socket is never opened for reading (it could block or never end);
+    with `within` (a real folder path), a file whose real path lies outside that folder is refused
+    (`link_outside`), so a link in a downloaded tree cannot make the build read ~/.ssh or /etc into an index."""
     try:
-        data = path.read_bytes()
+        real = os.path.realpath(path, strict=True)
+    except OSError:
+        problem = _stat_problem(path)
+        return _Decoded(None, *(problem or (SKIP_UNREADABLE, "cannot resolve the path")))
+    if within is not None and not _inside(real, within):
+        return _Decoded(None, SKIP_LINK_OUTSIDE, f"resolves outside {within}: {real}")
+    try:
+        # O_NOFOLLOW: `real` has no links left; one put there since is refused, not followed
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return _Decoded(None, SKIP_UNREADABLE, exc.strerror or str(exc))
-    return decode_bytes(data)
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd)
+        if not stat.S_ISREG(mode.st_mode):
+            return _Decoded(None, SKIP_NOT_REGULAR, "not a regular file (a FIFO, device or socket)")
+        if mode.st_size > max_bytes:
+            return _Decoded(None, SKIP_TOO_LARGE, f"{mode.st_size} bytes > limit {max_bytes}")
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            return _Decoded(None, SKIP_UNREADABLE, exc.strerror or str(exc))
+    if len(data) > max_bytes:  # it grew after the size check
+        return _Decoded(None, SKIP_TOO_LARGE, f"more than {max_bytes} bytes")
+    return data
+
+
+def _inside(real: str, folder: str) -> bool:
+    """Whether real path `real` is `folder` or lies below it."""
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def decode_bytes(data: bytes) -> _Decoded:
@@ -293,6 +324,12 @@ def has_headings(body: str) -> bool:
 # Provenance helpers for plain directory trees
 
 _LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "COPYING", "COPYING.md")
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+# What a tree's provenance files may hold before they are taken as unknown (read whole, so bounded).
+LICENSE_FILE_BYTES = 1 << 20
+GIT_CONFIG_BYTES = 1 << 20
+GIT_REF_BYTES = 4096
+GIT_PACKED_REFS_BYTES = 16 << 20
 
 
 def detect_license(text: str) -> str:
@@ -317,39 +354,36 @@ def detect_license(text: str) -> str:
     return "unknown"
 
 
-def _git_provenance(root: Path) -> tuple[str | None, str]:
-    """(owner/name from the origin remote, HEAD commit) of a git checkout at `root`, if any."""
+def _git_provenance(root: Path, within: str | None = None) -> tuple[str | None, str]:
+    """(owner/name from the origin remote, HEAD commit) of a git checkout at `root`, if any. Its files are read
+    as a corpus file is (bounded, no FIFO, nothing outside `within`); a commit that is not a hash is ""."""
+
+    def text(name: str, max_bytes: int) -> str:
+        data = read_file_bytes(git / name, max_bytes, within)
+        return "" if isinstance(data, _Decoded) else data.decode("utf-8", errors="replace")
+
     git = root / ".git"
-    if not git.is_dir():
+    if not git.is_dir() or (within is not None and not _inside(os.path.realpath(git), within)):
         return None, ""
     repo = None
-    try:
-        config = (git / "config").read_text(encoding="utf-8", errors="replace")
-        m = re.search(r'\[remote "origin"\][^\[]*?url\s*=\s*(\S+)', config)
-        if m:
-            tail = re.sub(r"\.git$", "", m.group(1).rstrip("/"))
-            parts = re.split(r"[/:]", tail)
-            if len(parts) >= 2:
-                repo = f"{parts[-2]}/{parts[-1]}"
-    except OSError:
-        pass
+    m = re.search(r'\[remote "origin"\][^\[]*?url\s*=\s*(\S+)', text("config", GIT_CONFIG_BYTES))
+    if m:
+        tail = re.sub(r"\.git$", "", m.group(1).rstrip("/"))
+        parts = re.split(r"[/:]", tail)
+        if len(parts) >= 2:
+            repo = f"{parts[-2]}/{parts[-1]}"
     commit = ""
-    try:
-        head = (git / "HEAD").read_text().strip()
-        if head.startswith("ref: "):
-            ref = head[5:]
-            ref_file = git / ref
-            if ref_file.is_file():
-                commit = ref_file.read_text().strip()
-            elif (git / "packed-refs").is_file():
-                for line in (git / "packed-refs").read_text().splitlines():
-                    if line.endswith(" " + ref):
-                        commit = line.split()[0]
-        else:
-            commit = head
-    except OSError:
-        pass
-    return repo, commit
+    head = text("HEAD", GIT_REF_BYTES).strip()
+    if head.startswith("ref: "):
+        ref = head[5:]
+        commit = text(ref, GIT_REF_BYTES).strip()
+        if not commit:
+            for line in text("packed-refs", GIT_PACKED_REFS_BYTES).splitlines():
+                if line.endswith(" " + ref):
+                    commit = line.split()[0]
+    else:
+        commit = head
+    return repo, commit if _COMMIT.fullmatch(commit) else ""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -465,8 +499,11 @@ class _Loader:
         self.seen_hashes.add(key)
         return record
 
-    def _decode_file(self, source: str, file: Path, label: str) -> str | None:
-        decoded = read_text_file(file, self.max_bytes)
+    def _decode_file(self, source: str, file: Path, label: str, within: str | None) -> str | None:
+        data = read_file_bytes(file, self.max_bytes, within)
+        return self._decoded(source, data if isinstance(data, _Decoded) else decode_bytes(data), label)
+
+    def _decoded(self, source: str, decoded: _Decoded, label: str) -> str | None:
         if decoded.text is None:
             self.report.skip(source, label, decoded.reason, decoded.detail)
             return None
@@ -499,6 +536,7 @@ class _Loader:
             else:
                 refs_by_skill.setdefault(str(row.get("skill")), []).append(row)
         files_dir = root / "skills"
+        within = os.path.realpath(files_dir)  # a row's id names a file in skills/, never one elsewhere
         total = len(rows)
         done = 0
         skill_ids = set()
@@ -507,11 +545,11 @@ class _Loader:
             references: list[RefDoc] = []
             for ref in refs_by_skill.get(row["id"], []):
                 self.report.files_seen += 1
-                text = self._manifest_file(source, files_dir, ref)
+                text = self._manifest_file(source, files_dir, ref, within)
                 if text is not None:
                     references.append(RefDoc(path=str(ref.get("path") or ref["id"]), text=text))
             self.report.files_seen += 1
-            text = self._manifest_file(source, files_dir, row)
+            text = self._manifest_file(source, files_dir, row, within)
             done += 1 + len(refs_by_skill.get(row["id"], []))
             self._tick(done, total)
             if text is None:
@@ -535,18 +573,19 @@ class _Loader:
                     self.report.skip(source, path_label(str(ref.get("repo") or ""), str(ref.get("path") or ref["id"])),
                                      SKIP_ORPHAN_REFERENCE, detail)
 
-    def _manifest_file(self, source: str, files_dir: Path, row: dict[str, Any]) -> str | None:
+    def _manifest_file(self, source: str, files_dir: Path, row: dict[str, Any], within: str) -> str | None:
         file = files_dir / str(row["id"])
         label = path_label(str(row.get("repo") or ""), str(row.get("path") or row["id"]))
-        if not file.exists() and not file.is_symlink():
+        if not os.path.lexists(file):
             self.report.skip(source, label, SKIP_MISSING_FILE, f"{file} does not exist")
             return None
-        text = self._decode_file(source, file, label)
+        data = read_file_bytes(file, self.max_bytes, within)
+        if isinstance(data, _Decoded):
+            return self._decoded(source, data, label)
+        text = self._decoded(source, decode_bytes(data), label)
         expected = row.get("sha256")
-        if text is not None and expected:
-            actual = hashlib.sha256(file.read_bytes()).hexdigest()
-            if actual != expected:
-                self.report.note(source, label, NOTE_SHA_MISMATCH, "file differs from its manifest row")
+        if text is not None and expected and hashlib.sha256(data).hexdigest() != expected:
+            self.report.note(source, label, NOTE_SHA_MISMATCH, "file differs from its manifest row")
         return text
 
     # ---- .jsonl dumps
@@ -689,18 +728,20 @@ class _Loader:
     # ---- directory trees
     def _load_tree(self, root: Path) -> Iterator[SkillRecord]:
         source = str(root)
-        git_repo, commit = _git_provenance(root)
+        # What the tree's files may resolve to: the tree itself, unless the user trusts its links out
+        within = None if self.options.follow_links_out else os.path.realpath(root)
+        git_repo, commit = _git_provenance(root, within)
         repo = git_repo or f"local/{root.resolve().name}"
         # Consecutive skills share their ancestors: a small LRU keeps the repository look-up cheap without a
         # cache entry for every folder of the tree.
-        checkout_at = functools.lru_cache(maxsize=CHECKOUT_CACHE)(_checkout_at)
-        walk = _TreeWalk(root, source, self.report)
+        checkout_at = functools.lru_cache(maxsize=CHECKOUT_CACHE)(functools.partial(_checkout_at, within=within))
+        walk = _TreeWalk(root, source, self.report, within)
         for done, (skill_dir, ref_files) in enumerate(walk.skills(), 1):
             repo_root, skill_repo, skill_commit = self._tree_repo(skill_dir, root, checkout_at)
             if repo_root is None:
                 repo_root, skill_repo, skill_commit = root, repo, commit
             record = self._load_tree_skill(skill_dir, ref_files, repo_root, source, skill_repo, skill_commit,
-                                           walk_root=root)
+                                           walk_root=root, within=within)
             self._tick(done, None)  # streamed: the number of skills is not known up front
             if record is not None:
                 yield record
@@ -726,46 +767,49 @@ class _Loader:
         return None, "", ""
 
     def _load_tree_skill(self, skill_dir: Path, ref_files: list[Path], root: Path, source: str, repo: str,
-                         commit: str, walk_root: Path | None = None) -> SkillRecord | None:
+                         commit: str, walk_root: Path | None = None, within: str | None = None) -> SkillRecord | None:
         rel_dir = skill_dir.relative_to(root).as_posix()
         skill_path = f"{rel_dir}/{SKILL_FILE}" if rel_dir != "." else SKILL_FILE
         references = []
         for ref in ref_files:
             self.report.files_seen += 1
             rel = ref.relative_to(root).as_posix()
-            text = self._decode_file(source, ref, rel)
+            text = self._decode_file(source, ref, rel, within)
             if text is not None:
                 references.append(RefDoc(path=rel, text=text))
         self.report.files_seen += 1
-        text = self._decode_file(source, skill_dir / SKILL_FILE, skill_path)
+        text = self._decode_file(source, skill_dir / SKILL_FILE, skill_path, within)
         if text is None:
             for doc in references:
                 self.report.skip(source, doc.path, SKIP_ORPHAN_REFERENCE, f"its skill {skill_path} was skipped")
             return None
         return self._add_record(source, record_id=f"{repo}/{skill_path}", text=text, repo=repo, path=skill_path,
-                         commit=commit, license=self._tree_license(skill_dir, walk_root or root),
+                         commit=commit, license=self._tree_license(skill_dir, walk_root or root, within),
                          references=references,
                          fallback_name=skill_dir.name if rel_dir != "." else root.resolve().name)
 
-    def _tree_license(self, skill_dir: Path, root: Path) -> str:
+    def _tree_license(self, skill_dir: Path, root: Path, within: str | None) -> str:
+        """The licence of the nearest licence file from the skill up to `root`; "unknown" when none, or when
+        the nearest cannot be read (too large, a link out of the tree, not a regular file)."""
         for folder in (skill_dir, *skill_dir.parents):
             for name in _LICENSE_NAMES:
                 candidate = folder / name
-                if candidate.is_file():
-                    try:
-                        return detect_license(candidate.read_text(encoding="utf-8", errors="replace"))
-                    except OSError:
-                        return "unknown"
+                if not os.path.lexists(candidate) or os.path.isdir(candidate):
+                    continue
+                data = read_file_bytes(candidate, LICENSE_FILE_BYTES, within)
+                if isinstance(data, _Decoded):
+                    return "unknown"
+                return detect_license(data.decode("utf-8", errors="replace"))
             if folder == root:
                 break
         return "unknown"
 
 
-def _checkout_at(folder: Path) -> tuple[bool, str | None, str]:
+def _checkout_at(folder: Path, within: str | None = None) -> tuple[bool, str | None, str]:
     """(is a git checkout, owner/name, commit) of `folder`."""
     if not (folder / ".git").is_dir():
         return False, None, ""
-    return (True, *_git_provenance(folder))
+    return (True, *_git_provenance(folder, within))
 
 
 @dataclass(slots=True)
@@ -811,18 +855,22 @@ class _TreeWalk:
     folders are listed when its turn comes (its references are needed then); the nested skills found on the
     way are kept until their keys come. .md files outside every skill are reported.
 
-    Links. A linked file is read through the link. A linked folder is followed only when nothing else walks
-    it: a link whose target lies inside the tree (where the walk reaches it under its own path, unless below
-    a skipped folder such as node_modules) or inside a folder already followed through a link is reported as
-    `symlink_loop` and not followed; so is a link that cannot resolve because it loops. The walk keeps only
-    the real paths of the root and of the followed link targets, and inside a followed folder it does not
-    re-enter one of those (a link to a folder above an earlier target). Broken links to .md files (or that
-    fail for another reason than a missing target) are reported as `broken_symlink`."""
+    Links. With `within` (a real folder path: the tree's own, unless the user trusts its links out), a link
+    to a folder or .md file outside it is reported as `link_outside` and not followed: a downloaded tree must
+    not make the build read the machine's other files. A linked file inside is read through the link. A linked
+    folder is followed only when nothing else walks it: a link whose target lies inside the tree (where the
+    walk reaches it under its own path, unless below a skipped folder such as node_modules) or inside a folder
+    already followed through a link is reported as `symlink_loop` and not followed; so is a link that cannot
+    resolve because it loops. The walk keeps only the real paths of the root and of the followed link
+    targets, and inside a followed folder it does not re-enter one of those (a link to a folder above an
+    earlier target). Broken links to .md files (or that fail for another reason than a missing target) are
+    reported as `broken_symlink`. A SKILL.md link is judged when its skill is read, not here."""
 
-    def __init__(self, root: Path, source: str, report: IngestReport) -> None:
+    def __init__(self, root: Path, source: str, report: IngestReport, within: str | None = None) -> None:
         self.root = root
         self.source = source
         self.report = report
+        self.within = within
         self.top = _Folder(root, os.path.realpath(root), ".")
         self.walked = {self.top.real}  # the root and every followed link target (real paths)
 
@@ -970,7 +1018,13 @@ class _TreeWalk:
             if is_md:
                 self.report.files_seen += 1
             return None
-        if not os.path.isdir(real):
+        is_dir = os.path.isdir(real)
+        if self.within is not None and not _inside(real, self.within):
+            if name != SKILL_FILE and (is_dir or name.endswith(".md")):
+                self.report.files_seen += not is_dir
+                self.report.skip(self.source, rel, SKIP_LINK_OUTSIDE, f"links out of the tree to {real}")
+            return None
+        if not is_dir:
             return real
         if self._walked_anyway(real):
             self.report.skip(self.source, rel, SKIP_SYMLINK_LOOP, f"links to a folder the walk reaches anyway: {real}")

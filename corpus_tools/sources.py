@@ -79,12 +79,14 @@ class SourceError(ValueError):
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """How table sources are read: mapping overrides (`field -> column`), a SQLite query, a repository
-    metadata file to join (parquet or SQLite), and the largest text a row may carry."""
+    """How sources are read: mapping overrides (`field -> column`), a SQLite query and a repository metadata
+    file to join (parquet or SQLite) for table sources; for folder trees, whether links that lead out of the
+    tree are followed (off: a downloaded tree's links must not reach the machine's other files)."""
 
     overrides: dict[str, str] = field(default_factory=dict)
     sql: str | None = None
     repos: Path | None = None
+    follow_links_out: bool = False
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:

@@ -67,3 +67,19 @@ def test_bad_arguments(tmp_path: Path, sources: tuple[Path, Path], capsys: pytes
     assert run(["corpus", "build", str(sources[0]), "--out", str(tmp_path / "i"), "--blocklist", "mmlu"]) == 2
     assert "unknown blocklist" in capsys.readouterr().err
     assert run(["corpus", "search", str(tmp_path / "missing"), "q"]) == 2
+
+
+def test_links_out_of_a_tree_are_followed_only_when_asked(tmp_path: Path, sources: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture) -> None:
+    good, _ = sources
+    tree = tmp_path / "my-skills"
+    tree.mkdir()
+    (tree / "formulas").symlink_to(good / "excel-formulas", target_is_directory=True)
+    refused, trusted = tmp_path / "refused", tmp_path / "trusted"
+    assert run(["corpus", "build", str(tree), "--out", str(refused)]) == 2  # no skills: an index needs some
+    err = capsys.readouterr().err
+    assert "no skills to index" in err and "link_outside 1" in err and "--follow-links-out" in err
+    assert not refused.exists()
+    assert run(["corpus", "build", str(tree), "--out", str(trusted), "--follow-links-out"]) == 0
+    assert "of 1 skills" in capsys.readouterr().out
+    assert json.loads((trusted / "corpus_card.json").read_text())["build"]["follow_links_out"] is True

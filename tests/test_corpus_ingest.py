@@ -181,6 +181,22 @@ def test_manifest_folder(tmp_path: Path) -> None:
     assert report.skip_counts()["orphan_reference"] == 1
 
 
+def test_a_manifest_row_cannot_name_a_file_outside_its_skills_folder(tmp_path: Path) -> None:
+    secret = write(tmp_path / "secret.md", "# Secret\n\n## Key\n\nAKIA-SECRET\n")
+    root = tmp_path / "corp"
+    write(root / "skills" / "ok" / "SKILL.md", GOOD_SKILL.format(name="ok", desc="Ok", title="Ok"))
+    (root / "skills" / "linked.md").symlink_to(secret)
+    rows = [{"id": "ok/SKILL.md", "repo": "o/r", "path": "ok/SKILL.md"},
+            {"id": "../../secret.md", "repo": "o/r", "path": "dotdot/SKILL.md"},
+            {"id": str(secret), "repo": "o/r", "path": "absolute/SKILL.md"},
+            {"id": "linked.md", "repo": "o/r", "path": "linked/SKILL.md"}]
+    (root / "MANIFEST.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    records, report = load_corpus(root)
+    assert [r.id for r in records] == ["ok/SKILL.md"]
+    for label in ("o/r/dotdot/SKILL.md", "o/r/absolute/SKILL.md", "o/r/linked/SKILL.md"):
+        assert report.reasons_for(label) == ["link_outside"], label
+
+
 def test_unknown_source_is_reported(tmp_path: Path) -> None:
     other = write(tmp_path / "data.csv", "a,b\n")
     records, report = load_corpus([other, tmp_path / "nowhere"])

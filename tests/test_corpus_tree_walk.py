@@ -11,6 +11,7 @@ import pytest
 
 from corpus_tools import ingest
 from corpus_tools.ingest import IngestReport, iter_corpus, load_corpus
+from corpus_tools.sources import SourceOptions
 
 
 def skill(name: str, extra: str = "") -> str:
@@ -91,7 +92,7 @@ def test_nested_skills_follow_their_parent_and_own_their_subtree(tmp_path: Path)
     assert report.files_seen == 16 and report.references_loaded == 7
 
 
-def test_links_into_the_walked_tree_are_reported_and_outside_folders_followed_once(tmp_path: Path) -> None:
+def make_linked_tree(tmp_path: Path) -> Path:
     root = tmp_path / "tree"
     outside = tmp_path / "outside"
     make_skills(root, ["deep/real/skill", "keep"])
@@ -102,24 +103,78 @@ def test_links_into_the_walked_tree_are_reported_and_outside_folders_followed_on
     # whichever of the two the walk meets first.
     (root / "a-shortcut").symlink_to(root / "deep" / "real", target_is_directory=True)
     (root / "keep" / "up").symlink_to("..", target_is_directory=True)
-    # Two links to one folder outside the tree: the first (in path order) is walked, the second reported.
+    # Two links to one folder outside the tree.
     (root / "linked").symlink_to(outside, target_is_directory=True)
     (root / "zz-linked-again").symlink_to(outside / "ext", target_is_directory=True)
     # A link into a folder the walk skips (node_modules) is followed: nothing else reaches it.
     make_skills(root, ["node_modules/pkg"])
     (root / "vendored").symlink_to(root / "node_modules" / "pkg", target_is_directory=True)
     os.symlink("nowhere.md", root / "keep" / "gone.md")
+    return root
 
-    records, report = load_corpus(root)
+
+def test_links_into_the_walked_tree_are_reported_and_links_out_of_it_refused(tmp_path: Path) -> None:
+    records, report = load_corpus(make_linked_tree(tmp_path))
+    assert [r.path for r in records] == ["deep/real/skill/SKILL.md", "keep/SKILL.md", "vendored/SKILL.md"]
+    assert report.reasons_for("a-shortcut") == ["symlink_loop"]
+    assert report.reasons_for("keep/up") == ["symlink_loop"]
+    assert report.reasons_for("linked") == ["link_outside"]
+    assert report.reasons_for("zz-linked-again") == ["link_outside"]
+    assert report.reasons_for("keep/gone.md") == ["broken_symlink"]
+    assert report.skip_counts() == {"symlink_loop": 2, "link_outside": 2, "broken_symlink": 1}
+
+
+def test_a_trusted_tree_has_its_outside_folders_followed_once(tmp_path: Path) -> None:
+    records, report = load_corpus(make_linked_tree(tmp_path), options=SourceOptions(follow_links_out=True))
     assert [r.path for r in records] == ["deep/real/skill/SKILL.md", "keep/SKILL.md", "linked/ext/SKILL.md",
                                          "vendored/SKILL.md"]
     assert [d.path for d in records[2].references] == ["linked/ext/guide.md"]
-    assert report.reasons_for("a-shortcut") == ["symlink_loop"]
-    assert report.reasons_for("keep/up") == ["symlink_loop"]
+    # The first link (in path order) to the outside folder is walked, the second reported.
     assert report.reasons_for("linked/ext/again") == ["symlink_loop"]
     assert report.reasons_for("zz-linked-again") == ["symlink_loop"]
-    assert report.reasons_for("keep/gone.md") == ["broken_symlink"]
     assert report.skip_counts() == {"symlink_loop": 4, "broken_symlink": 1}
+
+
+def test_no_file_outside_the_tree_reaches_the_index_through_a_link(tmp_path: Path) -> None:
+    # A downloaded checkout whose links point at the machine's secrets: a SKILL.md, a reference, a licence and
+    # a .git folder, each a link out of the tree. None of their text may be read into a record.
+    secret = "AKIA-SECRET-KEY-0123456789"
+    private = tmp_path / "home"
+    write(private / "credentials.md", f"# Credentials\n\n## Key\n\n{secret}\n")
+    write(private / "LICENSE", "MIT License\n\nPermission is hereby granted, free of charge\n")
+    write(private / "git" / "config", '[remote "origin"]\n\turl = https://github.com/victim/private.git\n')
+    write(private / "git" / "HEAD", "0123456789abcdef0123456789abcdef01234567\n")
+    root = tmp_path / "checkout"
+    write(root / "good" / "SKILL.md", skill("good"))
+    (root / "good" / "notes.md").symlink_to(private / "credentials.md")
+    (root / "good" / "LICENSE").symlink_to(private / "LICENSE")
+    (root / "stolen").mkdir()
+    (root / "stolen" / "SKILL.md").symlink_to(private / "credentials.md")
+    (root / ".git").symlink_to(private / "git", target_is_directory=True)
+
+    records, report = load_corpus(root)
+    assert [r.path for r in records] == ["good/SKILL.md"]
+    assert records[0].references == [] and secret not in records[0].text
+    assert records[0].license == "unknown" and records[0].repo == "local/checkout" and records[0].commit == ""
+    assert report.reasons_for("good/notes.md") == ["link_outside"]
+    assert report.reasons_for("stolen/SKILL.md") == ["link_outside"]
+    assert report.files_seen == 3  # good's SKILL.md, its refused reference, stolen's SKILL.md: each once
+
+    trusted, _ = load_corpus(root, options=SourceOptions(follow_links_out=True))
+    assert [r.path for r in trusted] == ["good/SKILL.md", "stolen/SKILL.md"]
+    assert trusted[0].license == "MIT" and trusted[0].repo == "victim/private"
+    assert trusted[0].commit == "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_a_fifo_is_never_opened_for_reading(tmp_path: Path) -> None:
+    # A reference linked to a FIFO would block a plain read forever: it is reported and the skill kept.
+    root = tmp_path / "tree"
+    write(root / "s" / "SKILL.md", skill("s"))
+    os.mkfifo(tmp_path / "tree" / "pipe")
+    (root / "s" / "ref.md").symlink_to(root / "pipe")
+    records, report = load_corpus(root)
+    assert [r.path for r in records] == ["s/SKILL.md"] and records[0].references == []
+    assert report.reasons_for("s/ref.md") == ["not_regular"]
 
 
 def make_checkout_tree(root: Path, skills: int) -> None:

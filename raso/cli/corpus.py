@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "(its columns are mapped as a table's)")
     build.add_argument("--repos", type=Path, metavar="FILE", help="a parquet file of repository metadata (repo, "
                        "licence, stars) to join by repo name")
+    build.add_argument("--follow-links-out", action="store_true",
+                       help="for a folder tree you trust: follow links to files and folders outside it (by "
+                       "default they are reported as link_outside and not read)")
     build.add_argument("--license", default="", metavar="SPDX,...",
                        help="keep only skills under these licences (SPDX ids, any case), e.g. mit,apache-2.0")
     build.add_argument("--unknown-license", choices=("keep", "drop"), default="keep",
@@ -99,7 +102,8 @@ def build_command(args: argparse.Namespace) -> int:
     try:
         levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
         blocklists = resolve_benchmarks(args.blocklist)
-        options = SourceOptions(overrides=parse_overrides(args.column_map), sql=args.sql, repos=args.repos)
+        options = SourceOptions(overrides=parse_overrides(args.column_map), sql=args.sql, repos=args.repos,
+                                follow_links_out=args.follow_links_out)
         if args.repos is not None and not args.repos.is_file():
             raise SourceError(f"--repos {args.repos}: no such file")
     except ValueError as exc:
