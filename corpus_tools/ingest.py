@@ -282,6 +282,23 @@ def read_file_bytes(path: Path, max_bytes: int, within: str | None = None) -> by
     return data
 
 
+def _bounded_lines(fh: Any, max_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """(line, its length) for each line of binary file `fh`, holding at most `max_bytes` + 1 bytes of a line:
+    a longer one yields its head (to be skipped as too large) and its tail is read past in 1 MiB pieces."""
+    while True:
+        raw = fh.readline(max_bytes + 1)
+        if not raw:
+            return
+        length = len(raw)
+        if length > max_bytes and not raw.endswith(b"\n"):
+            while True:
+                rest = fh.readline(1 << 20)
+                length += len(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield raw, length
+
+
 def _inside(real: str, folder: str) -> bool:
     """Whether real path `real` is `folder` or lies below it."""
     return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
@@ -599,21 +616,21 @@ class _Loader:
             return
         with fh:
             position = 0
-            for lineno, raw in enumerate(fh, 1):
-                position += len(raw)
+            for lineno, (raw, length) in enumerate(_bounded_lines(fh, self.max_bytes), 1):
+                position += length
                 if lineno % 500 == 0:
                     self._tick(position, total)
                 if not raw.strip():
                     continue
                 self.report.files_seen += 1
-                record = self._jsonl_line(source, f"{file.name}:{lineno}", raw)
+                record = self._jsonl_line(source, f"{file.name}:{lineno}", raw, length)
                 if record is not None:
                     yield record
             self._tick(total, total)
 
-    def _jsonl_line(self, source: str, where: str, raw: bytes) -> SkillRecord | None:
-        if len(raw) > self.max_bytes:
-            self.report.skip(source, where, SKIP_TOO_LARGE, f"{len(raw)} bytes > limit {self.max_bytes}")
+    def _jsonl_line(self, source: str, where: str, raw: bytes, length: int) -> SkillRecord | None:
+        if length > self.max_bytes:
+            self.report.skip(source, where, SKIP_TOO_LARGE, f"{length} bytes > limit {self.max_bytes}")
             return None
         decoded = decode_bytes(raw)
         if decoded.text is None:

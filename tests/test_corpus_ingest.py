@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,28 @@ def test_jsonl_dump(tmp_path: Path) -> None:
     assert records[0].commit == "abc" and records[0].references[0].path == "j1/ref.md"
     assert records[1].description == "built from fields" and "## Use" in records[1].body
     assert report.skip_counts() == {"invalid_json": 2, "missing_text": 1, "duplicate": 1}
+
+
+def test_a_huge_jsonl_line_is_skipped_without_being_held(tmp_path: Path) -> None:
+    # One 24 MB line (no newline inside it) between two good ones, with a 256 KiB limit per skill: the line is
+    # reported as too large with its real length, the lines after it still load, and the read never holds it.
+    dump = tmp_path / "dump.jsonl"
+    huge = json.dumps({"text": "# Big\n\n" + "x" * (24 << 20)}).encode()
+    with dump.open("wb") as fh:
+        fh.write(json.dumps({"text": GOOD_SKILL.format(name="a", desc="A", title="A")}).encode() + b"\n")
+        fh.write(huge + b"\n")
+        fh.write(json.dumps({"text": GOOD_SKILL.format(name="b", desc="B", title="B")}).encode())
+    del huge
+    tracemalloc.start()
+    try:
+        records, report = load_corpus([dump], max_file_bytes=256 << 10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.name for r in records] == ["a", "b"]
+    assert report.reasons_for("dump.jsonl:2") == ["too_large"]
+    assert f"{(24 << 20) + len(json.dumps({'text': '# Big' + chr(10) * 2})) + 1} bytes" in report.skipped[0].detail
+    assert peak < 8 << 20, peak
 
 
 def test_manifest_folder(tmp_path: Path) -> None:
