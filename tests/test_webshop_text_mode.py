@@ -30,7 +30,7 @@ def test_the_option_switches_the_page_format(harness):
     annotated_obs, _ = WebShopHarness().make_env(task).reset()
     instruction = harness.goal(task).instruction_text
     assert text_obs == SEP.join(["WebShop", "Instruction:", instruction, "Search"])
-    assert annotated_obs.startswith(f"Instruction: {instruction}\n") and "Available actions" in annotated_obs
+    assert annotated_obs.startswith(f"Instruction: {instruction}\n") and annotated_obs.endswith("\n[Search]")
     assert text_info["available_actions"] == ["search[<keywords>]"]
     assert "[SEP]" in harness.harness_description and "[SEP]" not in WebShopHarness().harness_description
     with pytest.raises(ValueError, match="observation"):

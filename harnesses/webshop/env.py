@@ -5,8 +5,10 @@ Page flow and button names follow the original WebShop text environment: `search
 `Reviews`, `< Prev` (back one page), `Back to Search`, and `Buy Now`, which ends the episode with the purchase reward.
 
 Two observation modes (`observation=`):
-- "annotated" (default): the page as lines, selected options marked, an "Available actions" list; `search[...]`
-  only on the search page (as ReAct's WebShop setup); an unavailable action is answered with a note.
+- "annotated" (default): the page as lines, every available action shown once as a [bracketed] button (or product
+  ASIN, or option value) on the page, selected options marked; the instruction only on the first page (it stays in
+  the agent's first message, so each turn adds only the new page); `search[...]` only on the search page (as
+  ReAct's WebShop setup); an unavailable action is answered with a note.
 - "text": upstream's `WebAgentTextEnv(observation_mode="text")`: the page's visible text joined with " [SEP] "
   (rendered from the same page structure as upstream's templates), `search[...]` accepted on any page, "Next >"
   always on a results page, no reviews and rating N.A. (upstream's loader leaves reviews out), no action list, and
@@ -79,7 +81,7 @@ class WebShopEnv(TextEnv):
         self.session = _Session()
         self.steps = 0
         self.done = False
-        return self._render(), self._info()
+        return self._render(with_instruction=True), self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.done:
@@ -190,11 +192,14 @@ class WebShopEnv(TextEnv):
         start = (self.session.result_page - 1) * PRODUCTS_PER_PAGE
         return self.session.results[start:start + PRODUCTS_PER_PAGE]
 
-    def _render(self) -> str:
+    def _render(self, *, with_instruction: bool = False) -> str:
+        """The page. Annotated mode shows the instruction on the first page only and no separate action list: the
+        page's [bracketed] buttons, ASINs and option values are exactly `available_actions()`, and repeating
+        either on every turn only made each turn's prompt longer (text mode keeps upstream's page text)."""
         if self.observation_mode == "text":
             return SEP.join(self._text_segments())
         s = self.session
-        lines = [f"Instruction: {self.goal.instruction_text}", ""]
+        lines = [f"Instruction: {self.goal.instruction_text}", ""] if with_instruction else []
         if s.page == "search":
             lines += ["WebShop search page", "[Search]"]
         elif s.page == "results":
@@ -233,9 +238,6 @@ class WebShopEnv(TextEnv):
             chosen = ", ".join(f"{k}: {v}" for k, v in self.session.options.items()) or "no options"
             lines += [f"Thank you for shopping with us! You bought [{product.asin}] {product.title} "
                       f"({chosen}) for ${product.price:.2f}."]
-        actions = self.available_actions()
-        if actions:
-            lines += ["", "Available actions: " + ", ".join(actions)]
         return "\n".join(lines)
 
     # ---- upstream's text mode ---------------------------------------------------------------------------
