@@ -517,8 +517,7 @@ class _Loader:
         return record
 
     def _decode_file(self, source: str, file: Path, label: str, within: str | None) -> str | None:
-        data = read_file_bytes(file, self.max_bytes, within)
-        return self._decoded(source, data if isinstance(data, _Decoded) else decode_bytes(data), label)
+        return self._decoded(source, read_text_file(file, self.max_bytes, within), label)
 
     def _decoded(self, source: str, decoded: _Decoded, label: str) -> str | None:
         if decoded.text is None:
