@@ -239,7 +239,7 @@ def _stat_problem(path: Path) -> tuple[str, str] | None:
         if exc.errno == errno.ELOOP:
             return SKIP_SYMLINK_LOOP, "symbolic link loop"
         if path.is_symlink():
-            return SKIP_BROKEN_SYMLINK, f"link target missing: {os.readlink(path)}"
+            return SKIP_BROKEN_SYMLINK, "link target missing"
         return SKIP_UNREADABLE, exc.strerror or str(exc)
     return None
 
@@ -261,7 +261,7 @@ def read_file_bytes(path: Path, max_bytes: int, within: str | None = None) -> by
         problem = _stat_problem(path)
         return _Decoded(None, *(problem or (SKIP_UNREADABLE, "cannot resolve the path")))
     if within is not None and not _inside(real, within):
-        return _Decoded(None, SKIP_LINK_OUTSIDE, f"resolves outside {within}: {real}")
+        return _Decoded(None, SKIP_LINK_OUTSIDE, "resolves outside the folder read")
     try:
         # O_NOFOLLOW: `real` has no links left; one put there since is refused, not followed
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -1038,7 +1038,7 @@ class _TreeWalk:
         if self.within is not None and not _inside(real, self.within):
             if name != SKILL_FILE and (is_dir or name.endswith(".md")):
                 self.report.files_seen += not is_dir
-                self.report.skip(self.source, rel, SKIP_LINK_OUTSIDE, f"links out of the tree to {real}")
+                self.report.skip(self.source, rel, SKIP_LINK_OUTSIDE, "links out of the tree")
             return None
         if not is_dir:
             return real

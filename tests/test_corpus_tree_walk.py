@@ -3,6 +3,7 @@ their own subtree, the link rule, and a walk whose memory does not grow with the
 
 from __future__ import annotations
 
+import json
 import os
 import tracemalloc
 from pathlib import Path
@@ -159,6 +160,8 @@ def test_no_file_outside_the_tree_reaches_the_index_through_a_link(tmp_path: Pat
     assert report.reasons_for("good/notes.md") == ["link_outside"]
     assert report.reasons_for("stolen/SKILL.md") == ["link_outside"]
     assert report.files_seen == 3  # good's SKILL.md, its refused reference, stolen's SKILL.md: each once
+    # the report travels with the index: it names the files in the tree, never the machine's paths they lead to
+    assert str(private) not in json.dumps(report.to_dict())
 
     trusted, _ = load_corpus(root, options=SourceOptions(follow_links_out=True))
     assert [r.path for r in trusted] == ["good/SKILL.md", "stolen/SKILL.md"]
