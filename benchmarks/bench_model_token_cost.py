@@ -9,11 +9,13 @@ after the other in one process, on text from this repository's README (no downlo
 Speculative decoding checks B-1 drafted tokens in one pass of B tokens that needs logits at every position (each
 position is sampled to accept or reject its draft). The second table is what such a pass costs per token, after the
 prompt, against a generated token. With RUN_DIR (a `raso optimize` or `raso eval` run directory), the agent replies
-its trajectories recorded are replayed through prompt-lookup drafting (llama-cpp-python's LlamaPromptLookupDecoding
-method: the last n tokens are looked up in the conversation so far, most recent match first, and the k tokens that
-followed are drafted), every generation pass priced with the 1-thread costs measured here: the drafted tokens the
-recorded replies would have accepted, and the CPU of speculative against plain generation. The conversation is the
-rollout's observations and replies (system prompt and skill left out, so a draft is found somewhat less often).
+its trajectories recorded are replayed through prompt-lookup drafting (the method of llama-cpp-python's
+LlamaPromptLookupDecoding with two changes: the last n tokens, n from 3 down to the table's minimum, are looked up
+in the conversation so far most recent match first, where the library takes the oldest match and goes down to
+n = 1; the k tokens that followed the match are drafted), every generation pass priced with the 1-thread costs
+measured here: the drafted tokens the recorded replies would have accepted, and the CPU of speculative against plain
+generation. The conversation is the rollout's observations and replies (system prompt and skill left out, so a
+draft is found somewhat less often).
 
     python benchmarks/bench_model_token_cost.py [RUN_DIR] [--model qwen2.5-coder-0.5b] [--prompt 1000] [--steps 30]
 """
