@@ -83,18 +83,25 @@ def resolve_config(
     return build_config(config_file, values, quick_local_defaults=quick_defaults)
 
 
-def load_harness(spec: "str | Harness", options: Mapping[str, Any] | None = None) -> Harness:
+def load_harness(spec: "str | Harness", options: Mapping[str, Any] | None = None, for_runs: bool = True) -> Harness:
     """A harness instance from a name or 'module:Class' (with constructor options), or the instance itself.
-    Raises ConfigError with the reason (unknown name, missing optional extra or data, bad options)."""
+    Raises ConfigError with the reason (unknown name, missing optional extra or data, bad options; with
+    `for_runs`, what this machine lacks to run its tasks)."""
     if isinstance(spec, Harness):
         return spec
     try:
-        return get_harness(spec, **dict(options or {}))
+        harness = get_harness(spec, **dict(options or {}))
     except (HarnessNotFoundError, HarnessLoadError) as exc:
         raise ConfigError(f"cannot load harness {spec!r}: {exc}") from None
     except (TypeError, ValueError, OSError, ImportError) as exc:
         raise ConfigError(f"cannot load harness {spec!r} with options {dict(options or {})}: "
                           f"{type(exc).__name__}: {exc}") from None
+    if for_runs:
+        try:
+            harness.check_runnable()
+        except OSError as exc:
+            raise ConfigError(f"cannot run harness {spec!r} here: {exc}") from None
+    return harness
 
 
 # ------------------------------------------------------------------------------------------------ collaborators

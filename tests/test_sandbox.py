@@ -265,8 +265,9 @@ def test_without_an_os_layer_the_probe_warns_once_and_says_what_to_install(monke
 
 def test_required_isolation_is_a_start_error_where_there_is_none(monkeypatch):
     monkeypatch.setattr(sandbox_module, "isolation_support", lambda: IsolationSupport(notes=["bwrap missing"]))
-    with pytest.raises(IsolationRequiredError, match="apt-get install bubblewrap"):
+    with pytest.raises(IsolationRequiredError, match="apt-get install bubblewrap") as required_by_caller:
         Sandbox(LIMITS, require_isolation=True)
+    assert "RASO_REQUIRE_ISOLATION" not in str(required_by_caller.value)  # the variable is unset: no false blame
     monkeypatch.setenv("RASO_REQUIRE_ISOLATION", "1")
     with pytest.raises(IsolationRequiredError, match="RASO_REQUIRE_ISOLATION=1.*bwrap missing"):
         Sandbox(LIMITS)

@@ -413,3 +413,22 @@ def test_parse_action_never_runs_a_whole_reply(tasks_root, reply, action, monkey
     harness = TasksHarness(tasks_root)
     assert harness.parse_action(reply) == action
     assert harness.action_is_valid(action, {}) is bool(action)
+
+
+def test_without_bubblewrap_the_folder_loads_for_reading_and_a_run_is_refused_in_one_line(tasks_root, monkeypatch):
+    # a fresh machine without bwrap: splits and descriptions are read, a run is refused before it starts
+    from raso import api
+    from raso.errors import ConfigError
+    from raso.harness import sandbox as sandbox_module
+    from raso.harness.sandbox import IsolationSupport
+    monkeypatch.setattr(sandbox_module, "isolation_support",
+                        lambda: IsolationSupport(notes=["bubblewrap (bwrap) is not installed"]))
+    monkeypatch.delenv("RASO_REQUIRE_ISOLATION", raising=False)
+    harness = TasksHarness(tasks_root)
+    assert sorted(t.id for split in harness.splits().values() for t in split) == ["a", "b", "c"]
+    spec = f"tasks:{tasks_root}"
+    assert isinstance(api.load_harness(spec, for_runs=False), TasksHarness)
+    with pytest.raises(ConfigError, match=r"cannot run harness .*its commands run only behind bubblewrap.*"
+                                          r"bwrap\) is not installed.*apt-get install bubblewrap") as refused:
+        api.load_harness(spec)
+    assert "RASO_REQUIRE_ISOLATION" not in str(refused.value)

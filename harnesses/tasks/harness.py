@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
-from raso.harness.sandbox import SandboxLimits
+from raso.harness.sandbox import SandboxLimits, isolation_support
 from raso.safe_files import UnsafePathError, copy_file
 
 from .checks import CheckRunner
@@ -82,10 +82,18 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         self.split_salt = split_salt
         if max_steps is not None:
             self.max_steps = int(max_steps)
-        limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
-                               memory_bytes=memory_mb * 1024 * 1024)
-        self.checks = CheckRunner(limits)  # IsolationRequiredError (one line) where bubblewrap is missing
+        self.limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
+                                    memory_bytes=memory_mb * 1024 * 1024)
         self._splits  # noqa: B018 - a bad splits.json is an error when the harness loads, not mid-run
+
+    @functools.cached_property
+    def checks(self) -> CheckRunner:
+        """The check runner, built on first use: reading the folder, its splits and descriptions needs no sandbox,
+        running a command or a check does (IsolationRequiredError, one line, where bubblewrap is missing)."""
+        return CheckRunner(self.limits)
+
+    def check_runnable(self) -> None:
+        self.checks  # noqa: B018 - a run is refused before it starts, not at its first rollout
 
     @functools.cached_property
     def _splits(self) -> dict[str, list[str]]:
@@ -203,7 +211,7 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         kinds = [t.kind for t in self.tasks_by_id.values()]
         return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
                 "splits": {k: len(v) for k, v in self._splits.items()},
-                "isolation": self.checks.sandbox.support.model_dump()}
+                "isolation": isolation_support().model_dump()}  # what runs here would get; needs no sandbox
 
 
 def _code_blocks(text: str) -> list[str]:

@@ -91,7 +91,7 @@ def run_describe(args: argparse.Namespace) -> int:
     from raso.optimizer.describe import DraftsExistError, check_drafts_absent, draft_descriptions, write_drafts
 
     try:
-        harness = load_harness(args.name)
+        harness = load_harness(args.name, for_runs=False)  # drafting H and T runs no task
         config = OptimizeConfig(harness=args.name, models=ModelsConfig(
             target=args.optimizer_model or DEFAULT_LOCAL_MODEL, api_base=args.api_base))
     except ValueError as exc:  # ConfigError (unknown harness, missing extra) or a bad option

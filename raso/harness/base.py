@@ -230,6 +230,10 @@ class Harness(ABC):
         "demo data ..."); harnesses with a data folder say which. Default: the harness's own tasks."""
         return f"{self.name} tasks"
 
+    def check_runnable(self) -> None:
+        """Raise (one line: what is missing and how to install it) where this machine cannot run the harness's
+        tasks. Loading for a run calls it; reading the descriptions or splits does not. Default: nothing needed."""
+
     def tasks(self, split: str) -> list[Task]:
         splits = self.splits()
         if split not in splits:

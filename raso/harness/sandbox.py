@@ -610,7 +610,8 @@ def checked_isolation(required: bool | None = None) -> IsolationSupport:
     if required is None:
         required = strict
     if required and support.level != "os":
-        raise IsolationRequiredError(f"OS-level isolation is required ({REQUIRE_ISOLATION_ENV}=1) but not available "
+        why = f"{REQUIRE_ISOLATION_ENV}=1" if strict else "its commands run only behind bubblewrap"
+        raise IsolationRequiredError(f"OS-level isolation is required ({why}) but not available "
                                      f"here ({'; '.join(support.notes)}): {INSTALL_HINT}")
     if strict and support.root_not_dropped:
         raise IsolationRequiredError(f"full isolation is required ({REQUIRE_ISOLATION_ENV}=1) but root's runs cannot "
