@@ -88,15 +88,16 @@ def load_harness(spec: "str | Harness", options: Mapping[str, Any] | None = None
     Raises ConfigError with the reason (unknown name, missing optional extra or data, bad options; with
     `for_runs`, what this machine lacks to run its tasks)."""
     if isinstance(spec, Harness):
-        return spec
-    try:
-        harness = get_harness(spec, **dict(options or {}))
-    except (HarnessNotFoundError, HarnessLoadError) as exc:
-        raise ConfigError(f"cannot load harness {spec!r}: {exc}") from None
-    except (TypeError, ValueError, OSError, ImportError) as exc:
-        raise ConfigError(f"cannot load harness {spec!r} with options {dict(options or {})}: "
-                          f"{type(exc).__name__}: {exc}") from None
-    if for_runs:
+        harness = spec
+    else:
+        try:
+            harness = get_harness(spec, **dict(options or {}))
+        except (HarnessNotFoundError, HarnessLoadError) as exc:
+            raise ConfigError(f"cannot load harness {spec!r}: {exc}") from None
+        except (TypeError, ValueError, OSError, ImportError) as exc:
+            raise ConfigError(f"cannot load harness {spec!r} with options {dict(options or {})}: "
+                              f"{type(exc).__name__}: {exc}") from None
+    if for_runs:  # an instance given by a script is checked too: it was built without the sandbox
         try:
             harness.check_runnable()
         except OSError as exc:

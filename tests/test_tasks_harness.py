@@ -432,3 +432,7 @@ def test_without_bubblewrap_the_folder_loads_for_reading_and_a_run_is_refused_in
                                           r"bwrap\) is not installed.*apt-get install bubblewrap") as refused:
         api.load_harness(spec)
     assert "RASO_REQUIRE_ISOLATION" not in str(refused.value)
+    with pytest.raises(ConfigError, match="cannot run harness"):
+        api.load_harness(harness)  # a script's own instance is refused the same way
+    (row,) = registry.describe_harnesses([spec])
+    assert not row.loaded and "apt-get install bubblewrap" in row.error  # `raso harnesses` says it cannot run

@@ -114,6 +114,7 @@ def describe_harnesses(names: Sequence[str] | None = None) -> list[HarnessInfo]:
         try:
             harness = get_harness(name)
             sizes = {split: len(tasks) for split, tasks in harness.splits().items()}
+            harness.check_runnable()  # "loads here" means its tasks can run here
             rows.append(HarnessInfo(name=name, target=target, loaded=True, split_sizes=sizes,
                                     max_steps=getattr(harness, "max_steps", None)))
         except Exception as exc:  # report, don't crash: this is a diagnostic listing
