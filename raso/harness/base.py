@@ -233,6 +233,7 @@ class Harness(ABC):
     def check_runnable(self) -> None:
         """Raise (one line: what is missing and how to install it) where this machine cannot run the harness's
         tasks. Loading for a run calls it; reading the descriptions or splits does not. Default: nothing needed."""
+        return None
 
     def tasks(self, split: str) -> list[Task]:
         splits = self.splits()
