@@ -24,6 +24,7 @@ their top K gives exactly the single index's results (corpus_tools.shards).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -230,43 +231,47 @@ class IndexWriter:
         self.tmp = self.directory.with_name(f".{self.directory.name}.tmp-{os.getpid()}")
         if self.tmp.exists():
             shutil.rmtree(self.tmp)
-        self.spill = self.tmp / "spill"
-        self.spill.mkdir(parents=True)
-        # Columns go straight to their final files when there is one shard, else to the spill folder.
-        column_dir = self.tmp / "index" if shards == 1 else self.spill
-        column_dir.mkdir(exist_ok=True)
-        self.blobs = {c: _NpyAppender(column_dir / f"{c}_blob.npy", np.uint8) for c in _COLUMNS}
-        self.offsets = {c: _NpyAppender(column_dir / f"{c}_offsets.npy", np.int64) for c in _COLUMNS}
-        for c in _COLUMNS:
-            self.offsets[c].append(np.zeros(1, np.int64))
-        self.blob_sizes = dict.fromkeys(_COLUMNS, 0)
-        self.lengths_file = _NpyAppender(self.spill / "doc_lengths.npy", np.int32)
-        self.source_file = _NpyAppender(self.spill / "doc_source.npy", np.int32)
-        # A missing token gets the next id on first lookup (as in SectionIndex.build, so ids agree).
-        self.vocab: dict[str, int] = defaultdict(itertools.count().__next__)
-        self.doc_freq = np.zeros(1024, dtype=np.int64)
-        self.sources = _SourceTable(self.spill / "sources.sqlite")
-        self.runs: list[_Run] = []
-        self.n_docs = 0
-        # Optional per-section integer columns (e.g. a skill's section range, a vetting flag), saved
-        # sliced per shard as `<name>.npy` and listed in the meta's "doc_columns".
-        self.flagger = flagger
-        columns = dict(doc_columns or {})
-        if flagger is not None:
-            columns.setdefault(FLAGS_COLUMN, np.uint8)
-        self.doc_columns = {name: _NpyAppender(self.spill / f"col_{name}.npy", dtype) for name, dtype in columns.items()}
-        self.tfidf = tfidf
-        self._batch: dict[str, Any] = self._empty_batch()
-        self._finished = False
-        # The skill-level index: one document per skill (a run of consecutive sections with the same
-        # skill id), written beside the section index by its own writer with the same streaming merge.
-        self.skill_level: _SkillLevel | None = None
-        if skill_level:
-            skill_dir = (self.tmp / "index" if shards == 1 else self.tmp) / SKILL_DIR
-            self.skill_level = _SkillLevel(IndexWriter(
-                skill_dir, k1=skill_k1, b=skill_b, idf="lucene", dtype=dtype, shards=shards,
-                batch_sections=SKILL_BATCH, block_postings=block_postings, skill_level=False, tfidf=True,
-                doc_columns={"section_start": np.int64, "section_count": np.int32}))
+        try:  # a failure part-way (a full disk) leaves no temporary folder behind
+            self.spill = self.tmp / "spill"
+            self.spill.mkdir(parents=True)
+            # Columns go straight to their final files when there is one shard, else to the spill folder.
+            column_dir = self.tmp / "index" if shards == 1 else self.spill
+            column_dir.mkdir(exist_ok=True)
+            self.blobs = {c: _NpyAppender(column_dir / f"{c}_blob.npy", np.uint8) for c in _COLUMNS}
+            self.offsets = {c: _NpyAppender(column_dir / f"{c}_offsets.npy", np.int64) for c in _COLUMNS}
+            for c in _COLUMNS:
+                self.offsets[c].append(np.zeros(1, np.int64))
+            self.blob_sizes = dict.fromkeys(_COLUMNS, 0)
+            self.lengths_file = _NpyAppender(self.spill / "doc_lengths.npy", np.int32)
+            self.source_file = _NpyAppender(self.spill / "doc_source.npy", np.int32)
+            # A missing token gets the next id on first lookup (as in SectionIndex.build, so ids agree).
+            self.vocab: dict[str, int] = defaultdict(itertools.count().__next__)
+            self.doc_freq = np.zeros(1024, dtype=np.int64)
+            self.sources = _SourceTable(self.spill / "sources.sqlite")
+            self.runs: list[_Run] = []
+            self.n_docs = 0
+            # Optional per-section integer columns (e.g. a skill's section range, a vetting flag), saved
+            # sliced per shard as `<name>.npy` and listed in the meta's "doc_columns".
+            self.flagger = flagger
+            columns = dict(doc_columns or {})
+            if flagger is not None:
+                columns.setdefault(FLAGS_COLUMN, np.uint8)
+            self.doc_columns = {name: _NpyAppender(self.spill / f"col_{name}.npy", dtype) for name, dtype in columns.items()}
+            self.tfidf = tfidf
+            self._batch: dict[str, Any] = self._empty_batch()
+            self._finished = False
+            # The skill-level index: one document per skill (a run of consecutive sections with the same
+            # skill id), written beside the section index by its own writer with the same streaming merge.
+            self.skill_level: _SkillLevel | None = None
+            if skill_level:
+                skill_dir = (self.tmp / "index" if shards == 1 else self.tmp) / SKILL_DIR
+                self.skill_level = _SkillLevel(IndexWriter(
+                    skill_dir, k1=skill_k1, b=skill_b, idf="lucene", dtype=dtype, shards=shards,
+                    batch_sections=SKILL_BATCH, block_postings=block_postings, skill_level=False, tfidf=True,
+                    doc_columns={"section_start": np.int64, "section_count": np.int32}))
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     @staticmethod
     def _empty_batch() -> dict[str, Any]:
@@ -418,15 +423,20 @@ class IndexWriter:
         return self._move_into_place(self.tmp)
 
     def abort(self) -> None:
-        """Drop everything written so far (nothing at `directory` changes)."""
+        """Drop everything written so far (nothing at `directory` changes). Never raises for a failing close: the
+        files are being thrown away, and on a full disk closing one flushes its buffer and fails again; the
+        temporary folder must go regardless, or the disk stays full."""
         self._finished = True
-        if self.skill_level is not None:
-            self.skill_level.writer.abort()
-        for appender in self._appenders():
-            if not appender.fh.closed:
-                appender.fh.close()
-        self.sources.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        try:
+            if self.skill_level is not None:
+                self.skill_level.writer.abort()
+            for appender in self._appenders():
+                with contextlib.suppress(OSError):
+                    appender.fh.close()  # a no-op when already closed
+            with contextlib.suppress(sqlite3.Error):
+                self.sources.close()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _appenders(self) -> list[_NpyAppender]:
         return [*self.blobs.values(), *self.offsets.values(), self.lengths_file, self.source_file,
@@ -456,7 +466,11 @@ class IndexWriter:
         if self.directory.exists():
             old = self.directory.with_name(f".{self.directory.name}.old-{os.getpid()}")
             self.directory.rename(old)
-            built.rename(self.directory)
+            try:
+                built.rename(self.directory)
+            except BaseException:
+                old.rename(self.directory)  # the old index stays where it was
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             built.rename(self.directory)
