@@ -79,11 +79,14 @@ def write_card(index_dir: str | Path, card: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_card(index_dir: str | Path) -> dict[str, Any] | None:
-    """The index's corpus card, or None when it has none."""
+    """The index's corpus card, or None when it has none; IndexIntegrityError when it is damaged (truncated,
+    not JSON)."""
+    from corpus_tools.index import read_index_json
+
     card_file = Path(index_dir) / CARD_FILE
     if not card_file.is_file():
         return None
-    return json.loads(card_file.read_text(encoding="utf-8"))
+    return read_index_json(index_dir, CARD_FILE)
 
 
 def index_identity(index_dir: str | Path) -> CorpusIdentity:

@@ -424,7 +424,7 @@ class SectionIndex:
         meta_file = directory / "meta.json"
         if not meta_file.is_file():
             raise FileNotFoundError(f"{directory} is not a section index (no meta.json)")
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        meta = read_index_json(directory, "meta.json")
         if meta.get("format_version") != FORMAT_VERSION or meta.get("tokenizer") != TOKENIZER_VERSION:
             raise ValueError(f"{directory} was built with format {meta.get('format_version')} / tokenizer "
                              f"{meta.get('tokenizer')}; this code needs {FORMAT_VERSION} / {TOKENIZER_VERSION}. "
@@ -445,7 +445,7 @@ class SectionIndex:
             index = cls(vocab=vocab, indptr=np.load(directory / "indptr.npy"), postings=arr("postings"),
                         weights=arr("weights"), doc_lengths=arr("doc_lengths"),
                         doc_source=np.load(directory / "doc_source.npy"),
-                        sources=json.loads((directory / "sources.json").read_text(encoding="utf-8")),
+                        sources=read_index_json(directory, "sources.json", list),
                         blobs=blobs, meta=meta, term_max=np.load(directory / "term_max.npy"),
                         doc_columns={name: arr(name) for name in meta.get("doc_columns", ())})
         except (ValueError, EOFError) as exc:  # numpy's own complaint about a truncated .npy file
@@ -457,6 +457,23 @@ class SectionIndex:
 
 class IndexIntegrityError(ValueError):
     """An index folder whose files do not match what its meta.json recorded (truncated, swapped or damaged)."""
+
+
+def read_index_json(directory: str | Path, name: str, kind: type = dict) -> Any:
+    """The JSON file `name` of an index folder, parsed; IndexIntegrityError naming the file when it is truncated,
+    not JSON, or not a `kind` (a JSON object by default)."""
+    path = Path(directory) / name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise IndexIntegrityError(f"index {directory} is damaged: {name} is not UTF-8 text; rebuild it") from None
+    except json.JSONDecodeError as exc:
+        raise IndexIntegrityError(f"index {directory} is damaged: {name} is not valid JSON ({exc.msg}, line "
+                                  f"{exc.lineno} column {exc.colno}; truncated?); rebuild it") from None
+    if not isinstance(data, kind):
+        raise IndexIntegrityError(f"index {directory} is damaged: {name} holds a JSON {type(data).__name__}, not "
+                                  f"{'an object' if kind is dict else 'a list'}; rebuild it")
+    return data
 
 
 def record_file_sizes(directory: Path, meta: dict[str, Any]) -> None:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import corpus_tools.build as build_module
+from corpus_tools import index_build
 from raso.cli import corpus as corpus_cmd
 
 
@@ -83,3 +89,231 @@ def test_links_out_of_a_tree_are_followed_only_when_asked(tmp_path: Path, source
     assert run(["corpus", "build", str(tree), "--out", str(trusted), "--follow-links-out"]) == 0
     assert "of 1 skills" in capsys.readouterr().out
     assert json.loads((trusted / "corpus_card.json").read_text())["build"]["follow_links_out"] is True
+
+
+# --- what a build must never delete or replace (issue 45) ---------------------------------------------------------
+
+
+def tree_bytes(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for a folder): equal before and after means untouched."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_an_out_that_raso_did_not_build_is_refused_and_left_as_it_was(
+        tmp_path: Path, sources: tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
+    folder = tmp_path / "my-notes"
+    (folder / "deep").mkdir(parents=True)
+    (folder / "todo.md").write_text("buy milk\n")
+    (folder / "deep" / "data.bin").write_bytes(bytes(range(256)))
+    (folder / "meta.json").write_text('{"mine": true}')  # a file name an index has is not enough to be one
+    regular = tmp_path / "report.pdf"
+    regular.write_bytes(b"%PDF-1.4 my report")
+    before = tree_bytes(folder)
+    assert run(["corpus", "build", str(sources[0]), "--out", str(folder)]) == 2
+    assert "not an index raso built" in one_error_line(capsys.readouterr().err)
+    assert run(["corpus", "build", str(sources[0]), "--out", str(folder), "--force"]) == 2  # --force is for indexes
+    assert "not an index raso built" in one_error_line(capsys.readouterr().err)
+    assert tree_bytes(folder) == before
+    assert run(["corpus", "build", str(sources[0]), "--out", str(regular), "--force"]) == 2
+    assert "is a file" in one_error_line(capsys.readouterr().err)
+    assert regular.read_bytes() == b"%PDF-1.4 my report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good-repo", "leaky-repo", "my-notes", "report.pdf"]
+
+
+def test_an_empty_out_folder_is_used(tmp_path: Path, sources: tuple[Path, Path]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(["corpus", "build", str(sources[0]), "--out", str(empty)]) == 0
+    assert (empty / "meta.json").is_file() and (empty / "corpus_card.json").is_file()
+
+
+@pytest.mark.parametrize("where", ["itself", "parent", "cwd", "inside"])
+def test_the_sources_can_never_be_the_output(where: str, tmp_path: Path, sources: tuple[Path, Path],
+                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    good, _ = sources
+    monkeypatch.chdir(tmp_path)
+    out = {"itself": str(good), "parent": str(tmp_path), "cwd": ".", "inside": str(good / "index")}[where]
+    before = tree_bytes(tmp_path)
+    assert run(["corpus", "build", "good-repo", "--out", out, "--force"]) == 2
+    assert "source good-repo" in one_error_line(capsys.readouterr().err)
+    assert tree_bytes(tmp_path) == before
+
+
+def test_the_current_folder_is_never_the_output(tmp_path: Path, sources: tuple[Path, Path],
+                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert run(["corpus", "build", "../good-repo", "--out", "."]) == 2
+    assert "current folder" in one_error_line(capsys.readouterr().err)
+    assert os.listdir(here) == [] and sorted(os.listdir(tmp_path)) == ["empty", "good-repo", "leaky-repo"]
+
+
+def test_an_index_is_replaced_only_with_force_and_whole(tmp_path: Path, sources: tuple[Path, Path],
+                                                        capsys: pytest.CaptureFixture) -> None:
+    good, leaky = sources
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(good), "--out", str(out)]) == 0
+    capsys.readouterr()
+    before = tree_bytes(out)
+    assert run(["corpus", "build", str(leaky), "--out", str(out)]) == 2
+    assert "pass --force" in one_error_line(capsys.readouterr().err)
+    assert tree_bytes(out) == before
+    assert run(["corpus", "build", str(leaky), "--out", str(out), "--force"]) == 0
+    assert "of 1 skills" in capsys.readouterr().out
+    assert json.loads((out / "corpus_card.json").read_text())["inputs"][0]["name"] == "leaky-repo"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good-repo", "index", "leaky-repo"]  # no temp sibling left
+
+
+class DiskFullFile:
+    """Stands in for a file on a full disk: every write raises ENOSPC, and so does close (a buffered file flushing
+    what it holds), which still closes the real file, as io's buffered files do."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.failed = False
+
+    def write(self, data: bytes) -> int:
+        self.failed = True
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.real.name)
+
+    def seek(self, *args: Any) -> int:
+        return self.real.seek(*args)
+
+    @property
+    def closed(self) -> bool:
+        return self.real.closed
+
+    def close(self) -> None:
+        try:
+            if self.failed:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.real.name)
+        finally:
+            self.real.close()
+
+
+def fill_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on every index file the writer appends to is on a full disk (after its header)."""
+    real_init = index_build._NpyAppender.__init__
+
+    def init(self: index_build._NpyAppender, path: Path, dtype: Any) -> None:
+        real_init(self, path, dtype)
+        self.fh = DiskFullFile(self.fh)  # type: ignore[assignment]
+
+    monkeypatch.setattr(index_build._NpyAppender, "__init__", init)
+
+
+def test_a_full_disk_leaves_the_old_index_and_no_temporary_folder(
+        tmp_path: Path, sources: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    good, leaky = sources
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(good), "--out", str(out)]) == 0
+    before, listing = tree_bytes(out), sorted(os.listdir(tmp_path))
+    capsys.readouterr()
+    fill_the_disk(monkeypatch)
+    assert run(["corpus", "build", str(leaky), "--out", str(out), "--force"]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "No space left on device" in line and "free some space" in line and "left as it was" in line
+    assert tree_bytes(out) == before
+    assert sorted(os.listdir(tmp_path)) == listing
+    # a new --out in folders that did not exist: none of them is left behind
+    assert run(["corpus", "build", str(leaky), "--out", str(tmp_path / "new" / "deeper" / "index")]) == 1
+    capsys.readouterr()
+    assert sorted(os.listdir(tmp_path)) == listing
+
+
+def test_the_writer_removes_its_temporary_folder_when_the_disk_is_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from corpus_tools.sections import Section
+
+    sections = [Section(id=f"s{i}", skill_id="k", skill_name="k", heading_path="k", text=f"word{i} text",
+                        repo="o/r", path="SKILL.md", commit="c", license="MIT") for i in range(5)]
+    fill_the_disk(monkeypatch)
+    with pytest.raises(OSError) as raised:
+        index_build.write_index(sections, tmp_path / "index")
+    assert raised.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path) == []  # abort got past the failing closes to its rmtree
+
+
+@pytest.mark.parametrize("during", ["reading", "merging"])
+def test_ctrl_c_leaves_the_old_index_and_no_temporary_folder(
+        during: str, tmp_path: Path, sources: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    good, leaky = sources
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(good), "--out", str(out)]) == 0
+    before, listing = tree_bytes(out), sorted(os.listdir(tmp_path))
+    capsys.readouterr()
+
+    def interrupt(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    if during == "reading":
+        monkeypatch.setattr(build_module, "split_sections", interrupt)
+    else:
+        monkeypatch.setattr(index_build.IndexWriter, "_merge", interrupt)
+    assert run(["corpus", "build", str(leaky), "--out", str(out), "--force"]) == 130
+    assert "interrupted" in one_error_line(capsys.readouterr().err)
+    assert tree_bytes(out) == before
+    assert sorted(os.listdir(tmp_path)) == listing
+
+
+@pytest.mark.parametrize("report", ["corpus_card.json", "ingest_report.json", "blocklist_report.json"])
+def test_a_damaged_report_is_named_by_stats_and_search(report: str, tmp_path: Path, sources: tuple[Path, Path],
+                                                       capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "index"
+    assert run(["corpus", "build", *map(str, sources), "--out", str(out), "--blocklist", "webshop"]) == 0
+    capsys.readouterr()
+    whole = (out / report).read_bytes()
+    (out / report).write_bytes(whole[: len(whole) // 2])  # truncated, as by a full disk or a killed copy
+    for command in (["stats", str(out)], ["search", str(out), "formulas"]):
+        assert run(["corpus", *command]) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert f"{report} is not valid JSON" in line and "rebuild it" in line and "--force" in line
+    assert run(["corpus", "build", *map(str, sources), "--out", str(out), "--blocklist", "webshop", "--force"]) == 0
+    assert run(["corpus", "stats", str(out)]) == 0
+
+
+def test_a_missing_source_is_named(tmp_path: Path, sources: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(["corpus", "build", "good-repo", "nope-src", "--out", "index"]) == 2
+    assert one_error_line(capsys.readouterr().err) == "error: no such file or folder: nope-src"
+    assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.parametrize("k", ["0", "-3", "two"])
+def test_search_k_below_one_is_a_usage_error(k: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(["corpus", "search", str(tmp_path), "query", "-k", k])
+    assert exited.value.code == 2
+    assert "argument -k:" in capsys.readouterr().err
+
+
+def test_a_build_not_on_a_terminal_prints_its_counts_periodically(
+        tmp_path: Path, sources: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    printed = threading.Event()
+    real_line, real_build = corpus_cmd._ProgressLines.line, build_module.build_corpus_index
+
+    def line(self: corpus_cmd._ProgressLines) -> str:
+        printed.set()
+        return real_line(self)
+
+    def build_that_waits_for_a_line(*args: Any, progress: Any, **kwargs: Any) -> Any:
+        progress("load", 7, None)
+        assert printed.wait(60), "no progress line while the build was busy"
+        return real_build(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(corpus_cmd, "PROGRESS_EVERY_S", 0.01)  # the period itself is not what is tested
+    monkeypatch.setattr(corpus_cmd._ProgressLines, "line", line)
+    monkeypatch.setattr(build_module, "build_corpus_index", build_that_waits_for_a_line)
+    assert run(["corpus", "build", str(sources[0]), "--out", str(tmp_path / "index")]) == 0
+    assert "corpus build: reading files 7" in capsys.readouterr().err  # capsys's stderr is not a terminal

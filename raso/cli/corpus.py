@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 STARTER = "starter"
+#: How often `corpus build` prints a line of its counts when stderr is not a terminal (a log file, CI), where
+#: the progress bars are off and a long build would otherwise print nothing for minutes.
+PROGRESS_EVERY_S = 30.0
+STAGE_LABELS = {"scan": "scanning for blocklisted repositories", "load": "reading files",
+                "sections": "splitting sections", "index": "indexing sections"}
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            "index, its corpus card (corpus_card.json) and its reports (ingest_report.json, "
                            "blocklist_report.json/.md) into --out. See docs/corpus-sources.md.")
     build.add_argument("sources", nargs="+", metavar="SRC")
-    build.add_argument("--out", required=True, type=Path, metavar="INDEX", help="index folder to write")
+    build.add_argument("--out", required=True, type=Path, metavar="INDEX",
+                       help="index folder to write: a new or empty folder, or an index raso built (with --force); "
+                       "never one of the sources or a folder holding them")
+    build.add_argument("--force", action="store_true",
+                       help="replace an existing index at --out (it stays intact until the new one is complete); "
+                       "a folder or file that is not an index is never replaced")
     build.add_argument("--blocklist", action="append", default=[], metavar="NAME",
                        help="drop repositories naming a benchmark: spreadsheet, alfworld, webshop, officeqa or all "
                        "(repeatable)")
@@ -62,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search = sub.add_parser("search", help="top-K sections for a query")
     search.add_argument("index", metavar="INDEX", help="index folder, or `starter`")
     search.add_argument("query")
-    search.add_argument("-k", type=int, default=5)
+    search.add_argument("-k", type=positive_int, default=5, help="how many sections to print (default 5)")
     search.add_argument("--exclude-repo", action="append", default=[], metavar="OWNER/NAME")
     search.add_argument("--exclude-skill", action="append", default=[], metavar="SKILL_ID")
     search.add_argument("--json", action="store_true", help="print hits as JSON lines")
@@ -74,20 +99,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=stats_command)
 
 
-def read_card(directory: Path) -> dict | None:
-    from corpus_tools.card import read_card as read
-
-    return read(directory)
-
-
 def _open_index(name: str):
+    """(index, its folder, its build reports by file name); an index whose reports are damaged is refused too,
+    so a search never runs on an index it cannot vouch for."""
+    from corpus_tools.build import read_build_reports
     from corpus_tools.index import SectionIndex
     from corpus_tools.starter import starter_index
 
     if name == STARTER and not Path(name).exists():
         index = starter_index()
-        return index, index.directory
-    return SectionIndex.load(name), Path(name)
+        directory = index.directory
+    else:
+        index, directory = SectionIndex.load(name), Path(name)
+    return index, directory, read_build_reports(directory) if directory is not None else {}
+
+
+def _open_error(name: str, exc: Exception) -> int:
+    from corpus_tools.index import IndexIntegrityError
+
+    hint = f" (`raso corpus build SRC... --out {name} --force`)" if isinstance(exc, IndexIntegrityError) else ""
+    print(f"error: {exc}{hint}", file=sys.stderr)
+    return 2
+
+
+class _ProgressLines:
+    """For a build whose stderr is not a terminal: a line of the counts so far every `every` seconds, printed by a
+    daemon thread, so a stage that reports nothing for a while (the final merge) still shows the build is alive."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.counts: dict[str, tuple[int, int | None]] = {}
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="corpus-build-progress", daemon=True)
+
+    def update(self, stage: str, done: int, total: int | None) -> None:
+        self.counts[stage] = (done, total)
+
+    def line(self) -> str:
+        seconds = int(time.monotonic() - self.started)
+        parts = [f"{STAGE_LABELS.get(stage, stage)} {done:,}" + (f" of {total:,}" if total else "")
+                 for stage, (done, total) in list(self.counts.items())]
+        return f"corpus build: {'; '.join(parts) or 'starting'} ({seconds // 60}m{seconds % 60:02d}s)"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def __enter__(self) -> "_ProgressLines":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def build_command(args: argparse.Namespace) -> int:
@@ -95,7 +160,7 @@ def build_command(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from corpus_tools.blocklist import resolve_benchmarks
-    from corpus_tools.build import build_corpus_index
+    from corpus_tools.build import OutputFolderError, build_corpus_index
     from corpus_tools.sources import SourceError, SourceOptions, parse_overrides
 
     console = Console(stderr=True)
@@ -109,25 +174,38 @@ def build_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    labels = {"load": "reading files", "sections": "splitting sections", "index": "indexing sections"}
+    lines = _ProgressLines(PROGRESS_EVERY_S)
     with Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int | None) -> None:
+            lines.update(stage, done, total)
             if stage not in tasks:
-                tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
+                tasks[stage] = bar.add_task(STAGE_LABELS.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
         try:
-            result = build_corpus_index(args.sources, args.out, blocklists=blocklists, levels=levels,
-                                        max_chars=args.max_chars, include_references=not args.no_references,
-                                        k1=args.k1, b=args.b, idf=args.idf, progress=progress, options=options,
-                                        licenses=args.license, keep_unknown_license=args.unknown_license == "keep",
-                                        name=args.name, release_date=args.release_date)
-        except SourceError as exc:
+            with contextlib.nullcontext() if console.is_terminal else lines:  # a terminal has the bars
+                result = build_corpus_index(
+                    args.sources, args.out, blocklists=blocklists, levels=levels, max_chars=args.max_chars,
+                    include_references=not args.no_references, k1=args.k1, b=args.b, idf=args.idf,
+                    progress=progress, options=options, licenses=args.license,
+                    keep_unknown_license=args.unknown_license == "keep", name=args.name,
+                    release_date=args.release_date, replace=args.force)
+        except (SourceError, OutputFolderError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except OSError as exc:
+            # The build wrote only into a temporary sibling of --out, now removed: --out is as it was.
+            where = f" ({exc.filename})" if exc.filename else ""
+            todo = "; free some space and run it again" if exc.errno == errno.ENOSPC else ""
+            print(f"error: corpus build failed: {exc.strerror or exc}{where}; {args.out} was left as it was{todo}",
+                  file=sys.stderr)
+            return 2 if isinstance(exc, PermissionError) else 1
+        except KeyboardInterrupt:
+            print(f"interrupted; {args.out} was left as it was", file=sys.stderr)
+            return 130
     meta = result.index.meta
     print(f"indexed {meta['sections']} sections of {meta['skills_indexed']} skills "
           f"({meta['terms']} terms) into {args.out}")
@@ -159,10 +237,9 @@ def _snippet(text: str, limit: int = 200) -> str:
 
 def search_command(args: argparse.Namespace) -> int:
     try:
-        index, _ = _open_index(args.index)
+        index, _, _ = _open_index(args.index)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _open_error(args.index, exc)
     hits = index.search(args.query, k=args.k, exclude_repos=args.exclude_repo, exclude_skills=args.exclude_skill)
     if not hits:
         print("no matching sections", file=sys.stderr)
@@ -210,25 +287,23 @@ def _card_lines(card: dict) -> list[str]:
 
 
 def stats_command(args: argparse.Namespace) -> int:
+    from corpus_tools.card import CARD_FILE
+
     try:
-        index, directory = _open_index(args.index)
+        index, directory, reports = _open_index(args.index)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _open_error(args.index, exc)
     stats = index.stats()
     if directory is not None:
         stats["disk_bytes"] = _disk_bytes(directory)
-        report = directory / "ingest_report.json"
-        if report.is_file():
-            data = json.loads(report.read_text(encoding="utf-8"))
-            stats["ingest"] = {k: data[k] for k in ("files_seen", "skills_loaded", "references_loaded",
+    if "ingest_report.json" in reports:
+        data = reports["ingest_report.json"]
+        stats["ingest"] = {k: data.get(k) for k in ("files_seen", "skills_loaded", "references_loaded",
                                                     "skipped_counts", "note_counts")}
-        card = read_card(directory)
-        if card is not None:
-            stats["corpus_card"] = card
-        blocked = directory / "blocklist_report.json"
-        if blocked.is_file():
-            stats["blocklist_excluded_repos"] = json.loads(blocked.read_text(encoding="utf-8"))["excluded_repos"]
+    if CARD_FILE in reports:
+        stats["corpus_card"] = reports[CARD_FILE]
+    if "blocklist_report.json" in reports:
+        stats["blocklist_excluded_repos"] = reports["blocklist_report.json"].get("excluded_repos", [])
     if args.json:
         print(json.dumps(stats, indent=1, ensure_ascii=False))
         return 0
