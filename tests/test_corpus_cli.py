@@ -123,7 +123,13 @@ def test_an_out_that_raso_did_not_build_is_refused_and_left_as_it_was(
     assert run(["corpus", "build", str(sources[0]), "--out", str(regular), "--force"]) == 2
     assert "is a file" in one_error_line(capsys.readouterr().err)
     assert regular.read_bytes() == b"%PDF-1.4 my report"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good-repo", "leaky-repo", "my-notes", "report.pdf"]
+    link = tmp_path / "notes-link"
+    link.symlink_to(folder, target_is_directory=True)
+    assert run(["corpus", "build", str(sources[0]), "--out", str(link), "--force"]) == 2
+    assert "is a link" in one_error_line(capsys.readouterr().err)
+    assert link.is_symlink() and tree_bytes(folder) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good-repo", "leaky-repo", "my-notes", "notes-link",
+                                                          "report.pdf"]
 
 
 def test_an_empty_out_folder_is_used(tmp_path: Path, sources: tuple[Path, Path]) -> None:
@@ -225,7 +231,7 @@ def test_a_full_disk_leaves_the_old_index_and_no_temporary_folder(
     assert sorted(os.listdir(tmp_path)) == listing
     # a new --out in folders that did not exist: none of them is left behind
     assert run(["corpus", "build", str(leaky), "--out", str(tmp_path / "new" / "deeper" / "index")]) == 1
-    capsys.readouterr()
+    assert "nothing was written to" in one_error_line(capsys.readouterr().err)
     assert sorted(os.listdir(tmp_path)) == listing
 
 

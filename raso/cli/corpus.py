@@ -175,6 +175,8 @@ def build_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     lines = _ProgressLines(PROGRESS_EVERY_S)
+    # The build writes only into a temporary sibling of --out, removed on any failure: --out stays as it is now.
+    kept = f"{args.out} was left as it was" if args.out.exists() else f"nothing was written to {args.out}"
     with Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=not console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
@@ -197,14 +199,12 @@ def build_command(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:
-            # The build wrote only into a temporary sibling of --out, now removed: --out is as it was.
             where = f" ({exc.filename})" if exc.filename else ""
             todo = "; free some space and run it again" if exc.errno == errno.ENOSPC else ""
-            print(f"error: corpus build failed: {exc.strerror or exc}{where}; {args.out} was left as it was{todo}",
-                  file=sys.stderr)
+            print(f"error: corpus build failed: {exc.strerror or exc}{where}; {kept}{todo}", file=sys.stderr)
             return 2 if isinstance(exc, PermissionError) else 1
         except KeyboardInterrupt:
-            print(f"interrupted; {args.out} was left as it was", file=sys.stderr)
+            print(f"interrupted; {kept}", file=sys.stderr)
             return 130
     meta = result.index.meta
     print(f"indexed {meta['sections']} sections of {meta['skills_indexed']} skills "
