@@ -53,6 +53,8 @@ def folder(tmp_path) -> Path:
     root = tmp_path / "tasks"
     container_task(root, "double")
     container_task(root, "silent", test="echo the verifier forgot its reward\n")
+    write(root / "task_description.md", "Numeric file tasks.\n")  # T and H: what a rollout's prompt holds
+    write(root / "harness_description.md", "One shell command per action in the task's container; submit.\n")
     return root
 
 
@@ -209,3 +211,21 @@ def test_the_task_files_a_build_copies_keep_their_executable_bit(tmp_path, runti
     _, steps, _ = run_task(TasksHarness(root), "tool", ["./run.sh"])
     assert steps[0][0] == "exit code 0\nran", steps[0][0]
     assert os.access(script, os.X_OK)
+
+
+@pytest.mark.containers
+def test_the_builtin_agent_solves_a_container_task_through_a_rollout(folder, runtime):
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    harness = TasksHarness(folder)
+    task = next(t for s in harness.splits().values() for t in s if t.id == "double")
+    gw, model = scripted_gateway([
+        "Thought: read the number.\nAction: cat n.txt",
+        "Thought: double it.\n```bash\necho $(( $(cat n.txt) * 2 )) > answer.txt\n```\nAction: run",
+        "Thought: done.\nAction: submit",
+    ])
+    rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert rollout.error is None and rollout.reward == 1.0 and rollout.terminated, rollout.error
+    assert rollout.trajectory[0].result.splitlines()[-1] == "3"  # the command ran in the image's /app
+    assert "n.txt" in model.calls[0][-1]["content"]  # the first observation listed the WORKDIR
