@@ -155,10 +155,7 @@ def harbor_task(root: Path, name: str, dockerfile: str | None = "FROM python:3.1
     return folder
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dockerfile": "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n"},
-     r"its Dockerfile builds the image \(line 2: RUN apt-get"),
-    ({"dockerfile": "FROM ubuntu\nCOPY --from=builder /x /app/x\n"}, "copies from another image"),
+@pytest.mark.parametrize("kwargs, message", [  # a Dockerfile that builds is a container task (test_tasks_containers)
     ({"toml": '[environment]\ndocker_image = "ghcr.io/x/y:1"\n'}, "runs in the prebuilt image"),
     ({"test": "curl -LsSf https://astral.sh/uv/install.sh | sh\necho 1 > /logs/verifier/reward.txt\n"},
      r"installs or downloads at run time \(tests/test.sh line 1: curl\)"),

@@ -9,7 +9,9 @@ raso's layout (a folder `NAME/`):
 
 Harbor / Terminal-Bench layout (a folder with `task.toml`): `instruction.md`, `tests/test.sh` (the verifier: it
 writes /logs/verifier/reward.txt or reward.json), `environment/` (a Dockerfile and the files it copies),
-`solution/` (never read). Only tasks that need no container are accepted (`harbor_problems` lists why not).
+`solution/` (never read). A task whose Dockerfile builds runs in a container (containers.py); one without a
+Dockerfile, or whose Dockerfile only copies files into its WORKDIR, runs in the sandbox with those files in its
+workspace. `harbor_problems` lists what neither gives.
 
 Splits come from `splits.json` ({"train": [...], "val": [...], "test": [...]}, every task in exactly one) or,
 without it, from a seeded rule (`seeded_splits`).
@@ -54,6 +56,17 @@ class TasksFolderError(ConfigError):
     the CLI reports it in one line wherever it surfaces (loading the harness, or T and H at the run's start)."""
 
 
+class ContainerBuild(BaseModel):
+    """How a Harbor task's image is built and run (containers.py): its Dockerfile, the build context
+    (environment/) and task.toml's limits."""
+
+    dockerfile: Path
+    context: Path
+    build_timeout_s: float
+    cpus: float | None = None
+    memory_mb: int | None = None
+
+
 class FolderTask(BaseModel):
     """One task as read from its folder."""
 
@@ -66,6 +79,7 @@ class FolderTask(BaseModel):
     workdir: str = HARBOR_WORKDIR  # Harbor: where the workspace sits inside the verifier's sandbox
     check_timeout_s: float | None = None  # Harbor: [verifier] timeout_sec
     agent_timeout_s: float | None = None  # Harbor: [agent] timeout_sec (recorded, see the README)
+    container: ContainerBuild | None = None  # Harbor: its Dockerfile builds, so it runs in a container
 
 
 def read_folder_text(path: Path, what: str) -> str:
@@ -191,6 +205,9 @@ class EnvironmentTable(TomlTable):
     workdir: str | None = None
     docker_image: str | None = None
     os: str = "linux"
+    build_timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    cpus: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
+    memory_mb: int | None = Field(default=None, gt=0, le=16 * 1024 * 1024)
 
 
 class HarborTaskToml(TomlTable):
@@ -263,21 +280,28 @@ def read_harbor_task(folder: Path) -> FolderTask:
     workdir = str((config.get("environment") or {}).get("workdir") or HARBOR_WORKDIR)
     files: list[tuple[Path, str]] = []
     dockerfile = environment / "Dockerfile"
+    container: ContainerBuild | None = None
     if dockerfile.is_file():
         files, workdir, build_problems = _dockerfile_copies(dockerfile, environment, workdir)
-        problems += build_problems
+        if build_problems:  # the image is built and the task runs in it (containers.py)
+            files = []
+            container = ContainerBuild(dockerfile=dockerfile, context=environment,
+                                       build_timeout_s=settings.environment.build_timeout_sec or 600.0,
+                                       cpus=settings.environment.cpus, memory_mb=settings.environment.memory_mb)
     elif environment.is_dir():
         files = _files_under(environment)
-    if not workdir.startswith("/") or ".." in PurePosixPath(workdir).parts or workdir in ("/", "/tests", "/logs") \
-            or workdir.startswith(("/logs/", "/tests/")):
+    # the sandbox binds the workspace at the working directory, so / and the verifier's folders cannot be it; a
+    # container task's working directory is a folder of its own image
+    unbindable = container is None and (workdir in ("/", "/tests", "/logs") or workdir.startswith(("/logs/", "/tests/")))
+    if not workdir.startswith("/") or ".." in PurePosixPath(workdir).parts or unbindable:
         problems.append(f"its working directory {workdir} cannot be given here")
     if problems:
         raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
-                               "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)")
+                               "(see harnesses/tasks/README.md)")
     return FolderTask(id=folder.name, folder=folder, kind="harbor",
                       instruction=read_folder_text(instruction_path, "instruction.md").strip(), check=test,
                       workspace_files=files, workdir=workdir, check_timeout_s=settings.verifier.timeout_sec,
-                      agent_timeout_s=settings.agent.timeout_sec)
+                      agent_timeout_s=settings.agent.timeout_sec, container=container)
 
 
 def read_task(folder: Path) -> FolderTask:
@@ -339,5 +363,5 @@ def seeded_splits(ids: list[str], salt: str = DEFAULT_SALT,
     return {"train": ranked[:n_train], "val": ranked[n_train:n_train + n_val], "test": ranked[n_train + n_val:]}
 
 
-__all__ = ["DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TasksFolderError", "harbor_problems",
+__all__ = ["ContainerBuild", "DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TasksFolderError", "harbor_problems",
            "read_splits_file", "read_task", "seeded_splits", "task_folders"]

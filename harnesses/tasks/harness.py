@@ -20,6 +20,7 @@ from raso.harness.sandbox import SandboxLimits, isolation_support
 from raso.safe_files import UnsafePathError, copy_file
 
 from .checks import CheckRunner
+from .containers import ContainerRuntime, ContainerRuntimeName, ContainerTaskEnv, find_runtime
 from .env import ShellTaskEnv
 from .folder import (
     DEFAULT_FRACTIONS,
@@ -62,7 +63,10 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
       path          the tasks folder (also as `tasks:PATH`; `example` = the shipped example)
       max_steps     shell commands per task for the builtin agent, `submit` included (default 10)
       split_salt    the seeded split rule's salt when the folder has no splits.json
-      cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check
+      cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check (wall_seconds also
+                    limits one command of a container task)
+      container_runtime   auto (podman, else docker), podman or docker: what builds and runs the Harbor tasks
+                    whose Dockerfile builds an image (containers.py)
     """
 
     name: ClassVar[str] = "tasks"
@@ -74,7 +78,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     task_needs: ClassVar[TaskNeeds] = TaskNeeds(agent_steps=10, reply_tokens=384)  # a few commands, then submit
 
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
-                 cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048) -> None:
+                 cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048,
+                 container_runtime: ContainerRuntimeName = "auto") -> None:
         self.folder = resolve_folder(path)
         self.path = str(self.folder)  # the `tasks:PATH` argument, as a run directory records the harness
         self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
@@ -84,6 +89,9 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
             self.max_steps = int(max_steps)
         self.limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds,
                                     memory_bytes=memory_mb * 1024 * 1024)
+        if container_runtime not in ("auto", "podman", "docker"):
+            raise TasksFolderError(f"container_runtime={container_runtime!r}: use auto, podman or docker")
+        self.container_runtime = container_runtime
         self._splits  # noqa: B018 - a bad splits.json is an error when the harness loads, not mid-run
 
     @functools.cached_property
@@ -92,8 +100,18 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         running a command or a check does (IsolationRequiredError, one line, where bubblewrap is missing)."""
         return CheckRunner(self.limits)
 
+    @functools.cached_property
+    def runtime(self) -> ContainerRuntime:
+        """The container runtime of the tasks that build an image (ContainerError, one line, where none is)."""
+        return find_runtime(self.container_runtime)
+
     def check_runnable(self) -> None:
-        self.checks  # noqa: B018 - a run is refused before it starts, not at its first rollout
+        # a run is refused before it starts, not at its first rollout
+        tasks = self.tasks_by_id.values()
+        if any(t.container is None for t in tasks):
+            self.checks  # noqa: B018
+        if any(t.container is not None for t in tasks):
+            self.runtime  # noqa: B018
 
     @functools.cached_property
     def _splits(self) -> dict[str, list[str]]:
@@ -175,8 +193,11 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         return bool(action.strip())
 
     # ------------------------------------------------------------------ builtin agent
-    def make_env(self, task: Task) -> ShellTaskEnv:
-        return ShellTaskEnv(self, task, self.folder_task(task.id), self.checks)
+    def make_env(self, task: Task) -> ShellTaskEnv | ContainerTaskEnv:
+        folder_task = self.folder_task(task.id)
+        if folder_task.container is not None:
+            return ContainerTaskEnv(self.runtime, task, folder_task, self.limits.wall_seconds)
+        return ShellTaskEnv(self, task, folder_task, self.checks)
 
     # ------------------------------------------------------------------ external agents
     def hidden_paths(self) -> list[Path]:
@@ -186,6 +207,9 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         """Copy the task's input files (its workspace/ folder, or a Harbor task's environment files) into
         `workspace`; the instruction is the task's own (it names where the answer goes)."""
         folder_task = self.folder_task(task.id)
+        if folder_task.container is not None:
+            raise TasksFolderError(f"task {task.id} runs in a container, where only raso's builtin agent works so far "
+                                   "(--agent builtin); external agents get a host folder (harnesses/tasks/README.md)")
         workspace = Path(workspace)
         for source, relative in folder_task.workspace_files:
             parts = PurePosixPath(relative).parts
@@ -210,6 +234,7 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     def describe(self) -> dict[str, Any]:
         kinds = [t.kind for t in self.tasks_by_id.values()]
         return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
+                "container_tasks": sum(t.container is not None for t in self.tasks_by_id.values()),
                 "splits": {k: len(v) for k, v in self._splits.items()},
                 "isolation": isolation_support().model_dump()}  # what runs here would get; needs no sandbox
 
