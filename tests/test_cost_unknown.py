@@ -206,6 +206,17 @@ def test_init_of_a_priced_optimizer_shows_dollars(tmp_path: Path, server: Any,
     assert "tokens, $" in printed and "unknown" not in printed and "$0.0000" not in printed
 
 
+def test_init_refuses_a_usd_budget_for_an_unpriced_optimizer_before_calling_it(
+        tmp_path: Path, server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    out, calls_before = tmp_path / "SKILL.md", len(server.calls)
+    assert runs_main(["init", "--harness", TOY, "--model", f"openai/{UNPRICED_AGENT}", "--api-base", server.api_base,
+                      "--optimizer-model", f"openai/{UNPRICED_OPTIMIZER}", "--optimizer-api-base", server.api_base,
+                      "--set", "budget.usd=1", "--no-retrieval", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be enforced: no price is known" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and len(server.calls) == calls_before
+
+
 # ------------------------------------------------------------------ raso eval
 def _eval(tmp_path: Path, server: Any, agent: str, *extra: str) -> tuple[int, Path]:
     out = tmp_path / "out"
