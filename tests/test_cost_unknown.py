@@ -27,6 +27,7 @@ from raso.api import optimize
 from raso.cli import main as raso_main
 from raso.engine import OptimizeConfig, RichProgress, RunDir
 from raso.engine.report_facts import val_curve_figure
+from raso.engine.run_dir import read_jsonl
 from raso.engine.state import RunState
 from raso.llm import CallRecord, UsageLedger
 from raso.llm.ledger import cost_text
@@ -118,6 +119,17 @@ def test_progress_panel_of_an_unpriced_run_says_unknown(unpriced_run: tuple[RunD
     shown = unpriced_run[1]
     assert "cost so far" in shown and "unknown (" in shown and "unpriced call(s)" in shown
     assert "$0.0000" not in shown
+
+
+def test_events_jsonl_of_an_unpriced_run_says_null_with_the_count(unpriced_run: tuple[RunDir, str]) -> None:
+    events = read_jsonl(unpriced_run[0].events)
+    last = events[-1]
+    assert last["cost_usd"] is None and last["unpriced_calls"] > 0 and last["priced_cost_usd"] == 0.0
+
+
+def test_events_jsonl_of_a_priced_run_has_dollars(priced_run: tuple[RunDir, str]) -> None:
+    last = read_jsonl(priced_run[0].events)[-1]
+    assert last["unpriced_calls"] == 0 and last["cost_usd"] == last["priced_cost_usd"] > 0
 
 
 def test_progress_panel_of_a_priced_run_shows_dollars(priced_run: tuple[RunDir, str]) -> None:

@@ -236,9 +236,10 @@ class Engine:
     def snapshot(self) -> Snapshot:
         s = self.state
         iteration = s.iterations_done + (1 if s.pending is not None else 0)
+        unpriced = self.unpriced_calls
         return Snapshot(iteration=iteration, rollouts_used=s.rollouts_used, budget_rollouts=self.budget.rollouts,
-                        best_val=s.current_val, cost_usd=self.cost, phase=s.phase,
-                        unpriced_calls=self.unpriced_calls)
+                        best_val=s.current_val, cost_usd=None if unpriced else self.cost, phase=s.phase,
+                        priced_cost_usd=self.cost, unpriced_calls=unpriced)
 
     def _event(self, kind: type[Event], **data: Any) -> None:
         self.emit(kind(snapshot=self.snapshot(), **data))
