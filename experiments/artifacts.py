@@ -33,6 +33,7 @@ from raso.engine.replay import PersistentLedger
 from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness
 from raso.llm import LLMGateway, UsageLedger
+from raso.llm.ledger import priced_usd
 from raso.llm.view import UnitGateway
 from raso.optimizer.types import Requirement
 
@@ -62,15 +63,21 @@ def ledgered_gateway(cfg: OptimizeConfig, *, cache_dir: Path | None, ledger_path
     return make_gateway(cfg, cache_dir=cache_dir, ledger=PersistentLedger(ledger_path))
 
 
+def _summable(totals: dict[str, Any]) -> dict[str, Any]:
+    """A ledger's totals with `cost_usd` as the priced part (a number the tables can add up; raso's ledger says
+    null once a call is unpriced); `unpriced_calls` travels with it and says what it leaves out."""
+    return {**totals, "cost_usd": priced_usd(totals)}
+
+
 def empty_usage() -> dict[str, Any]:
-    return UsageLedger().totals()
+    return _summable(UsageLedger().totals())
 
 
 def ledger_totals(path: Path) -> dict[str, Any]:
-    """Tokens, cost and calls of a ledger.calls.jsonl (zeros when absent)."""
+    """Tokens, cost (priced part) and calls of a ledger.calls.jsonl (zeros when absent)."""
     if not Path(path).exists():
         return empty_usage()
-    return PersistentLedger(Path(path)).totals()
+    return _summable(PersistentLedger(Path(path)).totals())
 
 
 def check_fraction_index(index: str | Path | None) -> Path:

@@ -503,6 +503,7 @@ def init_skill(
     if use_retrieval:
         check_index_blocklist(cfg, harness_obj)
     gw = gateway or make_gateway(cfg)
+    check_budget_prices(cfg, gw)
     _preflight(gw)
     ctx = run_context(cfg, harness_obj, gw, use_retrieval=use_retrieval)
     initializer = default_initializer(init.model_copy(update={"method": "rasi" if use_retrieval else "rfsi"}))
@@ -549,6 +550,7 @@ def evaluate(
     check_index_blocklist(cfg, harness_obj)
     check_agent_program(cfg, harness_obj)
     gw = gateway or make_gateway(cfg, cache_dir=cache_dir)
+    check_budget_prices(cfg, gw)
     _preflight(gw)
     agent = make_agent(cfg, gw, harness_obj)
     return run_rollouts(harness_obj, agent, tasks, skill_list, max_workers=cfg.schedule.workers,

@@ -31,4 +31,4 @@ def test_models_check_of_an_unpriced_model_says_its_cost_is_unknown(capsys, monk
         status = raso_main(["models", "check", "openai/ready-stand-in", "--api-base", server.api_base])
     out = capsys.readouterr().out
     assert status == 0 and "reply:   'ready'" in out
-    assert "cost:    unknown (1 call(s) to a model without a known price" in out and "$0.000000" not in out
+    assert "cost:    unknown (1 unpriced call(s); give a price with --price" in out and "$0.000000" not in out

@@ -115,6 +115,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     harness = api.load_harness(config.harness, config.harness_options)
     tasks = api.eval_tasks(harness, args.split, args.limit)
     gateway = api.make_gateway(config, cache_dir=args.cache_dir)
+    api.check_budget_prices(config, gateway)  # before the output folder is made
     mode = config.agent.mode
     out = args.out or _default_out(harness.name, args.split, mode)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,9 +171,14 @@ def _run_eval(args: argparse.Namespace) -> int:
 def unknown_cost(summary: dict[str, Any]) -> dict[str, Any]:
     """`summary` with its costs null where a call had no known price: an unpriced model's calls cost something
     nobody knows, never $0 (the ledger counts them as unpriced_calls). Every rollout of an eval calls the same
-    target model, so a single unpriced call makes each rollout's cost unknown too."""
-    unpriced = int(summary.get("ledger_totals", {}).get("unpriced_calls", 0) or 0)
+    target model, so a single unpriced call makes each rollout's cost unknown too. `priced_cost_usd` is the part
+    that is known (a lower bound of the cost when some calls are unpriced)."""
+    from raso.llm.ledger import priced_usd
+
+    totals = summary.get("ledger_totals", {})
+    unpriced = int(totals.get("unpriced_calls", 0) or 0)
     summary["unpriced_calls"] = unpriced
+    summary["priced_cost_usd"] = priced_usd(totals)
     if unpriced:
         summary["cost_usd"] = None
         summary["per_task"] = [{**row, "cost_usd": None} for row in summary.get("per_task", [])]
@@ -183,6 +189,8 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from raso.llm.ledger import cost_text
+
     table = Table(title=f"raso eval: {summary['harness']} / {summary['split']} / {summary['mode']}")
     table.add_column("tasks", justify="right")
     table.add_column("mean reward", justify="right")
@@ -190,17 +198,16 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     table.add_column("errors (infra)", justify="right")
     table.add_column("prompt tok", justify="right")
     table.add_column("completion tok", justify="right")
-    table.add_column("cost USD", justify="right")
+    table.add_column("cost", justify="right")
     table.add_column("wall s", justify="right")
     soft = summary["mean_soft_score"]
     table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
                   f"{summary['errors']} ({summary['infrastructure_failures']})", str(summary["prompt_tokens"]),
                   str(summary["completion_tokens"]),
-                  "unknown" if summary["cost_usd"] is None else f"{summary['cost_usd']:.4f}",
+                  cost_text(summary["priced_cost_usd"] if summary["unpriced_calls"] else summary["cost_usd"],
+                            summary["unpriced_calls"]),
                   f"{summary['wall_time_s']:.1f}")
     Console().print(table)
-    if summary["cost_usd"] is None:
-        from raso.llm.ledger import cost_text
-
-        print(f"cost: {cost_text(None, summary['unpriced_calls'])}")
+    if summary["unpriced_calls"]:
+        print(f"cost: {cost_text(summary['priced_cost_usd'], summary['unpriced_calls'], hint=True)}")
     print(f"trajectories and summary written to {out}")

@@ -81,6 +81,8 @@ def run_init(args: argparse.Namespace) -> int:
         return 2
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    from raso.llm.ledger import bucket_cost_text
+
     totals = gateway.ledger.totals()
     lessons_path.write_text(json.dumps({
         "mode": result.mode,
@@ -90,7 +92,7 @@ def run_init(args: argparse.Namespace) -> int:
         "usage": totals,
     }, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out} ({result.mode}: {len(result.requirements)} requirements, {len(result.lessons)} lessons; "
-          f"{totals['prompt_tokens']}+{totals['completion_tokens']} tokens, ${totals['cost_usd']:.4f}, "
+          f"{totals['prompt_tokens']}+{totals['completion_tokens']} tokens, {bucket_cost_text(totals, hint=True)}, "
           f"{time.perf_counter() - started:.1f}s); lessons with provenance: {lessons_path}")
     for err in result.errors:
         print(f"note: {err}", file=sys.stderr)

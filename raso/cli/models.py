@@ -85,7 +85,8 @@ def check_model(args: argparse.Namespace) -> int:
     print(f"model:   {reply.model}")
     print(f"reply:   {reply.text.strip()!r}")
     print(f"tokens:  {reply.prompt_tokens} prompt + {reply.completion_tokens} completion")
-    print(f"cost:    {cost_text(reply.cost_usd, int(gateway.ledger.totals().get('unpriced_calls', 0)), digits=6)}")
+    unpriced = int(gateway.ledger.totals().get("unpriced_calls", 0))
+    print(f"cost:    {cost_text(reply.cost_usd, unpriced, digits=6, hint=True)}")
     print(f"latency: {reply.latency_s:.2f} s (retries: {reply.retries})")
     print("ledger:  " + json.dumps(gateway.ledger.totals()))
     return 0

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from raso.errors import RunError
 from raso.harness import Rollout, Task
 from raso.llm.errors import LLMAuthError, failure_kind
+from raso.llm.ledger import priced_usd
 from raso.llm.view import UnitGateway
 from raso.optimizer.context import RunContext
 from raso.optimizer.types import Lesson
@@ -225,13 +226,20 @@ class Engine:
 
     @property
     def cost(self) -> float:
-        return float(self.gateway.ledger.totals()["cost_usd"])
+        """USD of the calls with a known price (what the USD budget counts; `unpriced_calls` says what it leaves out)."""
+        return self.gateway.ledger.priced_cost()
+
+    @property
+    def unpriced_calls(self) -> int:
+        return int(self.gateway.ledger.totals().get("unpriced_calls", 0) or 0)
 
     def snapshot(self) -> Snapshot:
         s = self.state
         iteration = s.iterations_done + (1 if s.pending is not None else 0)
+        unpriced = self.unpriced_calls
         return Snapshot(iteration=iteration, rollouts_used=s.rollouts_used, budget_rollouts=self.budget.rollouts,
-                        best_val=s.current_val, cost_usd=self.cost, phase=s.phase)
+                        best_val=s.current_val, cost_usd=None if unpriced else self.cost, phase=s.phase,
+                        priced_cost_usd=self.cost, unpriced_calls=unpriced)
 
     def _event(self, kind: type[Event], **data: Any) -> None:
         self.emit(kind(snapshot=self.snapshot(), **data))
@@ -371,6 +379,7 @@ class Engine:
             cost.prompt_tokens += rec.prompt_tokens
             cost.completion_tokens += rec.completion_tokens
             cost.cost_usd += rec.cost_usd
+            cost.unpriced_calls += int(rec.unpriced)
         return out
 
     def _refuse_incomplete(self, batch: str, rollouts: list[Rollout]) -> None:
@@ -402,7 +411,8 @@ class Engine:
     def _add_curve(self, label: str) -> None:
         if self.state.current_val is not None:
             self.state.curve.append(CurvePoint(rollouts_used=self.state.rollouts_used, cost_usd=self.cost,
-                                               best_val=self.state.current_val, label=label))
+                                               best_val=self.state.current_val, label=label,
+                                               unpriced_calls=self.unpriced_calls))
 
     def _count(self, n: int, split: str) -> None:
         self.state.rollouts_used += n
@@ -712,7 +722,8 @@ class Engine:
                               gate_rollouts=count)
         cand = CandidateRecord(
             version=p.candidate_version, candidate_val=candidate_val, accepted=accepted, reason=reason,
-            rollouts_used=s.rollouts_used, cost_usd=self.cost, error=p.propose_error, gate_mode=gate.mode,
+            rollouts_used=s.rollouts_used, cost_usd=self.cost, unpriced_calls=self.unpriced_calls,
+            error=p.propose_error, gate_mode=gate.mode,
             cost=self._unit_costs({"train": (f"{tag}_train",), "propose": (f"{tag}/propose",),
                                    "val": (f"{tag}_val",)}),
             **record,
@@ -739,7 +750,7 @@ def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> Optim
         best_skill_path=str(run_dir.best_skill) if best is not None else None,
         best_val=state.current_val, initial_val=initial, rollouts_used=state.rollouts_used,
         train_rollouts=state.train_rollouts, val_rollouts=state.val_rollouts, iterations=state.iterations_done,
-        accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=float(totals.get("cost_usd", 0.0)),
+        accepted=sum(1 for c in state.candidates if c.accepted), cost_usd=priced_usd(totals),
         unpriced_calls=int(totals.get("unpriced_calls", 0) or 0), prompt_tokens=int(totals.get("prompt_tokens", 0)),
         completion_tokens=int(totals.get("completion_tokens", 0)),
         model_calls=int(totals.get("calls", 0)), stop_reason=state.stop_reason, wall_time_s=state.wall_time_s,

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from raso.llm.ledger import cost_text
+
 from .run_dir import RunDir
 
 
@@ -26,8 +28,10 @@ class Snapshot:
     rollouts_used: int
     budget_rollouts: int | None
     best_val: float | None
-    cost_usd: float
+    cost_usd: float | None  # the spend so far; None once a call had no known price (like the ledger's totals)
     phase: str
+    priced_cost_usd: float = 0.0  # the spend so far on calls with a known price
+    unpriced_calls: int = 0  # the calls so far without one: priced_cost_usd leaves them out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,7 +255,7 @@ class RichProgress:
         if name:
             table.add_row("batch", f"{name}: {done}/{total}")
         table.add_row("best val score", "-" if s.best_val is None else f"{s.best_val:.3f}")
-        table.add_row("cost so far", f"${s.cost_usd:.4f}")
+        table.add_row("cost so far", cost_text(s.priced_cost_usd, s.unpriced_calls))
         for msg in self._messages[-4:]:
             table.add_row("", msg)
         return table

@@ -23,7 +23,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .report_facts import best_skill_warning, degradation_lines, val_curve_figure
+from raso.llm.ledger import PRICE_HINT, bucket_cost_text, cost_text, priced_usd
+
+from .report_facts import (
+    best_skill_warning,
+    cost_plot_note,
+    degradation_lines,
+    priced_spend_in_curve,
+    val_curve_figure,
+)
 from .run_dir import RunDir, atomic_write_text, read_jsonl
 from .state import CandidateRecord, RunState
 
@@ -181,8 +189,9 @@ def _glance(cfg: dict[str, Any], state: RunState, ledger: dict[str, Any]) -> dic
         "test_rollouts": state.test_rollouts,
         "calls": totals.get("calls", 0), "cache_hits": totals.get("cache_hits", 0),
         "prompt_tokens": totals.get("prompt_tokens", 0), "completion_tokens": totals.get("completion_tokens", 0),
-        "cost_usd": float(totals.get("cost_usd", 0.0) or 0.0),
+        "cost_usd": priced_usd(totals),  # the priced part: unpriced_calls says what it leaves out
         "unpriced_calls": int(totals.get("unpriced_calls", 0) or 0),
+        "cost_text": bucket_cost_text(totals),
         "wall_time_s": state.wall_time_s, "resumes": state.resumes, "upgraded_from": state.upgraded_from,
         "started_at": state.started_at, "finished_at": state.finished_at,
     }
@@ -230,7 +239,8 @@ def _gate_rows(state: RunState) -> list[dict[str, Any]]:
             "statistic": c.statistic, "interval": c.interval, "p_value": c.p_value,
             "gate_rollouts": c.gate_rollouts,
             "calls": sum(u.calls for u in c.cost.values()),
-            "cost_usd": sum(u.cost_usd for u in c.cost.values()),
+            "cost_text": cost_text(sum(u.cost_usd for u in c.cost.values()),
+                                   sum(u.unpriced_calls for u in c.cost.values())),
             "reason": c.reason,
         })
     return rows
@@ -511,12 +521,14 @@ def _scores(rd: RunDir, state: RunState) -> dict[str, Any]:
 
 def _cost(state: RunState, ledger: dict[str, Any], glance: dict[str, Any]) -> dict[str, Any]:
     def rows(key: str) -> list[dict[str, Any]]:
-        return [{"name": name, **row} for name, row in sorted((ledger.get(key) or {}).items())]
+        return [{"name": name, **row, "cost_text": bucket_cost_text(row)}
+                for name, row in sorted((ledger.get(key) or {}).items())]
 
     gain = None
     if glance["s0_val"] is not None and glance["best_val"] is not None:
         gain = (glance["best_val"] - glance["s0_val"]) * 100
-    total = glance["cost_usd"]
+    # a cost per point is known only when every call's cost is
+    total = glance["cost_usd"] if not glance["unpriced_calls"] else 0.0
     return {"by_stage": rows("by_stage"), "by_role": rows("by_role"), "by_model": rows("by_model"),
             "gain_points": gain, "per_point": total / gain if total > 0 and gain and gain > 0 else None,
             "per_accepted": total / glance["accepted"] if total > 0 and glance["accepted"] else None}
@@ -527,7 +539,7 @@ def _plots(state: RunState) -> list[dict[str, str]]:
         return []
     plots = [{"title": "best val score against rollouts",
               "svg": svg_of(val_curve_figure(state, "rollouts_used", "rollouts used (train + val)"))}]
-    if max(p.cost_usd for p in state.curve) > 0:  # with every call free or unpriced the curve is a vertical line
+    if priced_spend_in_curve(state):  # with every call free or unpriced the curve is a vertical line
         plots.append({"title": "best val score against cost",
                       "svg": svg_of(val_curve_figure(state, "cost_usd", "cost (USD)"))})
     return plots
@@ -557,6 +569,7 @@ def build_html_report(run_dir: RunDir | str | Path) -> str:
         lineage=_lineage(state), gate_rows=_gate_rows(state), final_skill=final, final_version=final_version,
         diffs=_diffs(rd, state, proposals), lesson_units=_lesson_units(state, proposals),
         scores=_scores(rd, state), cost=_cost(state, ledger, glance), plots=plots,
+        cost_plot_note=cost_plot_note(state), price_hint=PRICE_HINT,
         degradations=degradation_lines(rd, state, ledger), candidates=state.candidates,
     )
 

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from raso.llm.ledger import PRICE_HINT, bucket_cost_text, cost_text
+
 from .config import load_resolved
-from .report_facts import best_skill_warning, degradation_lines, val_curve_figure
+from .report_facts import best_skill_warning, cost_plot_note, degradation_lines, val_curve_figure
 from .run_dir import RunDir, atomic_write_text, read_jsonl
 from .state import RunState
 
@@ -90,7 +92,7 @@ def _candidate_cost_section(state: RunState) -> list[str]:
              "val tokens | USD (train + propose + val) |", "|---|---|---|---|---|---|---|---|---|"]
     for c in rows:
         train, propose, val = (c.cost.get(k) for k in ("train", "propose", "val"))
-        usd = sum(u.cost_usd for u in c.cost.values())
+        usd = cost_text(sum(u.cost_usd for u in c.cost.values()), sum(u.unpriced_calls for u in c.cost.values()))
         cand = f"v{c.version:03d}" if c.version is not None else "none"
 
         def tokens(u: Any) -> int:
@@ -98,7 +100,7 @@ def _candidate_cost_section(state: RunState) -> list[str]:
 
         lines.append(f"| {c.iteration} | {cand} | {'yes' if c.accepted else 'no'} | {train.calls if train else 0} | "
                      f"{propose.calls if propose else 0} | {tokens(propose)} | {val.calls if val else 0} | "
-                     f"{tokens(val)} | ${usd:.4f} |")
+                     f"{tokens(val)} | {usd} |")
     return lines
 
 
@@ -132,20 +134,18 @@ def _plan_section(run_dir: RunDir, state: RunState, totals: dict[str, Any], ledg
         lines.append(f"| {role['role']} | {role['model']} | {role['calls']} | {row.get('calls', 0)} | "
                      f"{role['prompt_tokens'] + role['completion_tokens']} | "
                      f"{row.get('prompt_tokens', 0) + row.get('completion_tokens', 0)} | {planned_usd} | "
-                     f"${float(row.get('cost_usd', 0.0)):.4f} |")
+                     f"{bucket_cost_text(row)} |")
     return lines
 
 
 def _cost_cell(ledger: dict[str, Any]) -> str:
     """The total cost, never a silent $0: calls to models without a known price are named."""
     totals = ledger.get("totals", {})
-    cost = f"${float(totals.get('cost_usd', 0.0)):.4f}"
-    unpriced = int(totals.get("unpriced_calls", 0) or 0)
-    if not unpriced:
+    cost = bucket_cost_text(totals)
+    if not int(totals.get("unpriced_calls", 0) or 0):
         return cost
     models = sorted(m for m, row in ledger.get("by_model", {}).items() if row.get("unpriced_calls"))
-    return (f"{cost} + cost unknown for {unpriced} call(s) to {', '.join(models)} (no price known: add "
-            "`--price MODEL=INPUT,OUTPUT`)")
+    return f"{cost} — no price known for {', '.join(f'`{m}`' for m in models)}; {PRICE_HINT}"
 
 
 def _corpus_line(config: Any, run_dir: RunDir) -> str:
@@ -273,20 +273,25 @@ def build_report(run_dir: RunDir) -> str:
     ]
     if initial is not None:
         lines.append(f"| 0 | - | - | - | v000 (s0) | {_fmt(initial)} | - | - | - | - | - | initial | "
-                     f"{state.curve[0].rollouts_used} | ${state.curve[0].cost_usd:.4f} |")
+                     f"{state.curve[0].rollouts_used} | "
+                     f"{cost_text(state.curve[0].cost_usd, state.curve[0].unpriced_calls)} |")
     for c in state.candidates:
         cand = f"v{c.version:03d}" if c.version is not None else "none"
         interval = f"[{c.interval[0]:+.3f}, {c.interval[1]:+.3f}]" if c.interval is not None else "-"
         stat = f"{c.statistic:+.3f}" if c.statistic is not None else "-"
         lines.append(f"| {c.iteration} | {c.epoch + 1} | {len(c.train_task_ids)} | {_fmt(c.train_mean_reward)} | "
                      f"{cand} | {_fmt(c.candidate_val)} | {_fmt(c.current_val)} | {stat} | {interval} | "
-                     f"{_fmt(c.p_value)} | {c.gate_rollouts} | {c.reason} | {c.rollouts_used} | ${c.cost_usd:.4f} |")
+                     f"{_fmt(c.p_value)} | {c.gate_rollouts} | {c.reason} | {c.rollouts_used} | "
+                     f"{cost_text(c.cost_usd, c.unpriced_calls)} |")
     lines += _candidate_cost_section(state)
     lines += _plan_section(run_dir, state, totals, ledger)
     lines += ["", "## Plots", ""]
     for name in ("val_vs_rollouts.png", "val_vs_cost.png"):
         if (run_dir.plots / name).exists():
             lines.append(f"![{name}](plots/{name})")
+    note = cost_plot_note(state)
+    if note:
+        lines += ["", f"{note}."]
     by_stage = ledger.get("by_stage", {})
     if by_stage:
         lines += ["", "## Usage by stage", "", "| stage | calls | cached | prompt tokens | completion tokens | cost |",
@@ -294,7 +299,7 @@ def build_report(run_dir: RunDir) -> str:
         for stage, row in sorted(by_stage.items()):
             lines.append(f"| {stage} | {row.get('calls', 0)} | {row.get('cache_hits', 0)} | "
                          f"{row.get('prompt_tokens', 0)} | {row.get('completion_tokens', 0)} | "
-                         f"${float(row.get('cost_usd', 0.0)):.4f} |")
+                         f"{bucket_cost_text(row)} |")
     lessons = read_jsonl(run_dir.lessons) or state.lessons
     if lessons:
         lines += ["", "## Lessons and their provenance", ""]

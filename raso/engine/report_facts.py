@@ -11,9 +11,31 @@ from .run_dir import RunDir
 from .state import RunState
 
 
+def unpriced_in_curve(state: RunState) -> int:
+    """How many calls without a known price the val curve's points had made by the last one (their cost, unknown,
+    is left out of every point's cost_usd)."""
+    return max([0, *(p.unpriced_calls for p in state.curve), *(c.unpriced_calls for c in state.candidates)])
+
+
+def priced_spend_in_curve(state: RunState) -> bool:
+    return any(p.cost_usd > 0 for p in state.curve) or any(c.cost_usd > 0 for c in state.candidates)
+
+
+def cost_plot_note(state: RunState) -> str | None:
+    """What the plot against cost leaves out, as a sentence beside it: the spend of calls without a known price."""
+    unpriced = unpriced_in_curve(state)
+    if not unpriced:
+        return None
+    if not priced_spend_in_curve(state):
+        return f"No cost to plot: the cost of the {unpriced} unpriced call(s) is unknown"
+    return f"The plot against cost shows priced calls only: the cost of {unpriced} unpriced call(s) is not shown"
+
+
 def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
     """The best val score (step line) and every candidate's val score against `x_key` ("rollouts_used" or
-    "cost_usd"). The x axis starts at 0; rollouts get integer ticks, so one point never reads 1.900 ... 2.100."""
+    "cost_usd"). The x axis starts at 0; rollouts get integer ticks, so one point never reads 1.900 ... 2.100.
+    Against cost, the spend of calls without a known price is left out and the title says so; when no call had a
+    known price the figure holds only that sentence (an axis of $0 would be a cost nobody measured)."""
     # matplotlib's object API, never pyplot: no global figure registry or backend switch, so cells running in
     # threads side by side (an experiment on a Dask cluster) can draw at the same time
     from matplotlib.figure import Figure
@@ -21,6 +43,12 @@ def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
 
     fig = Figure(figsize=(6, 4), dpi=100)
     ax = fig.subplots()
+    unpriced = unpriced_in_curve(state) if x_key == "cost_usd" else 0
+    if unpriced and not priced_spend_in_curve(state):
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"Val score vs cost\ncost unknown: {unpriced} unpriced call(s)", ha="center", va="center")
+        return fig
+    note = f"priced calls only; cost of {unpriced} unpriced call(s) not shown" if unpriced else None
     xs = [getattr(p, x_key) for p in state.curve]
     ys = [p.best_val for p in state.curve]
     if xs:
@@ -44,7 +72,8 @@ def val_curve_figure(state: RunState, x_key: str, xlabel: str) -> Any:
     ax.set_ylabel("mean val reward")
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
-    ax.set_title(f"Val score vs {xlabel.split(' (')[0]}")
+    ax.set_title(f"Val score vs {xlabel.split(' (')[0]}" + (f"\n({note})" if note else ""),
+                 fontsize=None if note is None else 10)
     if xs or accepted or rejected:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

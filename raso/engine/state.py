@@ -27,7 +27,8 @@ class UnitCost(BaseModel):
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # of the calls with a known price
+    unpriced_calls: int = 0  # calls without one: when > 0 the unit's cost is unknown, cost_usd only its priced part
 
 
 class HoldoutScore(BaseModel):
@@ -55,7 +56,8 @@ class CandidateRecord(BaseModel):
     accepted: bool = False
     reason: str
     rollouts_used: int
-    cost_usd: float
+    cost_usd: float  # the run's spend so far on calls with a known price
+    unpriced_calls: int = 0  # the run's calls so far without one (cost_usd leaves them out)
     error: str | None = None
     # the gate's decision (raso.engine.gate); defaults read checkpoints written before these fields existed
     gate_mode: str = "strict"
@@ -73,9 +75,10 @@ class CurvePoint(BaseModel):
     """The best val score after some rollouts and some spend (one point per evaluation)."""
 
     rollouts_used: int
-    cost_usd: float
+    cost_usd: float  # the spend so far on calls with a known price
     best_val: float
     label: str
+    unpriced_calls: int = 0  # the calls so far without one (cost_usd leaves them out)
 
 
 class TestScore(BaseModel):

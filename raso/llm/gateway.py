@@ -576,7 +576,7 @@ class LLMGateway:
     def _spent_in_scope(self, scope: str) -> float:
         if scope:
             return self.ledger.cost_of_units(scope)
-        return float(self.ledger.totals()["cost_usd"]) - sum(
+        return self.ledger.priced_cost() - sum(
             self.ledger.cost_of_units(p) for p in self.config.unit_budgets_usd)
 
     def _reserve_budget(self, model: str, role: str, messages: list[dict[str, Any]], params: dict[str, Any],

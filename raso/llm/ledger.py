@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 
 from raso.fileio import atomic_write_text
 
-_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "calls", "retries", "cache_hits", "failures",
-             "unpriced_calls")
+_COUNTERS = ("prompt_tokens", "completion_tokens", "cost_usd", "priced_cost_usd", "calls", "retries", "cache_hits",
+             "failures", "unpriced_calls")
 
 
 class CallRecord(BaseModel):
@@ -31,20 +31,27 @@ class CallRecord(BaseModel):
     cached: bool = False
     failed: bool = False
     latency_s: float = 0.0
-    unpriced: bool = False  # a paid call whose cost is unknown (no price for the model): cost_usd reads 0
+    unpriced: bool = False  # a paid call whose cost is unknown (no price for the model): its cost_usd, 0, is no cost
     call_id: str | None = None  # a paid call's identity, also stored with its cached reply (see book_once)
     unit: str | None = None  # the request's cache tag (the engine's unit of work, e.g. "iter003_val"), if any
 
 
 def _empty() -> dict[str, Any]:
-    return {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "calls": 0, "retries": 0, "cache_hits": 0,
-            "failures": 0, "unpriced_calls": 0}
+    return {"prompt_tokens": 0, "completion_tokens": 0, "priced_cost_usd": 0.0, "calls": 0, "retries": 0,
+            "cache_hits": 0, "failures": 0, "unpriced_calls": 0}
+
+
+def _shown(bucket: dict[str, Any]) -> dict[str, Any]:
+    """A bucket as the ledger hands it out: `cost_usd` is null once a call had no known price (its cost is unknown,
+    never $0); `priced_cost_usd` is the part that is known (what a USD budget counts) and `unpriced_calls` says how
+    many calls it leaves out."""
+    return {"cost_usd": None if bucket["unpriced_calls"] else bucket["priced_cost_usd"], **bucket}
 
 
 def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
     bucket["prompt_tokens"] += rec.prompt_tokens
     bucket["completion_tokens"] += rec.completion_tokens
-    bucket["cost_usd"] += rec.cost_usd
+    bucket["priced_cost_usd"] += rec.cost_usd
     bucket["retries"] += rec.retries
     if rec.cached:
         bucket["cache_hits"] += 1
@@ -56,14 +63,31 @@ def _add(bucket: dict[str, Any], rec: CallRecord) -> None:
         bucket["unpriced_calls"] += 1
 
 
-def cost_text(cost_usd: float | None, unpriced_calls: int, digits: int = 4) -> str:
-    """A cost for a person: "unknown" (counting the calls without a price) instead of a $0 nobody measured; the
-    priced part, if any, is kept in front."""
-    if cost_usd is None or unpriced_calls:
-        known = f"${cost_usd:.{digits}f} + " if cost_usd else ""
-        return (f"{known}unknown ({unpriced_calls} call(s) to a model without a known price; "
-                "give one with --price MODEL=INPUT,OUTPUT)")
-    return f"${cost_usd:.{digits}f}"
+PRICE_HINT = "give a price with --price MODEL=INPUT,OUTPUT in USD per million tokens"
+
+
+def priced_usd(row: dict[str, Any]) -> float:
+    """The known part of a ledger bucket's cost: `cost_usd` where it is a number (every call priced, or a ledger.json
+    written before `priced_cost_usd` existed, whose `cost_usd` was that part), else `priced_cost_usd`."""
+    value = row.get("cost_usd")
+    return float((row.get("priced_cost_usd") if value is None else value) or 0.0)
+
+
+def cost_text(cost_usd: float | None, unpriced_calls: int = 0, digits: int = 4, *, hint: bool = False) -> str:
+    """The one way a cost is written for a person. `cost_usd` is the priced part (None: nothing is priced) and
+    `unpriced_calls` the calls without a known price: "$0.0123" when every call is priced, "unknown (5 unpriced
+    call(s))" when none with a cost is, "≥ $0.0123 (+ 5 unpriced call(s) of unknown cost)" in between; never a $0
+    that nobody measured. `hint` adds how to give a price."""
+    if not unpriced_calls:
+        return "unknown" if cost_usd is None else f"${cost_usd:.{digits}f}"
+    what = f"{unpriced_calls} unpriced call(s)"
+    text = f"≥ ${cost_usd:.{digits}f} (+ {what} of unknown cost" if cost_usd else f"unknown ({what}"
+    return text + (f"; {PRICE_HINT})" if hint else ")")
+
+
+def bucket_cost_text(row: dict[str, Any], digits: int = 4, *, hint: bool = False) -> str:
+    """`cost_text` of a ledger bucket (totals, or a row of by_stage/by_role/by_model), as given or read from JSON."""
+    return cost_text(priced_usd(row), int(row.get("unpriced_calls", 0) or 0), digits, hint=hint)
 
 
 class UsageLedger:
@@ -119,7 +143,12 @@ class UsageLedger:
 
     def totals(self) -> dict[str, Any]:
         with self._lock:
-            return dict(self._totals)
+            return _shown(self._totals)
+
+    def priced_cost(self) -> float:
+        """USD of the calls with a known price (an unpriced call adds nothing here: see `totals()['unpriced_calls']`)."""
+        with self._lock:
+            return float(self._totals["priced_cost_usd"])
 
     def cost_of_units(self, prefix: str) -> float:
         """USD of the calls whose unit tag starts with `prefix` (e.g. every batch of the test evaluation)."""
@@ -128,15 +157,15 @@ class UsageLedger:
 
     def by_role(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return {k: dict(v) for k, v in self._by_role.items()}
+            return {k: _shown(v) for k, v in self._by_role.items()}
 
     def by_stage(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return {k: dict(v) for k, v in self._by_stage.items()}
+            return {k: _shown(v) for k, v in self._by_stage.items()}
 
     def by_model(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return {k: dict(v) for k, v in self._by_model.items()}
+            return {k: _shown(v) for k, v in self._by_model.items()}
 
     def merge(self, other: "UsageLedger") -> None:
         for rec in other.records():
@@ -145,10 +174,10 @@ class UsageLedger:
     def to_dict(self) -> dict[str, Any]:
         with self._lock:
             return {
-                "totals": dict(self._totals),
-                "by_role": {k: dict(v) for k, v in self._by_role.items()},
-                "by_stage": {k: dict(v) for k, v in self._by_stage.items()},
-                "by_model": {k: dict(v) for k, v in self._by_model.items()},
+                "totals": _shown(self._totals),
+                "by_role": {k: _shown(v) for k, v in self._by_role.items()},
+                "by_stage": {k: _shown(v) for k, v in self._by_stage.items()},
+                "by_model": {k: _shown(v) for k, v in self._by_model.items()},
                 "calls": [r.model_dump() for r in self._records],
             }
 
