@@ -212,3 +212,68 @@ def test_a_price_for_a_custom_model_registers_without_litellms_cache_price_warni
     finally:
         logger.removeHandler(handler)
     assert "cache_creation_input_token_cost" not in captured.getvalue()
+
+
+def test_a_plain_web_server_as_api_base_is_not_retried_and_the_error_names_its_url(monkeypatch):
+    # Python's own file server answers POST with 501: a real server that does not speak the API
+    import http.server
+    import threading
+
+    posts: list[str] = []
+
+    class PlainServer(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            return
+
+        def send_error(self, code, message=None, explain=None):
+            posts.append(self.command)
+            super().send_error(code, message, explain)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PlainServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
+    try:
+        gw = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model="openai/any", api_base=url)}, retry=FAST))
+        with pytest.raises(LLMError) as info:
+            gw.complete("agent", MSG, max_tokens=1)
+    finally:
+        server.shutdown()
+    assert not isinstance(info.value, LLMUnavailableError) and url in str(info.value)
+    assert posts.count("POST") == 1  # one request: a 501 is not worth a retry
+
+
+@pytest.mark.parametrize("api_base", ["127.0.0.1:8000/v1", "localhost", "ftp://host/v1", "http://"])
+def test_an_api_base_without_scheme_and_host_is_refused_when_configured(api_base):
+    from raso.engine.config import ModelsConfig
+
+    with pytest.raises(ValueError, match="not a server URL: write it with its scheme and host"):
+        RoleConfig(model="openai/any", api_base=api_base)
+    with pytest.raises(ValueError, match="not a server URL"):
+        ModelsConfig(target="openai/any", optimizer_api_base=api_base)
+    assert RoleConfig(model="openai/any", api_base=" http://127.0.0.1:8000/v1 ").api_base == "http://127.0.0.1:8000/v1"
+
+
+def test_ollama_at_its_default_address_is_not_refused_for_a_missing_key(monkeypatch):
+    # litellm lists OLLAMA_API_BASE among an ollama model's "missing keys"; it is an address with a default, not a
+    # key: the call goes out (here to a closed loopback port, so it fails as unreachable, never as a missing key)
+    import socket
+
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gw = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model="ollama/qwen2.5-coder:7b")},
+                                  retry=RetryConfig(max_attempts=1, initial_wait_s=0.0, max_wait_s=0.0, jitter_s=0.0)))
+    monkeypatch.setattr(litellm, "completion", _refused_at(port))
+    with pytest.raises(LLMError) as info:
+        gw.complete("agent", MSG, max_tokens=1)
+    assert not isinstance(info.value, LLMAuthError) and "OLLAMA_API_BASE" not in str(info.value)
+
+
+def _refused_at(port: int):
+    real = litellm.completion
+
+    def completion(**kwargs):
+        return real(**{**kwargs, "api_base": f"http://127.0.0.1:{port}"})
+    return completion

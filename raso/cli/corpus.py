@@ -30,6 +30,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def heading_levels(text: str) -> tuple[int, ...]:
+    """`--levels`: Markdown heading levels (1-6) separated by commas."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts or not all(p.isdigit() and 1 <= int(p) <= 6 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give heading levels 1 to 6 separated by commas, e.g. 1,2,3")
+    return tuple(sorted({int(p) for p in parts}))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "corpus",
@@ -75,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--name", help="the corpus's name in its card and in every run that uses it "
                        "(default: the source's file name)")
     build.add_argument("--release-date", metavar="YYYY-MM-DD", help="the release's date, for the corpus card")
-    build.add_argument("--levels", default="1,2,3", help="heading levels that split sections (default 1,2,3)")
+    build.add_argument("--levels", default="1,2,3", type=heading_levels,
+                       help="heading levels that split sections (default 1,2,3)")
     build.add_argument("--max-chars", type=int, default=4000, help="longer sections are windowed (default 4000)")
     build.add_argument("--no-references", action="store_true", help="index SKILL.md files only")
     build.add_argument("--k1", type=float, default=1.5)
@@ -165,7 +174,7 @@ def build_command(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     try:
-        levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
+        levels = args.levels
         blocklists = resolve_benchmarks(args.blocklist)
         options = SourceOptions(overrides=parse_overrides(args.column_map), sql=args.sql, repos=args.repos,
                                 follow_links_out=args.follow_links_out)

@@ -33,7 +33,7 @@ from raso.agent.agent import AgentConfig
 from raso.agent.programs.config import ProgramConfig
 from raso.errors import ConfigError
 from raso.execution.options import ExecutionOptions
-from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode
+from raso.llm.config import DEFAULT_LOCAL_MODEL, ModelPrice, StructuredOutputMode, check_api_base
 from raso.llm.profiles import ProfileError, check_overrides, profile_for
 from raso.optimizer.options import InitOptions, UpdateOptions
 from raso.optimizer.render import PromptLimits
@@ -98,6 +98,11 @@ class ModelsConfig(BaseModel):
     @classmethod
     def _known_profile_fields(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if value is None else check_overrides(value)
+
+    @field_validator("api_base", "optimizer_api_base")
+    @classmethod
+    def _server_url(cls, value: str | None) -> str | None:
+        return check_api_base(value)
 
     def resolved_optimizer(self) -> str:
         return self.optimizer or self.target

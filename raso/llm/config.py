@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -63,6 +64,18 @@ class ModelPrice(BaseModel):
         return (prompt_tokens * self.input + completion_tokens * self.output) / 1_000_000
 
 
+def check_api_base(value: str | None) -> str | None:
+    """A server URL with its scheme and host: without `http://` litellm takes `127.0.0.1:8000/v1` for a path and
+    retries a connection error for the whole retry budget."""
+    if value is None:
+        return None
+    url = urlsplit(value.strip())
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise ValueError("not a server URL: write it with its scheme and host, e.g. "
+                         "http://127.0.0.1:8000/v1")
+    return value.strip()
+
+
 class RoleConfig(BaseModel):
     """The model and sampling parameters one role (e.g. `agent`, `optimizer`) calls with."""
 
@@ -86,6 +99,11 @@ class RoleConfig(BaseModel):
     @classmethod
     def _known_profile_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_overrides(value)
+
+    @field_validator("api_base")
+    @classmethod
+    def _server_url(cls, value: str | None) -> str | None:
+        return check_api_base(value)
 
 
 class GatewayConfig(BaseModel):

@@ -100,9 +100,11 @@ def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limit, timeout, connection trouble, 5xx. Never auth/bad request/context."""
     if isinstance(exc, _PERMANENT_ERRORS) or _is_missing_credentials(exc):
         return False
+    status = getattr(exc, "status_code", None)
+    if status in (501, 505):  # a server that does not implement this API (a plain web server): retrying cannot help
+        return False
     if isinstance(exc, _TRANSIENT_ERRORS):
         return True
-    status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status == 429 or status >= 500)
 
 
@@ -188,21 +190,25 @@ DEFAULT_WORST_CASE_COMPLETION_TOKENS = 8192
 KEYLESS_SERVER_KEY = "no-key-set"
 
 
+def _missing_keys(model: str) -> list[str]:
+    """The API-key variables litellm finds unset for `model`. A server address (`OLLAMA_API_BASE`) is not a key:
+    Ollama's default address needs none, and a wrong address is a connection error that names it."""
+    try:
+        missing = litellm.validate_environment(model=model).get("missing_keys") or []
+    except Exception:  # a provider litellm cannot check: leave the key to it
+        return []
+    return [name for name in missing if not str(name).endswith("_API_BASE")]
+
+
 def _key_missing(model: str) -> bool:
     """Whether litellm finds no API key for `model` in the environment."""
-    try:
-        return bool(litellm.validate_environment(model=model).get("missing_keys"))
-    except Exception:  # a provider litellm cannot check: leave the key to it
-        return False
+    return bool(_missing_keys(model))
 
 
 def _api_key_hint(model: str, role_cfg: RoleConfig) -> str:
     if role_cfg.api_key_env:
         return role_cfg.api_key_env
-    try:
-        missing = litellm.validate_environment(model=model).get("missing_keys") or []
-    except Exception:
-        missing = []
+    missing = _missing_keys(model)
     if missing:
         return " or ".join(missing)
     provider = provider_of(model) or "OPENAI"
@@ -483,11 +489,7 @@ class LLMGateway:
             return  # a self-hosted server, or an explicit key
         if (model, role_cfg.api_key_env) in self._credentials_ok:
             return
-        try:
-            missing = litellm.validate_environment(model=model).get("missing_keys") or []
-        except Exception:
-            missing = []
-        if missing:
+        if _missing_keys(model):
             raise LLMAuthError(
                 f"no API key for model {model!r} (role {role!r}): set {_api_key_hint(model, role_cfg)} "
                 f"(or point the role at a server with api_base)",
@@ -613,8 +615,8 @@ class LLMGateway:
         detail = _first_line(str(exc))
         if isinstance(exc, LLMError):
             return exc
+        where = f" at {role_cfg.api_base}" if role_cfg.api_base else ""  # the server a user can check
         if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or _is_missing_credentials(exc):
-            where = f" at {role_cfg.api_base}" if role_cfg.api_base else ""
             return LLMAuthError(
                 f"authentication failed for model {model!r}{where} (role {role!r}): set {_api_key_hint(model, role_cfg)} "
                 f"to a valid API key. Provider said: {detail}",
@@ -626,10 +628,12 @@ class LLMGateway:
             )
         if is_transient(exc):
             return LLMUnavailableError(
-                f"{model!r} (role {role!r}) still failing after {attempts} attempt(s): {type(exc).__name__}: {detail}",
+                f"{model!r}{where} (role {role!r}) still failing after {attempts} attempt(s): {type(exc).__name__}: "
+                f"{detail}",
                 model=model, role=role,
             )
-        return LLMError(f"call to {model!r} (role {role!r}) failed: {type(exc).__name__}: {detail}", model=model, role=role)
+        return LLMError(f"call to {model!r}{where} (role {role!r}) failed: {type(exc).__name__}: {detail}", model=model,
+                        role=role)
 
 
 def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:
