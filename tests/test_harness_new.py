@@ -95,3 +95,22 @@ def test_new_rejects_a_registered_name(tmp_path: Path, capsys: pytest.CaptureFix
     assert run_cli("harness", "new", "spreadsheet", "--dir", str(tmp_path)) == 2
     assert "already registered (harnesses.spreadsheet:SpreadsheetHarness)" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_right_after_new_the_package_loads_by_its_bare_name_from_its_folder(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # the README's `raso harness new my_env` then `raso harness describe my_env`, before any install
+    import sys
+
+    from raso.harness.registry import HarnessNotFoundError, harness_class
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the fallback appends the folder; undone after the test
+    assert run_cli("harness", "new", "desk_here") == 0
+    cls = harness_class("desk_here")
+    assert cls.__name__ == "DeskHereHarness" and cls.__module__.startswith("desk_here")
+    with pytest.raises(HarnessNotFoundError, match=r"unknown harness 'toi'; did you mean 'toy'\?"):
+        harness_class("toi")
+    monkeypatch.chdir(tmp_path / "desk_here")  # elsewhere the bare name is unknown again
+    with pytest.raises(HarnessNotFoundError, match="unknown harness 'elsewhere'"):
+        harness_class("elsewhere")

@@ -7,8 +7,11 @@ names the constructor option that ARG fills in its ``name_argument`` class attri
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
+import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,8 +82,35 @@ def harness_class(name: str) -> type[Harness]:
         return _load_target(registered[name])
     if ":" in name:
         return _load_target(name)
+    scaffolded = _package_here(name)
+    if scaffolded is not None:
+        return scaffolded
     known = ", ".join(sorted(registered)) or "none"
-    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+    close = difflib.get_close_matches(name, list(registered), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise HarnessNotFoundError(f"unknown harness {name!r}; {hint}registered harnesses: {known} (or pass 'module:Class')")
+
+
+def _package_here(name: str) -> type[Harness] | None:
+    """The harness of a package folder `name` in the current folder, as `raso harness new NAME` scaffolds it, before
+    it is installed and registered: its one Harness subclass. None when there is no such folder."""
+    folder = Path.cwd() / name
+    if not name.isidentifier() or not (folder / "__init__.py").is_file():
+        return None
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.append(here)  # after the installed packages: an installed module of that name is not shadowed
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # the user's own code: its error, in one line
+        raise HarnessLoadError(f"cannot import the harness package ./{name}: {type(exc).__name__}: {exc}") from exc
+    if Path(getattr(module, "__file__", "") or "").resolve().parent != folder.resolve():
+        return None  # the name is another, installed module
+    classes = {v for v in vars(module).values() if isinstance(v, type) and issubclass(v, Harness)
+               and v.__module__.split(".")[0] == name}
+    if len(classes) != 1:
+        raise HarnessNotFoundError(f"./{name} exports {len(classes)} Harness classes; name one as '{name}:ClassName'")
+    return classes.pop()
 
 
 def get_harness(name: str, **kwargs: Any) -> Harness:
