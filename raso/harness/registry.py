@@ -11,8 +11,8 @@ import difflib
 import importlib
 import importlib.metadata
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
