@@ -427,7 +427,7 @@ def optimize(
     `ctx.prompt_limits`, `ctx.k` and the exclusions, `ctx.workers`. A strategy's own options are its attributes.
     `agent_factory` and `retriever` replace the execution agent and the configured retriever. `loop`
     (raso.engine.loop.LoopStrategies) replaces the loop's batch sampler, candidate selector, gate or stoppers."""
-    from raso.engine.engine import start_run
+    from raso.engine.engine import load_initial_skill, start_run
     from raso.engine.run_dir import RunDir, default_run_dir
 
     _checked_steps(initializer, proposer, loop)
@@ -437,12 +437,10 @@ def optimize(
     check_agent_program(cfg, harness_obj)
     root = Path(cfg.run_dir) if cfg.run_dir is not None else default_run_dir(harness_obj.name)
     run_dir = RunDir(root)
-    if run_dir.exists() or (root.exists() and any(root.iterdir())):
-        raise RunError(f"{root} is not empty; continue a run there with `raso resume {root}` or choose another "
-                       "run directory")
+    _check_new_run_dir(run_dir)
     if cfg.init_kind == "file":
         try:
-            Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            load_initial_skill(cfg)
         except Exception as exc:
             raise ConfigError(f"init skill {cfg.init.method}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})
@@ -450,10 +448,28 @@ def optimize(
         check_index_blocklist(cfg, harness_obj)
     check_budget_prices(cfg, make_gateway(cfg))
     _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
-    components = _run_components(cfg, run_dir, harness_obj, dict(
-        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks,
-        loop=loop))
-    return start_run(cfg, run_dir, components)
+    root.mkdir(parents=True, exist_ok=True)
+    with run_dir.lock("optimize"):
+        _check_new_run_dir(run_dir, probe_lock=False)  # again, holding it: another run may have started meanwhile
+        components = _run_components(cfg, run_dir, harness_obj, dict(
+            initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever,
+            sinks=sinks, loop=loop))
+        return start_run(cfg, run_dir, components)
+
+
+def _check_new_run_dir(run_dir: "RunDir", probe_lock: bool = True) -> None:
+    """A new run needs a new or empty folder; with `probe_lock`, a folder another command is working in is refused
+    naming the holder."""
+    from raso.engine.run_dir import LOCK_FILE
+
+    root = run_dir.root
+    if root.exists() and not root.is_dir():
+        raise RunError(f"{root} is a file, not a folder; choose a new or empty folder for the run directory")
+    if probe_lock and (root / LOCK_FILE).is_file():  # a run there, maybe in progress: its holder is the more useful news
+        run_dir.lock("optimize").acquire().release()
+    if run_dir.exists() or (root.is_dir() and any(p.name != LOCK_FILE for p in root.iterdir())):
+        raise RunError(f"{root} is not empty; continue a run there with `raso resume {root}` or choose another "
+                       "run directory")
 
 
 class RunParts(TypedDict, total=False):
@@ -475,13 +491,19 @@ def resume(run_dir: str | Path, *, harness: Harness | None = None, **parts: Unpa
     from raso.engine.run_dir import RunDir
 
     rd = RunDir(run_dir)
-    state = load_state(rd)
-    cfg = load_resolved(rd.config_json)
-    harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
-    if state.phase != "done":
-        _preflight(make_gateway(cfg))
-    components = _run_components(cfg, rd, harness_obj, dict(parts))
-    return continue_run(cfg, rd, state, components)
+    load_state(rd)  # not a run directory: said before a lock file is made in it
+    with rd.lock("resume"):
+        state = load_state(rd)  # read again under the lock: the holder before us may have moved it on
+        edit = rd.config_edit(state.config_digest)
+        if edit is not None:
+            raise RunError(f"{edit}. A resume continues with the options the run started with and changes none "
+                           "of them (to run with other options, start a new run with `raso optimize`)")
+        cfg = load_resolved(rd.config_json)
+        harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
+        if state.phase != "done":
+            _preflight(make_gateway(cfg))
+        components = _run_components(cfg, rd, harness_obj, dict(parts))
+        return continue_run(cfg, rd, state, components)
 
 
 def init_skill(

@@ -7,6 +7,7 @@ names the constructor option that ARG fills in its ``name_argument`` class attri
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 from collections.abc import Sequence
@@ -80,7 +81,10 @@ def harness_class(name: str) -> type[Harness]:
     if ":" in name:
         return _load_target(name)
     known = ", ".join(sorted(registered)) or "none"
-    raise HarnessNotFoundError(f"unknown harness {name!r}; registered harnesses: {known} (or pass 'module:Class')")
+    close = difflib.get_close_matches(name, list(registered), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise HarnessNotFoundError(f"unknown harness {name!r}; {hint}registered harnesses: {known} (or pass "
+                               "'module:Class')")
 
 
 def get_harness(name: str, **kwargs: Any) -> Harness:
