@@ -297,3 +297,36 @@ def test_an_initial_skill_of_front_matter_alone_is_refused_before_any_model_call
     assert f"init skill {start}: {start}: front matter only, no body" in err
     assert script.calls == 0 and not run_dir.exists()
 
+
+def test_init_refuses_to_replace_a_skill_without_force(tmp_path: Path, capsys) -> None:
+    script = SwitchableOptimizer()
+    script.broken = False
+    optimizer = named_scripted_model("cli-init-force", script)
+    init = ["init", "--harness", TOY, "--model", optimizer, "--no-retrieval"]
+    mine = tmp_path / "mine.md"
+    mine.write_text("my own skill\n")
+    assert _main([*init, "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {mine} already exists; pass --force to replace it" in err
+    assert script.calls == 0 and mine.read_text() == "my own skill\n"  # refused before any model call
+    assert _main([*init, "--out", str(mine), "--force"]) == 0
+    assert "LEVEL=1" in Skill.load(mine).body and (tmp_path / "mine.lessons.json").is_file()
+
+    # a path with any suffix is a file, never a folder; written through a temporary sibling, which is gone
+    text_out = tmp_path / "SKILL.txt"
+    assert _main([*init, "--out", str(text_out)]) == 0
+    assert text_out.is_file() and "LEVEL=1" in Skill.load(text_out).body
+    assert (tmp_path / "SKILL.lessons.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+    # a path without one is a skills directory; the skill folder in it is not replaced without --force either
+    skills = tmp_path / "skills"
+    assert _main([*init, "--out", str(skills)]) == 0
+    assert (skills / "toy-skill" / "SKILL.md").is_file()
+    (skills / "toy-skill" / "SKILL.md").write_text("---\nname: toy-skill\ndescription: Mine.\n---\nmine\n")
+    capsys.readouterr()
+    assert _main([*init, "--out", str(skills)]) == 2
+    assert f"{skills / 'toy-skill'} and {skills / 'toy-skill.lessons.json'} already exist" in capsys.readouterr().err
+    assert Skill.load(skills / "toy-skill").body == "mine\n"
+    assert _main([*init, "--out", str(skills), "--force"]) == 0
+    assert "LEVEL=1" in Skill.load(skills / "toy-skill").body
