@@ -552,10 +552,10 @@ def evaluate(
     gives each task its own skills: called once per task before the rollouts start (e.g. a router)."""
     from raso.agent.evaluate import evaluate as run_rollouts
 
-    skill_list = load_skills(skills)
-    if task_skills is not None and skill_list:
+    items = [] if skills is None else [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
+    if task_skills is not None and items:
         raise ConfigError("give either skills (shared by every task) or task_skills (each task's own), not both")
-    has_skills = bool(skill_list) or task_skills is not None
+    has_skills = bool(items) or task_skills is not None
     values = nested(overrides)
     given = config.model_dump(exclude_unset=True) if config is not None else {}
     if not has_key(values, "agent.mode") and not has_key(given, "agent.mode"):
@@ -566,6 +566,7 @@ def evaluate(
         raise ConfigError("agent.mode 'none' runs without a skill; give no skills (or another mode)")
     if mode != "none" and not has_skills:
         raise ConfigError(f"agent.mode {mode!r} needs at least one skill")
+    skill_list = load_skills(items, max_chars=cfg.init.skill_max_chars)  # the limit of `optimize --init`'s skill
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
     check_index_blocklist(cfg, harness_obj)
@@ -613,9 +614,10 @@ def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[T
     return tasks
 
 
-def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None") -> list[Skill]:
-    """Skill objects from skills and SKILL.md paths; ConfigError for an unreadable one or repeated names (the
-    agent's selection and LOAD_SKILL address skills by name)."""
+def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None", *,
+                max_chars: int | None = None) -> list[Skill]:
+    """Skill objects from skills and SKILL.md paths; ConfigError for an unreadable one, a SKILL.md longer than
+    `max_chars` or repeated names (the agent's selection and LOAD_SKILL address skills by name)."""
     if skills is None:
         return []
     items = [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
@@ -625,7 +627,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
             out.append(item)
             continue
         try:
-            out.append(Skill.load(item))
+            out.append(Skill.load(item, max_chars=max_chars))
         except Exception as exc:
             raise ConfigError(f"cannot use skill {item}: {exc}") from None
     names = [s.name for s in out]

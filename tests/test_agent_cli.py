@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import raso
 from raso.agent.evaluate import load_trajectories
 from raso.cli import eval as eval_cmd
 from raso.cli import harnesses as harnesses_cmd
+from raso.errors import ConfigError
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
 from raso.testing import count_script
@@ -119,6 +121,24 @@ def test_eval_rejects_a_malformed_skill(tmp_path: Path, capsys: pytest.CaptureFi
     args = parse("eval", "--harness", TOY, "--skill", str(bad), "--model", "scripted/unused")
     assert args.func(args) == 2
     assert "missing YAML front matter" in capsys.readouterr().err
+
+
+def test_eval_refuses_a_skill_over_the_initial_skill_limit_before_any_model_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raso.optimizer.options import InitOptions
+
+    limit = InitOptions().skill_max_chars  # the one limit `optimize --init` applies
+    model = ScriptedModel(count_script)
+    huge = Skill(name="huge", description="Too long.", body="Add one. " * (limit // 9 + 1)).save(tmp_path / "SKILL.md")
+    out = tmp_path / "o"
+    args = parse("eval", "--harness", TOY, "--skill", str(huge), "--model", model.model, "--out", str(out))
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert f"over the limit of {limit:,} for a skill" in err and len(err.strip().splitlines()) == 1
+    assert model.calls == [] and not out.exists()
+    with pytest.raises(ConfigError, match=f"over the limit of {limit:,}"):  # the Python door too
+        raso.evaluate(TOY, huge, **{"models.target": model.model})
+    assert model.calls == []
 
 
 def test_harnesses_lists_split_sizes_and_reasons(toy_registered: None, capsys: pytest.CaptureFixture[str],  # noqa: F811
