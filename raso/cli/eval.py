@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
     )
     parser.set_defaults(func=run_eval, config_fields=add_config_options(parser, _EVAL_FIELDS))
-    parser.add_argument("--skill", action="append", default=[], metavar="FILE|none",
-                        help="a SKILL.md file (repeatable), or 'none' for the no-skill baseline")
+    parser.add_argument("--skill", action="append", default=[], metavar="FILE|DIR|none",
+                        help="a SKILL.md file or a skill folder (repeatable), or 'none' for the no-skill baseline")
     parser.add_argument("--skills-dir", type=Path, default=None,
                         help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
                         "the candidate pool for --agent-mode select/progressive")
@@ -60,15 +60,15 @@ def _skill_files(skills_dir: Path) -> list[Path]:
 
 
 def skill_paths(skill_args: list[str], skills_dir: Path | None) -> list[Path]:
-    """The skill files of --skill FILE (in order; 'none' contributes nothing) then --skills-dir."""
+    """The skills of --skill FILE|DIR (in order; 'none' contributes nothing) then --skills-dir."""
     paths: list[Path] = []
     for item in skill_args:
         if item.strip().lower() == "none":
             continue
         path = Path(item)
-        if not path.is_file():
-            raise UsageError(f"--skill {item}: no such file")
-        paths.append(path)
+        if not path.exists():
+            raise UsageError(f"--skill {item}: no such file or folder")
+        paths.append(path)  # a file is that SKILL.md; a folder is a skill folder (Skill.load reads its SKILL.md)
     if skills_dir is not None:
         paths.extend(_skill_files(skills_dir))
     return paths
