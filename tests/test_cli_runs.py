@@ -284,6 +284,17 @@ def test_a_mistake_caught_before_the_run_starts_leaves_no_run_directory(tmp_path
     assert "run directory:" not in captured.err + captured.out and not run_dir.exists()
 
 
+def test_ctrl_c_names_resume_only_for_a_run_that_started(tmp_path: Path, capsys) -> None:
+    def interrupted(sinks: list) -> None:
+        raise KeyboardInterrupt
+
+    assert runs._execute(interrupted, True, "t", tmp_path / "never", "hint") == 130
+    assert "interrupted before the run started; nothing was written" in capsys.readouterr().err
+    (tmp_path / "checkpoint.json").write_text("{}")
+    assert runs._execute(interrupted, True, "t", tmp_path, "hint") == 130
+    assert f"interrupted; continue with `raso resume {tmp_path}`" in capsys.readouterr().err
+
+
 def test_an_initial_skill_of_front_matter_alone_is_refused_before_any_model_call(tmp_path: Path, capsys) -> None:
     script = SwitchableOptimizer()
     script.broken = False

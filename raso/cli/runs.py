@@ -176,7 +176,10 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
         _error(f"{exc} ({llm_hint})")
         return 1
     except KeyboardInterrupt:
-        _error(f"interrupted; continue with `raso resume {run_dir}`")
+        if (Path(run_dir) / "checkpoint.json").is_file():
+            _error(f"interrupted; continue with `raso resume {run_dir}`")
+        else:  # before the run started: there is no run directory to resume
+            _error("interrupted before the run started; nothing was written")
         return 130
     print(_summary(result, announced=announced))
     _warn_unusable_best(result.run_dir)
