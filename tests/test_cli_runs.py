@@ -289,7 +289,7 @@ def test_ctrl_c_names_resume_only_for_a_run_that_started(tmp_path: Path, capsys)
         raise KeyboardInterrupt
 
     assert runs._execute(interrupted, True, "t", tmp_path / "never", "hint") == 130
-    assert "interrupted before the run started; nothing was written" in capsys.readouterr().err
+    assert "interrupted before the run started (nothing to resume); run the command again" in capsys.readouterr().err
     (tmp_path / "checkpoint.json").write_text("{}")
     assert runs._execute(interrupted, True, "t", tmp_path, "hint") == 130
     assert f"interrupted; continue with `raso resume {tmp_path}`" in capsys.readouterr().err

@@ -179,7 +179,7 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
         if (Path(run_dir) / "checkpoint.json").is_file():
             _error(f"interrupted; continue with `raso resume {run_dir}`")
         else:  # before the run started: there is no run directory to resume
-            _error("interrupted before the run started; nothing was written")
+            _error("interrupted before the run started (nothing to resume); run the command again")
         return 130
     print(_summary(result, announced=announced))
     _warn_unusable_best(result.run_dir)
