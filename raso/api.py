@@ -427,7 +427,7 @@ def optimize(
     `ctx.prompt_limits`, `ctx.k` and the exclusions, `ctx.workers`. A strategy's own options are its attributes.
     `agent_factory` and `retriever` replace the execution agent and the configured retriever. `loop`
     (raso.engine.loop.LoopStrategies) replaces the loop's batch sampler, candidate selector, gate or stoppers."""
-    from raso.engine.engine import start_run
+    from raso.engine.engine import load_initial_skill, start_run
     from raso.engine.run_dir import RunDir, default_run_dir
 
     _checked_steps(initializer, proposer, loop)
@@ -437,12 +437,10 @@ def optimize(
     check_agent_program(cfg, harness_obj)
     root = Path(cfg.run_dir) if cfg.run_dir is not None else default_run_dir(harness_obj.name)
     run_dir = RunDir(root)
-    if run_dir.exists() or (root.exists() and any(root.iterdir())):
-        raise RunError(f"{root} is not empty; continue a run there with `raso resume {root}` or choose another "
-                       "run directory")
+    _check_new_run_dir(run_dir)
     if cfg.init_kind == "file":
         try:
-            Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
+            load_initial_skill(cfg)
         except Exception as exc:
             raise ConfigError(f"init skill {cfg.init.method}: {exc}") from None
     cfg = cfg.model_copy(update={"run_dir": root.resolve()})
@@ -450,10 +448,28 @@ def optimize(
         check_index_blocklist(cfg, harness_obj)
     check_budget_prices(cfg, make_gateway(cfg))
     _preflight(make_gateway(cfg))  # before the run's own gateway, whose cache lives in the run directory
-    components = _run_components(cfg, run_dir, harness_obj, dict(
-        initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever, sinks=sinks,
-        loop=loop))
-    return start_run(cfg, run_dir, components)
+    root.mkdir(parents=True, exist_ok=True)
+    with run_dir.lock("optimize"):
+        _check_new_run_dir(run_dir, probe_lock=False)  # again, holding it: another run may have started meanwhile
+        components = _run_components(cfg, run_dir, harness_obj, dict(
+            initializer=initializer, proposer=proposer, agent_factory=agent_factory, retriever=retriever,
+            sinks=sinks, loop=loop))
+        return start_run(cfg, run_dir, components)
+
+
+def _check_new_run_dir(run_dir: "RunDir", probe_lock: bool = True) -> None:
+    """A new run needs a new or empty folder; with `probe_lock`, a folder another command is working in is refused
+    naming the holder."""
+    from raso.engine.run_dir import LOCK_FILE
+
+    root = run_dir.root
+    if root.exists() and not root.is_dir():
+        raise RunError(f"{root} is a file, not a folder; choose a new or empty folder for the run directory")
+    if probe_lock and (root / LOCK_FILE).is_file():  # a run there, maybe in progress: its holder is the more useful news
+        run_dir.lock("optimize").acquire().release()
+    if run_dir.exists() or (root.is_dir() and any(p.name != LOCK_FILE for p in root.iterdir())):
+        raise RunError(f"{root} is not empty; continue a run there with `raso resume {root}` or choose another "
+                       "run directory")
 
 
 class RunParts(TypedDict, total=False):
@@ -475,13 +491,19 @@ def resume(run_dir: str | Path, *, harness: Harness | None = None, **parts: Unpa
     from raso.engine.run_dir import RunDir
 
     rd = RunDir(run_dir)
-    state = load_state(rd)
-    cfg = load_resolved(rd.config_json)
-    harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
-    if state.phase != "done":
-        _preflight(make_gateway(cfg))
-    components = _run_components(cfg, rd, harness_obj, dict(parts))
-    return continue_run(cfg, rd, state, components)
+    load_state(rd)  # not a run directory: said before a lock file is made in it
+    with rd.lock("resume"):
+        state = load_state(rd)  # read again under the lock: the holder before us may have moved it on
+        edit = rd.config_edit(state.config_digest)
+        if edit is not None:
+            raise RunError(f"{edit}. A resume continues with the options the run started with and changes none "
+                           "of them (to run with other options, start a new run with `raso optimize`)")
+        cfg = load_resolved(rd.config_json)
+        harness_obj = load_harness(harness if harness is not None else cfg.harness, cfg.harness_options)
+        if state.phase != "done":
+            _preflight(make_gateway(cfg))
+        components = _run_components(cfg, rd, harness_obj, dict(parts))
+        return continue_run(cfg, rd, state, components)
 
 
 def init_skill(
@@ -531,10 +553,10 @@ def evaluate(
     gives each task its own skills: called once per task before the rollouts start (e.g. a router)."""
     from raso.agent.evaluate import evaluate as run_rollouts
 
-    skill_list = load_skills(skills)
-    if task_skills is not None and skill_list:
+    items = [] if skills is None else [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
+    if task_skills is not None and items:
         raise ConfigError("give either skills (shared by every task) or task_skills (each task's own), not both")
-    has_skills = bool(skill_list) or task_skills is not None
+    has_skills = bool(items) or task_skills is not None
     values = nested(overrides)
     given = config.model_dump(exclude_unset=True) if config is not None else {}
     if not has_key(values, "agent.mode") and not has_key(given, "agent.mode"):
@@ -545,6 +567,7 @@ def evaluate(
         raise ConfigError("agent.mode 'none' runs without a skill; give no skills (or another mode)")
     if mode != "none" and not has_skills:
         raise ConfigError(f"agent.mode {mode!r} needs at least one skill")
+    skill_list = load_skills(items, max_chars=cfg.init.skill_max_chars)  # the limit of `optimize --init`'s skill
     harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
     tasks = eval_tasks(harness_obj, split, limit)
     check_index_blocklist(cfg, harness_obj)
@@ -593,9 +616,10 @@ def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[T
     return tasks
 
 
-def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None") -> list[Skill]:
-    """Skill objects from skills and SKILL.md paths; ConfigError for an unreadable one or repeated names (the
-    agent's selection and LOAD_SKILL address skills by name)."""
+def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | None", *,
+                max_chars: int | None = None) -> list[Skill]:
+    """Skill objects from skills and SKILL.md paths; ConfigError for an unreadable one, a SKILL.md longer than
+    `max_chars` or repeated names (the agent's selection and LOAD_SKILL address skills by name)."""
     if skills is None:
         return []
     items = [skills] if isinstance(skills, (Skill, str, Path)) else list(skills)
@@ -605,7 +629,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
             out.append(item)
             continue
         try:
-            out.append(Skill.load(item))
+            out.append(Skill.load(item, max_chars=max_chars))
         except Exception as exc:
             raise ConfigError(f"cannot use skill {item}: {exc}") from None
     names = [s.name for s in out]

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import raso
 from raso.agent.evaluate import load_trajectories
 from raso.cli import eval as eval_cmd
 from raso.cli import harnesses as harnesses_cmd
+from raso.errors import ConfigError
 from raso.llm.scripted import ScriptedModel
 from raso.skill import Skill
 from raso.testing import count_script
@@ -102,7 +104,7 @@ def test_eval_counts_rollouts_without_an_agent_result_apart(tmp_path: Path, caps
         (("--harness", "nope-harness"), "unknown harness 'nope-harness'"),
         (("--harness", TOY, "--split", "dev"), "no split 'dev'"),
         (("--harness", TOY, "--mode", "select"), "--agent-mode select needs at least one skill"),
-        (("--harness", TOY, "--skill", "/no/such/SKILL.md"), "no such file"),
+        (("--harness", TOY, "--skill", "/no/such/SKILL.md"), "--skill /no/such/SKILL.md: no such file or folder"),
         (("--harness", TOY, "--harness-arg", "oops"), "expected KEY=VALUE"),
     ],
 )
@@ -119,6 +121,36 @@ def test_eval_rejects_a_malformed_skill(tmp_path: Path, capsys: pytest.CaptureFi
     args = parse("eval", "--harness", TOY, "--skill", str(bad), "--model", "scripted/unused")
     assert args.func(args) == 2
     assert "missing YAML front matter" in capsys.readouterr().err
+
+
+def test_eval_takes_a_skill_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "count-tips"
+    Skill(name="count-tips", description="Counting.", body="Add one.").save_folder(folder)
+    model = ScriptedModel(count_script)
+    out = tmp_path / "out"
+    args = parse("eval", "--harness", TOY, "--skill", str(folder), "--model", model.model, "--limit", "1",
+                 "--out", str(out))
+    assert args.func(args) == 0
+    assert [r.skill_names for r in load_trajectories(out / "trajectories")] == [["count-tips"]]
+    assert "Add one." in model.calls[0][0]["content"]
+
+
+def test_eval_refuses_a_skill_over_the_initial_skill_limit_before_any_model_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raso.optimizer.options import InitOptions
+
+    limit = InitOptions().skill_max_chars  # the one limit `optimize --init` applies
+    model = ScriptedModel(count_script)
+    huge = Skill(name="huge", description="Too long.", body="Add one. " * (limit // 9 + 1)).save(tmp_path / "SKILL.md")
+    out = tmp_path / "o"
+    args = parse("eval", "--harness", TOY, "--skill", str(huge), "--model", model.model, "--out", str(out))
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert f"over the limit of {limit:,} for a skill" in err and len(err.strip().splitlines()) == 1
+    assert model.calls == [] and not out.exists()
+    with pytest.raises(ConfigError, match=f"over the limit of {limit:,}"):  # the Python door too
+        raso.evaluate(TOY, huge, **{"models.target": model.model})
+    assert model.calls == []
 
 
 def test_harnesses_lists_split_sizes_and_reasons(toy_registered: None, capsys: pytest.CaptureFixture[str],  # noqa: F811

@@ -84,7 +84,7 @@ def _comparable(run_dir: Path) -> dict[str, Any]:
     config = json.loads((run_dir / "config.resolved.json").read_text())
     config.pop("run_dir")
     state = json.loads((run_dir / "checkpoint.json").read_text())
-    for key in ("wall_time_s", "started_at", "finished_at"):
+    for key in ("wall_time_s", "started_at", "finished_at", "config_digest"):  # the digest covers run_dir
         state.pop(key)
     skills = {str(p.relative_to(run_dir)): p.read_text() for p in sorted((run_dir / "skills").rglob("*"))
               if p.is_file()}  # each version's .md and its folder

@@ -170,3 +170,174 @@ def test_an_unusable_best_skill_is_said_first_and_a_round_without_failures_says_
     # the best skill is s0, so its test score is the best skill's too (not "-")
     html = (run_dir / "report.html").read_text()
     assert "1.000 → 1.000" in html and "not usable as written" in html
+
+
+#: A child process that takes a run directory's lock, as `raso resume` does, says so, and sleeps until killed.
+HOLD_THE_LOCK = ("import sys, time\nfrom raso.engine.run_dir import RunLock\n"
+                 "RunLock(sys.argv[1], 'resume').acquire()\nprint('held', flush=True)\ntime.sleep(3600)\n")
+
+
+class SwitchableOptimizer:
+    """The scripted optimizer (algorithm_reply), or while `broken` a reply no schema accepts; counts its calls."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.calls = 0
+
+    def __call__(self, messages: list[dict]) -> str:
+        self.calls += 1
+        return "not json at all" if self.broken else algorithm_reply(messages)
+
+
+def test_a_run_directory_is_locked_while_a_command_works_in_it(tmp_path: Path, capsys) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    agent = named_scripted_model("cli-lock-agent", toy_agent_reply)
+    script = SwitchableOptimizer()
+    optimizer = named_scripted_model("cli-lock-optimizer", script)
+    run_dir = tmp_path / "run"
+    optimize = ["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", "rfsi",
+                "--update", "rfsu", "--epochs", "1", "--minibatch", "3", "--run-dir", str(run_dir), "--no-progress"]
+    assert _main(optimize) == 1  # the optimizer's replies are refused: the run stops in init, unfinished
+    capsys.readouterr()
+    assert json.loads((run_dir / "checkpoint.json").read_text())["phase"] == "init"
+    assert json.loads((run_dir / "run.lock").read_text() or "{}") == {}  # released: no holder named
+    script.broken = False
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(run_dir)], stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert json.loads((run_dir / "run.lock").read_text())["pid"] == holder.pid
+        before = {name: (run_dir / name).read_bytes() for name in ("checkpoint.json", "ledger.calls.jsonl")}
+        calls = script.calls
+        for argv in (["resume", str(run_dir), "--no-progress"], optimize, ["report", str(run_dir)]):
+            assert _main(argv) == 2
+            err = capsys.readouterr().err
+            assert f"{run_dir} is in use by pid {holder.pid} (" in err and "Traceback" not in err
+            assert len(err.strip().splitlines()) == 1
+        assert script.calls == calls  # refused before any model call
+        assert {name: (run_dir / name).read_bytes() for name in before} == before
+    finally:
+        holder.kill()  # SIGKILL: the holder gets no chance to release; the kernel does
+        holder.wait()
+    assert holder.returncode == -signal.SIGKILL
+
+    assert _main(["resume", str(run_dir), "--no-progress"]) == 0
+    assert "stopped: schedule complete" in capsys.readouterr().out
+    assert script.calls > calls and json.loads((run_dir / "checkpoint.json").read_text())["resumes"] == 1
+
+
+def test_an_edited_resolved_config_is_refused_on_resume(tmp_path: Path, models: tuple[str, str], capsys) -> None:
+    agent, optimizer = models
+    start = tmp_path / "start.md"
+    Skill(name="start", description="A start.", body="LEVEL=2\n").save(start)
+    run_dir = tmp_path / "run"
+    assert _main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", str(start),
+                  "--budget-rollouts", "4", "--run-dir", str(run_dir), "--no-progress"]) == 0
+    capsys.readouterr()
+    as_json, as_yaml = run_dir / "config.resolved.json", run_dir / "config.resolved.yaml"
+    original = {path: path.read_text() for path in (as_json, as_yaml)}
+    assert '"rollouts": 4' in original[as_json] and "rollouts: 4" in original[as_yaml]
+    for edited, twin in ((as_json, as_yaml), (as_yaml, as_json)):
+        edit = original[edited].replace('"rollouts": 4', '"rollouts": 9').replace("rollouts: 4", "rollouts: 9")
+        edited.write_text(edit)
+        assert _main(["resume", str(run_dir), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"{edited} no longer holds the options this run started with (it was edited): restore it; its " \
+               f"twin {twin.name} still holds them" in err and "raso optimize" in err
+        assert len(err.strip().splitlines()) == 1
+        assert edited.read_text() == edit  # neither applied nor undone: the user's edit is theirs
+        edited.write_text(original[edited])
+    # a run recorded before the digest was: the twins are held to each other
+    checkpoint = json.loads((run_dir / "checkpoint.json").read_text())
+    assert checkpoint["config_digest"]
+    (run_dir / "checkpoint.json").write_text(json.dumps({**checkpoint, "config_digest": None}))
+    as_yaml.write_text(original[as_yaml].replace("rollouts: 4", "rollouts: 9"))
+    assert _main(["resume", str(run_dir), "--no-progress"]) == 2
+    assert f"{as_json} and {as_yaml} differ" in capsys.readouterr().err
+    as_yaml.write_text(original[as_yaml])
+    assert _main(["resume", str(run_dir), "--no-progress"]) == 0
+
+
+def test_a_run_dir_that_is_a_file_is_refused_and_left_alone(tmp_path: Path, models: tuple[str, str],
+                                                            capsys) -> None:
+    agent, optimizer = models
+    taken = tmp_path / "notes"
+    taken.write_text("mine\n")
+    assert _main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", "rfsi",
+                  "--run-dir", str(taken), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{taken} is a file, not a folder; choose a new or empty folder" in err and "Traceback" not in err
+    assert taken.read_text() == "mine\n"
+
+
+def test_a_mistake_caught_before_the_run_starts_leaves_no_run_directory(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    assert _main(["optimize", "--harness", "toi", "--model", "openai/gpt-4o", "--run-dir", str(run_dir),
+                  "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown harness 'toi'; did you mean 'toy'?" in captured.err
+    assert "run directory:" not in captured.err + captured.out and not run_dir.exists()
+
+
+def test_ctrl_c_names_resume_only_for_a_run_that_started(tmp_path: Path, capsys) -> None:
+    def interrupted(sinks: list) -> None:
+        raise KeyboardInterrupt
+
+    assert runs._execute(interrupted, True, "t", tmp_path / "never", "hint") == 130
+    assert "interrupted before the run started (nothing to resume); run the command again" in capsys.readouterr().err
+    (tmp_path / "checkpoint.json").write_text("{}")
+    assert runs._execute(interrupted, True, "t", tmp_path, "hint") == 130
+    assert f"interrupted; continue with `raso resume {tmp_path}`" in capsys.readouterr().err
+
+
+def test_an_initial_skill_of_front_matter_alone_is_refused_before_any_model_call(tmp_path: Path, capsys) -> None:
+    script = SwitchableOptimizer()
+    script.broken = False
+    agent = named_scripted_model("cli-empty-agent", lambda messages: script(messages))
+    start = tmp_path / "start.md"
+    start.write_text("---\nname: start\ndescription: A start.\n---\n\n")
+    run_dir = tmp_path / "run"
+    assert _main(["optimize", "--harness", TOY, "--model", agent, "--init", str(start), "--run-dir", str(run_dir),
+                  "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"init skill {start}: {start}: front matter only, no body" in err
+    assert script.calls == 0 and not run_dir.exists()
+
+
+def test_init_refuses_to_replace_a_skill_without_force(tmp_path: Path, capsys) -> None:
+    script = SwitchableOptimizer()
+    script.broken = False
+    optimizer = named_scripted_model("cli-init-force", script)
+    init = ["init", "--harness", TOY, "--model", optimizer, "--no-retrieval"]
+    mine = tmp_path / "mine.md"
+    mine.write_text("my own skill\n")
+    assert _main([*init, "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {mine} already exists; pass --force to replace it" in err
+    assert script.calls == 0 and mine.read_text() == "my own skill\n"  # refused before any model call
+    assert _main([*init, "--out", str(mine), "--force"]) == 0
+    assert "LEVEL=1" in Skill.load(mine).body and (tmp_path / "mine.lessons.json").is_file()
+
+    # a path with any suffix is a file, never a folder; written through a temporary sibling, which is gone
+    text_out = tmp_path / "SKILL.txt"
+    assert _main([*init, "--out", str(text_out)]) == 0
+    assert text_out.is_file() and "LEVEL=1" in Skill.load(text_out).body
+    assert (tmp_path / "SKILL.lessons.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+    # a path without one is a skills directory; the skill folder in it is not replaced without --force either
+    skills = tmp_path / "skills"
+    assert _main([*init, "--out", str(skills)]) == 0
+    assert (skills / "toy-skill" / "SKILL.md").is_file()
+    (skills / "toy-skill" / "SKILL.md").write_text("---\nname: toy-skill\ndescription: Mine.\n---\nmine\n")
+    capsys.readouterr()
+    assert _main([*init, "--out", str(skills)]) == 2
+    assert f"{skills / 'toy-skill'} and {skills / 'toy-skill.lessons.json'} already exist" in capsys.readouterr().err
+    assert Skill.load(skills / "toy-skill").body == "mine\n"
+    assert _main([*init, "--out", str(skills), "--force"]) == 0
+    assert "LEVEL=1" in Skill.load(skills / "toy-skill").body

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -89,6 +90,22 @@ def test_a_run_directory_with_a_flat_config_resumes_like_an_uninterrupted_run_on
     for key in ("skill", "decisions", "rollouts", "curve", "skills"):
         assert outcome[key] == uninterrupted[key], key
     assert "scripted/engine-kill-agent" in (run_dir / "report.md").read_text()
+
+
+def test_a_run_directory_another_command_works_in_is_not_migrated(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    from raso.engine.run_dir import RunLock
+
+    run_dir = tmp_path / "runs" / "run"
+    shutil.copytree(FLAT_RUN, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    with RunLock(run_dir, "resume"):  # as a resume holds it; the holder is this process
+        assert raso_main(["migrate", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err
+        assert f"{run_dir} is in use by pid {os.getpid()} (" in err and "nothing was converted" in err
+        assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "run.lock"} == before
+    assert raso_main(["migrate", str(tmp_path / "runs")]) == 0  # released: converted now
+    assert "format_version" in json.loads((run_dir / "config.resolved.json").read_text())
 
 
 def test_rollouts_saved_before_outcome_are_refused_then_migrated_to_their_outcome(tmp_path: Path) -> None:

@@ -83,3 +83,30 @@ def test_kill_9_mid_iteration_then_resume_matches_an_uninterrupted_run(tmp_path:
     assert ledger["totals"]["calls"] > paid_before_kill
     if kill_at == "agent:9":  # the val rollouts finished before the kill came back from the cache, unpaid
         assert ledger["totals"]["cache_hits"] >= 1
+
+
+def test_a_second_resume_while_one_works_is_refused_and_the_ledger_counts_every_call_once(
+        tmp_path: Path, uninterrupted: dict) -> None:
+    from raso.errors import RunError
+
+    run_dir = tmp_path / "run"
+    assert _run("run", run_dir, kill_at="agent:9").returncode == -signal.SIGKILL
+    env = {k: v for k, v in os.environ.items() if k != "RASO_TEST_KILL_AT"}
+    errors = (tmp_path / "first.stderr").open("w")  # a file, not a pipe: a full pipe would stall the child
+    first = subprocess.Popen([sys.executable, str(SUPPORT), "resume", str(run_dir)], text=True,
+                             env={**env, "RASO_TEST_PAUSE_AT": "agent:1"}, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=errors)
+    try:
+        assert first.stdout is not None and first.stdout.readline() == "paused\n"  # inside its first paid call
+        paid = len(read_jsonl(run_dir / "ledger.calls.jsonl"))
+        with pytest.raises(RunError, match=f"{run_dir} is in use by pid {first.pid} "):
+            main(["resume", str(run_dir)])
+        assert len(read_jsonl(run_dir / "ledger.calls.jsonl")) == paid  # the second one paid for nothing
+        first.communicate("\n", timeout=300)
+    finally:
+        first.kill()
+        first.wait()
+        errors.close()
+    assert first.returncode == 0, (tmp_path / "first.stderr").read_text()
+    assert _outcome(run_dir) == uninterrupted  # every call paid once and counted once
+    assert json.loads((run_dir / "checkpoint.json").read_text())["resumes"] == 1

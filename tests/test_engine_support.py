@@ -195,6 +195,26 @@ class KillSwitch:
         return self.fn(messages)
 
 
+class PauseSwitch:
+    """Wraps a reply function; at the n-th call (RASO_TEST_PAUSE_AT=<role>:<n>) prints 'paused' on stdout and
+    waits for a line on stdin, so a test can act while this process is inside a model call."""
+
+    def __init__(self, role: str, fn: Any) -> None:
+        self.fn = fn
+        self.count = 0
+        self.lock = threading.Lock()
+        pause_role, _, n = os.environ.get("RASO_TEST_PAUSE_AT", "").partition(":")
+        self.pause_at = int(n) if pause_role == role and n else None
+
+    def __call__(self, messages: list[dict[str, Any]]) -> str:
+        with self.lock:
+            self.count += 1
+            if self.count == self.pause_at:
+                print("paused", flush=True)
+                sys.stdin.readline()
+        return self.fn(messages)
+
+
 def subprocess_config(run_dir: Path) -> Any:
     from raso.engine import OptimizeConfig
 
@@ -229,7 +249,7 @@ def main(argv: list[str]) -> int:
     command, run_dir = argv[0], Path(argv[1])
     if os.environ.get("RASO_TEST_KILL_IN_WRITE"):
         kill_inside_the_nth_atomic_write(int(os.environ["RASO_TEST_KILL_IN_WRITE"]))
-    named_scripted_model("engine-kill-agent", KillSwitch("agent", toy_agent_reply))
+    named_scripted_model("engine-kill-agent", PauseSwitch("agent", KillSwitch("agent", toy_agent_reply)))
     named_scripted_model("engine-kill-optimizer", KillSwitch("optimizer", deterministic_optimizer_reply))
     steps = {"initializer": toy_initializer, "proposer": toy_proposer}
     if command == "run":

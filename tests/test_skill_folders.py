@@ -271,12 +271,12 @@ def test_raso_init_out_a_folder_writes_the_agent_skills_layout(tmp_path: Path, m
     assert json.loads((skills_dir / "toy-skill.lessons.json").read_text())["mode"] == "rfsi"
     assert f"wrote {skills_dir / 'toy-skill' / 'SKILL.md'}" in capsys.readouterr().out
 
-    # a file that is not a .md is neither a skill file nor a skills directory: a clear error, nothing lost
-    taken = tmp_path / "notes.txt"
+    # an existing file is the skill file --out names, replaced only with --force: a clear error, nothing lost
+    taken = tmp_path / "notes"
     taken.write_text("mine\n")
     assert _main(["init", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--no-retrieval",
                   "--out", str(taken)]) == 2
-    assert "a file that is not a .md" in capsys.readouterr().err and taken.read_text() == "mine\n"
+    assert f"{taken} already exists; pass --force" in capsys.readouterr().err and taken.read_text() == "mine\n"
 
 
 def test_raso_init_normalises_a_name_and_description_outside_the_limits_and_says_so(tmp_path: Path) -> None:
@@ -289,12 +289,14 @@ def test_raso_init_normalises_a_name_and_description_outside_the_limits_and_says
     assert validate_agent_skill_folder(path.parent) == []
     assert any("became 'toy-skill-for-everything'" in n for n in notes)
     assert any("description cut from 2000" in n for n in notes)
-    # writing again replaces the skill; a folder whose files the new skill would drop is left alone
-    assert write_skill(raw, tmp_path / "skills")[0] == path
+    # writing again replaces the skill when forced; a folder whose files the new skill would drop is left alone
+    with pytest.raises(SkillParseError, match="toy-skill-for-everything already exists; pass --force"):
+        write_skill(raw, tmp_path / "skills")
+    assert write_skill(raw, tmp_path / "skills", force=True)[0] == path
     (path.parent / "scripts").mkdir()
     (path.parent / "scripts" / "mine.py").write_text("print('mine')\n")
     with pytest.raises(SkillParseError, match=r"already holds a skill with files .*\(scripts/mine.py\)"):
-        write_skill(raw, tmp_path / "skills")
+        write_skill(raw, tmp_path / "skills", force=True)
     assert (path.parent / "scripts" / "mine.py").read_text() == "print('mine')\n"
     # a .md path keeps the old behaviour: that one file, as it is
     path, lessons, notes = write_skill(raw, tmp_path / "SKILL.md")

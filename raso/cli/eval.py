@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
     )
     parser.set_defaults(func=run_eval, config_fields=add_config_options(parser, _EVAL_FIELDS))
-    parser.add_argument("--skill", action="append", default=[], metavar="FILE|none",
-                        help="a SKILL.md file (repeatable), or 'none' for the no-skill baseline")
+    parser.add_argument("--skill", action="append", default=[], metavar="FILE|DIR|none",
+                        help="a SKILL.md file or a skill folder (repeatable), or 'none' for the no-skill baseline")
     parser.add_argument("--skills-dir", type=Path, default=None,
                         help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
                         "the candidate pool for --agent-mode select/progressive")
@@ -59,29 +59,34 @@ def _skill_files(skills_dir: Path) -> list[Path]:
     return sorted(files)
 
 
-def load_skills(skill_args: list[str], skills_dir: Path | None) -> list[Skill]:
-    """Skills from --skill FILE (in order; 'none' contributes nothing) then --skills-dir."""
+def skill_paths(skill_args: list[str], skills_dir: Path | None) -> list[Path]:
+    """The skills of --skill FILE|DIR (in order; 'none' contributes nothing) then --skills-dir."""
     paths: list[Path] = []
     for item in skill_args:
         if item.strip().lower() == "none":
             continue
         path = Path(item)
-        if not path.is_file():
-            raise UsageError(f"--skill {item}: no such file")
-        paths.append(path)
+        if not path.exists():
+            raise UsageError(f"--skill {item}: no such file or folder")
+        paths.append(path)  # a file is that SKILL.md; a folder is a skill folder (Skill.load reads its SKILL.md)
     if skills_dir is not None:
         paths.extend(_skill_files(skills_dir))
+    return paths
+
+
+def load_skills(skill_args: list[str], skills_dir: Path | None, max_chars: int | None = None) -> list[Skill]:
+    """Skills from --skill FILE then --skills-dir; with `max_chars`, a longer SKILL.md is refused."""
     import raso.api as api
 
-    return api.load_skills(paths)
+    return api.load_skills(skill_paths(skill_args, skills_dir), max_chars=max_chars)
 
 
-def resolve_mode(mode: str | None, skills: list[Skill]) -> str:
+def resolve_mode(mode: str | None, has_skills: bool) -> str:
     if mode is None:
-        return "full" if skills else "none"
-    if mode == "none" and skills:
+        return "full" if has_skills else "none"
+    if mode == "none" and has_skills:
         raise UsageError("--agent-mode none runs without a skill; drop --skill/--skills-dir (or use --skill none)")
-    if mode != "none" and not skills:
+    if mode != "none" and not has_skills:
         raise UsageError(f"--agent-mode {mode} needs at least one skill (--skill FILE or --skills-dir DIR)")
     return mode
 
@@ -107,11 +112,13 @@ def _run_eval(args: argparse.Namespace) -> int:
     import raso.api as api
     from raso.errors import RunError
 
-    skills = load_skills(args.skill, args.skills_dir)
+    paths = skill_paths(args.skill, args.skills_dir)
     overrides = nested(config_overrides(args, args.config_fields))
     mode_given = overrides.get("agent", {}).get("mode")
-    overrides = merge(overrides, {"agent": {"mode": resolve_mode(mode_given, skills)}})
+    overrides = merge(overrides, {"agent": {"mode": resolve_mode(mode_given, bool(paths))}})
     config = api.resolve_config(overrides=overrides, quick_defaults=False)
+    # the limit of an initial skill (`optimize --init`): a skill is sent whole in every agent prompt either way
+    skills = api.load_skills(paths, max_chars=config.init.skill_max_chars)
     harness = api.load_harness(config.harness, config.harness_options)
     tasks = api.eval_tasks(harness, args.split, args.limit)
     gateway = api.make_gateway(config, cache_dir=args.cache_dir)

@@ -16,7 +16,8 @@ What it converts:
 A config file's original is kept beside it as `NAME.bak` (a YAML or TOML file's comments are in that copy only);
 files in a directory are rewritten in place, each atomically, with nothing lost (the new fields follow from the old
 ones). Converted files are checked to read back under today's models before anything is written. Links are never
-followed and every file read is bounded. Running it again changes nothing.
+followed and every file read is bounded. Running it again changes nothing. A run directory it converts is locked
+as every command writing into a run locks it (raso.engine.run_dir.RunLock): one in use is refused, naming its holder.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import copy
 import json
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -379,9 +381,34 @@ def migrate_directory(folder: Path, *, dry_run: bool = False) -> Report:
             pending[folder / relative] = new
             report.changed.append(relative)
     if not dry_run:
-        for path, text in pending.items():
-            atomic_write_text(path, text)
+        with _run_dirs_locked(folder, pending):
+            for path, text in pending.items():
+                atomic_write_text(path, text)
     return report
+
+
+@contextmanager
+def _run_dirs_locked(folder: Path, paths: Iterable[Path]) -> Iterator[None]:
+    """Hold the lock of every run directory (a folder with a checkpoint.json, at or below `folder`) that holds
+    one of `paths`, as any command writing into a run does; MigrateError naming the holder of a busy one."""
+    from raso.engine.run_dir import RunDir
+    from raso.errors import RunError
+
+    roots: set[Path] = set()
+    for path in paths:
+        for parent in path.parents:
+            if RunDir(parent).exists():
+                roots.add(parent)
+                break
+            if parent == folder:
+                break
+    with ExitStack() as stack:
+        try:
+            for root in sorted(roots):
+                stack.enter_context(RunDir(root).lock("migrate"))
+        except RunError as exc:
+            raise MigrateError(f"{exc} (nothing was converted)") from None
+        yield
 
 
 def migrate(path: str | Path, *, dry_run: bool = False) -> Report:

@@ -146,20 +146,25 @@ def run_optimize(args: argparse.Namespace) -> int:
         from raso.engine.run_dir import default_run_dir
 
         config.run_dir = default_run_dir(config.harness)
-    return _execute(lambda sinks: api.optimize(config=config, sinks=sinks), args.no_progress,
+    from raso.engine.events import RunStarted
+
+    def announce(event: Any) -> None:  # once the run directory exists: a run refused before it starts makes none
+        if isinstance(event, RunStarted):
+            print(f"run directory: {event.run_dir}", file=sys.stderr)
+
+    return _execute(lambda sinks: api.optimize(config=config, sinks=[announce, *sinks]), args.no_progress,
                     f"raso optimize: {config.harness}", config.run_dir,
                     "the run directory keeps everything done so far; fix the cause and `raso resume` it",
-                    announce=f"run directory: {config.run_dir}")
+                    announced=True)
 
 
-def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: str, announce: str = "") -> int:
-    """Run an optimization (new or resumed) with progress; map its failures to exit codes and hints."""
+def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: str, announced: bool = False) -> int:
+    """Run an optimization (new or resumed) with progress; map its failures to exit codes and hints. `announced`:
+    the run names its run directory when it starts, so the summary need not."""
     from raso.errors import RunError
     from raso.llm import LLMError, StructuredOutputError
 
     try:
-        if announce:
-            print(announce, file=sys.stderr)
         result = _run_with_progress(run, no_progress, title)
     except (RunError, ConfigError) as exc:
         _error(str(exc))
@@ -171,9 +176,12 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
         _error(f"{exc} ({llm_hint})")
         return 1
     except KeyboardInterrupt:
-        _error(f"interrupted; continue with `raso resume {run_dir}`")
+        if (Path(run_dir) / "checkpoint.json").is_file():
+            _error(f"interrupted; continue with `raso resume {run_dir}`")
+        else:  # before the run started: there is no run directory to resume
+            _error("interrupted before the run started (nothing to resume); run the command again")
         return 130
-    print(_summary(result, announced=bool(announce)))
+    print(_summary(result, announced=announced))
     _warn_unusable_best(result.run_dir)
     return 0
 
@@ -209,8 +217,14 @@ def run_report(args: argparse.Namespace) -> int:
     if not rd.checkpoint.exists() or not rd.config_json.exists():
         _error(f"{args.run_dir} is not a RASO run directory (no checkpoint.json / config.resolved.json)")
         return 2
+    from raso.errors import RunError
+
     try:
-        path = write_report(rd)
+        with rd.lock("report"):  # a command still working in the run writes its own report when it ends
+            path = write_report(rd)
+    except RunError as exc:
+        _error(str(exc))
+        return 2
     except (ValueError, OSError) as exc:
         _error(f"cannot write the report for {args.run_dir}: {exc}")
         return 2

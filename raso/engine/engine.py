@@ -484,9 +484,8 @@ class Engine:
     def _initialize(self) -> None:
         cfg = self.config
         if cfg.init_kind == "file":
-            try:  # the user's own file: a name that is not a folder name is their mistake to fix, not to rename
-                skill = Skill.load_with_folder(cfg.init.method, max_chars=cfg.init.skill_max_chars)
-                check_skill_name(skill.name, f"the initial skill {cfg.init.method}")
+            try:
+                skill = load_initial_skill(cfg)
             except SkillParseError as exc:
                 raise RunError(f"{exc} (then `raso resume {self.run_dir.root}`)") from None
             atomic_write_json(self.run_dir.proposals / "init.json", {"mode": "file", "source": cfg.init.method})
@@ -742,6 +741,18 @@ class Engine:
                     current_val=record["current_val"], accepted=accepted, reason=reason)
 
 
+def load_initial_skill(config: OptimizeConfig) -> Skill:
+    """s0 from the SKILL.md or folder `init.method` names, as a run may start from it: within
+    `init.skill_max_chars`, named as a folder may be (the user's own file: their name to fix, not ours to rename),
+    and with a body (front matter alone would send every rollout out with no instructions). SkillParseError if not."""
+    skill = Skill.load_with_folder(config.init.method, max_chars=config.init.skill_max_chars)
+    check_skill_name(skill.name, f"the initial skill {config.init.method}")
+    if not skill.body.strip():
+        raise SkillParseError(f"{config.init.method}: front matter only, no body: write the skill's instructions "
+                              "below the front matter")
+    return skill
+
+
 def result_of(run_dir: RunDir, state: RunState, totals: dict[str, Any]) -> OptimizeResult:
     best = state.current_version
     initial = state.curve[0].best_val if state.curve else None
@@ -784,8 +795,8 @@ def start_run(config: OptimizeConfig, run_dir: RunDir, components: RunComponents
     run_dir.create()
     from corpus_tools.identity import corpus_record
 
-    run_dir.write_config(config.to_json_dict(), corpus=corpus_record(config.retrieval.index))
-    state = RunState(started_at=_now())
+    digest = run_dir.write_config(config.to_json_dict(), corpus=corpus_record(config.retrieval.index))
+    state = RunState(started_at=_now(), config_digest=digest)
     engine = Engine(config, run_dir, state, components)
     _write_descriptions(run_dir, components.context)
     _write_plan(config, run_dir, components)
@@ -829,4 +840,5 @@ def continue_run(config: OptimizeConfig, run_dir: RunDir, state: RunState, compo
     return engine.run()
 
 
-__all__ = ["Engine", "Event", "OptimizeResult", "RunError", "continue_run", "load_state", "result_of", "start_run"]
+__all__ = ["Engine", "Event", "OptimizeResult", "RunError", "continue_run", "load_initial_skill", "load_state",
+           "result_of", "start_run"]

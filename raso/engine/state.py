@@ -138,6 +138,9 @@ class RunState(BaseModel):
     infra_reruns: int = 0  # of those, how many were re-run (each re-run is a fresh rollout)
     infra_stops: int = 0  # times the run stopped because a batch or a proposal could not be completed
     upgraded_from: int | None = None  # the format this run directory was written in before an upgrade
+    # run_dir.config_digest of config.resolved.* as the run wrote them: a resume refuses an edited twin (None: a
+    # run from before this was recorded; raso migrate, when it converts a run's config, must record the new one)
+    config_digest: str | None = None
     # fallbacks the retrieval and optimizer code logged (a dense encoder missing, SkillDreamer ranking by the
     # query alone, ...): "logger: message template" -> {"count": n, "example": the first message}
     degradations: dict[str, dict[str, Any]] = Field(default_factory=dict)

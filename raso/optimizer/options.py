@@ -27,7 +27,8 @@ class InitOptions(BaseModel):
     adapt: bool = Field(default=True, description="RASI: adapt the retrieved sections into lessons; off pastes "
                         "the raw sections (ablation)")
     skill_max_chars: int = Field(default=40_000, ge=200, description="longest SKILL.md accepted as the initial "
-                                 "skill when `method` is a file (it is sent whole in every agent prompt)")
+                                 "skill when `method` is a file, and as a skill `raso eval` scores (it is sent "
+                                 "whole in every agent prompt)")
 
     @field_validator("method")
     @classmethod
