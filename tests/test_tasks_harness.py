@@ -248,14 +248,14 @@ def test_a_partial_answer_gets_the_soft_score_of_check_py():
     ("raise SystemExit('boom: the answer file is missing')\n", "check.py failed: program exited with code 1: boom"),
     ("import sys\nsys.exit(3)\n", "check.py failed: program exited with code 3"),
 ])
-def test_a_broken_check_py_scores_zero_with_a_clear_reason(tmp_path, check, reason):
+def test_a_broken_check_py_is_a_check_error_with_a_clear_reason(tmp_path, check, reason):
     root = tmp_path / "t"
     make_task(root, "ok")
     make_task(root, "bad", "check.py", check)
     harness = TasksHarness(root)
     _, score = run_in_workspace(harness, "bad", None)
-    assert score.reward == 0.0 and score.soft_score == 0.0
-    assert reason in score.info["check_error"]
+    assert score.soft_score is None and score.check_error is not None
+    assert reason in score.check_error
 
 
 @pytest.mark.sandbox_os
@@ -300,7 +300,7 @@ def test_a_symlink_left_by_an_agent_is_not_followed_by_the_check(tmp_path):
 
 
 @pytest.mark.sandbox_os
-def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_clear_zero(tmp_path):
+def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_check_error(tmp_path):
     root = tmp_path / "t"
     make_task(root, "plain")
     harbor_task(root, "json", test='cd /app && [ -f out.txt ] && echo \'{"reward": 0.25}\' > /logs/verifier/reward.json\n')
@@ -313,7 +313,7 @@ def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_clear_zero
     _, score = run_in_workspace(harness, "json", "echo x > out.txt")
     assert (score.reward, score.soft_score) == (0.0, 0.25)
     _, score = run_in_workspace(harness, "none", None)
-    assert score.reward == 0.0 and "wrote no /logs/verifier/reward.txt" in score.info["check_error"]
+    assert score.check_error is not None and "wrote no /logs/verifier/reward.txt" in score.check_error
     _, score = run_in_workspace(harness, "copies", None)
     assert score.reward == 1.0, score.info
 
@@ -436,3 +436,202 @@ def test_without_bubblewrap_the_folder_loads_for_reading_and_a_run_is_refused_in
         api.load_harness(harness)  # a script's own instance is refused the same way
     (row,) = registry.describe_harnesses([spec])
     assert not row.loaded and "apt-get install bubblewrap" in row.error  # `raso harnesses` says it cannot run
+
+
+# ---------------------------------------------------------------------------------------------- honest scores
+class ScriptedCheckSandbox:
+    """A stand-in for the check's sandbox (bubblewrap is not needed to test how a check's result is read): each
+    `run_command` plays a scripted check, writing `files` (path under the run folder -> text, e.g.
+    `logs/verifier/reward.txt`) and returning `output` and `exit_code` as the check's own."""
+
+    def __init__(self, files: dict[str, str] | None = None, output: str = "", exit_code: int = 0,
+                 limit_hit: str | None = None) -> None:
+        import sys
+        self.files, self.output, self.exit_code, self.limit_hit = files or {}, output, exit_code, limit_hit
+        self.python, self.python_roots = sys.executable, []
+
+    def __call__(self, *args, **kwargs) -> ScriptedCheckSandbox:  # stands in for the Sandbox class
+        return self
+
+    def run_command(self, argv, work_dir: Path, **kwargs):
+        from raso.harness.sandbox import SandboxResult
+        for rel, text in self.files.items():
+            write(work_dir / rel, text)
+        return SandboxResult(exit_code=self.exit_code, stdout=self.output, limit_hit=self.limit_hit,
+                             timed_out=self.limit_hit == "wall_time")
+
+
+def scripted_check(monkeypatch, **script) -> ScriptedCheckSandbox:
+    sandbox = ScriptedCheckSandbox(**script)
+    monkeypatch.setattr("harnesses.tasks.checks.Sandbox", sandbox)
+    return sandbox
+
+
+PYTEST_PASSED = "============================= test session starts ==============================\n" \
+                "collected 1 item\n\n../tests/test_outputs.py .   [100%]\n\n============ 1 passed in 0.02s ============\n"
+PYTEST_NO_TORCH = ("==================================== ERRORS ====================================\n"
+                   "___________________ ERROR collecting tests/test_outputs.py ___________________\n"
+                   "ImportError while importing test module '/tests/test_outputs.py'.\n"
+                   "E   ModuleNotFoundError: No module named 'torch'\n"
+                   "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n")
+
+
+@pytest.fixture
+def harbor_root(tmp_path) -> Path:
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "harbor", test="pytest /tests/test_outputs.py\n")
+    write(root / "task_description.md", "T text\n")  # the builtin agent's system prompt reads T and H
+    write(root / "harness_description.md", "H text\n")
+    return root
+
+
+def test_a_verifier_that_writes_no_reward_is_a_check_error_even_when_pytest_passed(harbor_root, monkeypatch):
+    # as Harbor reads it: no reward file is the trial's error (its RewardFileNotFoundError), pytest's exit code
+    # is never read
+    scripted_check(monkeypatch, output=PYTEST_PASSED)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error == "the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    assert score.soft_score is None
+
+
+@pytest.mark.parametrize("reward_file, text, reason", [
+    ("reward.txt", "", "reward.txt holds '', not a number in [0, 1]"),
+    ("reward.txt", "passed\n", "reward.txt holds 'passed', not a number in [0, 1]"),
+    ("reward.json", "{not json", "reward.json is not valid JSON"),
+    ("reward.json", "1.5", "reward 1.5 is not in [0, 1]"),
+])
+def test_an_unreadable_reward_is_a_check_error(harbor_root, monkeypatch, reward_file, text, reason):
+    scripted_check(monkeypatch, files={f"logs/verifier/{reward_file}": text})
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error == reason
+
+
+def test_a_verifier_that_cannot_import_what_the_image_installs_is_a_check_error(harbor_root, monkeypatch):
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=PYTEST_NO_TORCH, exit_code=0)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error is not None and "could not import 'torch'" in score.check_error
+
+
+def test_a_missing_module_the_agent_was_to_write_is_the_agents_zero(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    folder = harbor_task(root, "harbor", test="pytest /tests/test_outputs.py\n")
+    write(folder / "instruction.md", "Write the module /app/solver.py with a function solve().\n")
+    no_solver = PYTEST_NO_TORCH.replace("'torch'", "'solver'")
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=no_solver)
+    _, score = run_in_workspace(TasksHarness(root), "harbor", None)
+    assert (score.reward, score.soft_score, score.check_error) == (0.0, 0.0, None)
+
+
+def test_check_sh_exit_code_is_the_verdict_but_a_check_that_does_not_finish_is_a_check_error(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    scripted_check(monkeypatch, exit_code=1)
+    _, score = run_in_workspace(TasksHarness(root), "a", None)
+    assert (score.reward, score.check_error) == (0.0, None)
+    scripted_check(monkeypatch, exit_code=None, limit_hit="wall_time")
+    _, score = run_in_workspace(TasksHarness(root), "a", None)  # a new harness builds its check runner anew
+    assert score.check_error is not None and score.check_error.startswith("check.sh did not finish: sandbox: wall")
+
+
+def builtin_submit(harness: TasksHarness, task_id: str):
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
+    gw, _ = scripted_gateway(["Action: submit"])
+    return harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+
+
+def test_a_builtin_agent_rollout_whose_check_wrote_no_reward_is_a_check_error_not_a_zero(harbor_root, monkeypatch):
+    from raso.agent.evaluate import EvalResult
+
+    scripted_check(monkeypatch, output=PYTEST_PASSED)
+    rollout = builtin_submit(TasksHarness(harbor_root), "harbor")
+    assert rollout.outcome == "check_error" and not rollout.counts
+    assert rollout.error == "check error: the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    scored = rollout.model_copy(update={"task_id": "other", "reward": 1.0, "outcome": "ok", "error": None})
+    result = EvalResult(harness="tasks", rollouts=[rollout, scored])
+    summary = result.summary()
+    assert (summary["mean_reward"], summary["check_errors"], summary["errors"]) == (1.0, 1, 1)
+    assert summary["per_task"][0]["reward"] is None and summary["per_task"][0]["outcome"] == "check_error"
+
+
+# ------------------------------------------------------------------------------ nothing of the check reaches the optimizer
+VERIFIER_MARKER = "VERIFIER-SECRET-7f3a: expected 'ans=42' at tests/test_outputs.py::test_answer"
+
+
+def optimizer_prompts(rollouts) -> list[str]:
+    """Every rendering of rollouts an optimizer prompt is made of: RASU's trajectories, GEPA's reflective records
+    and TextGrad's loss input (both budgets)."""
+    from experiments.baselines.common import rollout_feedback, score_feedback
+    from experiments.baselines.textgrad_baseline import trajectory_text
+    from raso.optimizer.render import PromptLimits, render_trajectories
+
+    limits = PromptLimits()
+    texts = [render_trajectories(rollouts, limits)]
+    for rollout in rollouts:
+        texts += [rollout_feedback(rollout, limits), score_feedback(rollout),
+                  trajectory_text(rollout, limits, "equal"), trajectory_text(rollout, limits, "full")]
+    return texts
+
+
+@pytest.mark.parametrize("script", [
+    {"files": {"logs/verifier/reward.txt": "0\n"}, "output": VERIFIER_MARKER},  # a scored 0
+    {"output": VERIFIER_MARKER, "exit_code": 1},  # a check error whose reason quotes the output
+    {"files": {"logs/verifier/reward.txt": "0\n"}, "output": PYTEST_NO_TORCH + VERIFIER_MARKER},
+])
+def test_no_optimizer_prompt_shows_the_verifiers_output_for_the_builtin_agent(harbor_root, monkeypatch, script):
+    scripted_check(monkeypatch, **script)
+    rollout = builtin_submit(TasksHarness(harbor_root), "harbor")
+    assert VERIFIER_MARKER in rollout.model_dump_json()  # kept in the trajectory for the user...
+    assert not any(VERIFIER_MARKER in text for text in optimizer_prompts([rollout]))  # ...never shown to the optimizer
+
+
+@pytest.mark.parametrize("check_error", [None, f"the verifier failed: {VERIFIER_MARKER}"])
+def test_no_optimizer_prompt_shows_the_verifiers_output_for_an_external_agent(check_error):
+    from raso.agent import AgentConfig
+    from raso.agent.endpoint import EndpointSession
+    from raso.agent.programs.base import Transcript
+    from raso.agent.programs.command import CommandProgram
+    from raso.agent.programs.runner import ExternalAgentRunner
+    from raso.harness import Score, Step, Task
+    from raso.harness.sandbox import SandboxResult
+
+    runner = ExternalAgentRunner(CommandProgram(), gateway=None, config=AgentConfig())
+    session = EndpointSession(endpoint=None, tag="tasks/t")  # type: ignore[arg-type]  # its URL is never asked
+    session.calls = 1
+    score = Score(reward=0.0, soft_score=0.0, info={"stdout": VERIFIER_MARKER, "check": "tests/test.sh"},
+                  check_error=check_error)
+    transcript = Transcript(steps=[Step(observation="", action="cat out.txt", result="42")], final_message="done")
+    rollout = runner._rollout(TasksHarness.__new__(TasksHarness), Task(id="t", instruction="Write out.txt."), [],
+                              session, SandboxResult(exit_code=0), score, transcript, {}, 0.0)
+    assert rollout.outcome == ("check_error" if check_error else "ok")
+    assert VERIFIER_MARKER in json.dumps(rollout.metadata["score_info"])  # the user's record keeps it
+    assert rollout.trajectory[-1].result == "reward 0"  # the score step: the reward alone
+    assert not any(VERIFIER_MARKER in text for text in optimizer_prompts([rollout]))
+
+
+def test_raso_eval_says_check_error_with_its_reason_never_reward_zero(harbor_root, monkeypatch, capsys, tmp_path):
+    from raso.llm.scripted import ScriptedModel
+    from tests.test_agent_cli import parse
+
+    make_task(harbor_root, "other")
+    write(harbor_root / "splits.json", json.dumps({"train": ["harbor", "plain"], "val": ["other"]}))
+    scripted_check(monkeypatch, output=PYTEST_PASSED)  # check.sh exits 0; the verifier writes no reward
+    model = ScriptedModel(lambda messages: "Action: submit")
+    out = tmp_path / "o"
+    args = parse("eval", "--harness", f"tasks:{harbor_root}", "--split", "train", "--model", model.model,
+                 "--out", str(out))
+    assert args.func(args) == 1  # a batch script must notice that a task was not scored
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if "harbor:" in line)
+    assert "check error: the verifier wrote no /logs/verifier/reward.txt or reward.json" in line
+    assert "reward 0.00" not in line and "plain: reward 1.00" in err
+    assert "the harness's check could not score 1 of 2 rollout(s)" in err
+    summary = json.loads((out / "summary.json").read_text())
+    row = next(r for r in summary["per_task"] if r["task_id"] == "harbor")
+    assert row["outcome"] == "check_error" and row["reward"] is None and summary["check_errors"] == 1
+    assert summary["mean_reward"] == 1.0  # over the scored rollout alone: the check error is no 0

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
+from raso.harness import EnvEnd, Evidence, Harness, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits, isolation_support
 from raso.safe_files import UnsafePathError, copy_file
@@ -202,6 +202,14 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
                  f"Work in the current folder (the task's {folder_task.workdir}): its tests read the files you "
                  "leave there.")
         return f"{folder_task.instruction}\n\n{where}"
+
+    def score(self, task: Task, evidence: Evidence) -> Score:
+        """The base scorer, and for the builtin agent the check error its environment's submit reported
+        (ShellTaskEnv puts Score.check_error in the step's info): a check that could not judge is no 0."""
+        score = super().score(task, evidence)
+        if isinstance(evidence, EnvEnd) and evidence.terminated and isinstance(evidence.info.get("check_error"), str):
+            return score.model_copy(update={"check_error": evidence.info["check_error"]})
+        return score
 
     def score_workspace(self, task: Task, workspace: Path) -> Score:
         """The task's check on a copy of `workspace`, in the sandbox (checks.py). Never raises for its content."""

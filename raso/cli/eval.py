@@ -137,7 +137,12 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     def progress(rollout: Any) -> None:
         done[0] += 1
-        status = f"error: {rollout.error.splitlines()[0][:120]}" if rollout.error else f"reward {rollout.reward:.2f}"
+        if rollout.outcome == "check_error":  # its error reads "check error: <reason>"; there is no reward
+            status = (rollout.error or "check error").splitlines()[0][:200]
+        elif rollout.error:
+            status = f"error: {rollout.error.splitlines()[0][:120]}"
+        else:
+            status = f"reward {rollout.reward:.2f}"
         print(f"  [{done[0]}/{len(tasks)}] {rollout.task_id}: {status} ({rollout.env_steps} steps, "
               f"{rollout.wall_time_s:.1f} s)", file=sys.stderr)
 
@@ -152,6 +157,12 @@ def _run_eval(args: argparse.Namespace) -> int:
     gateway.ledger.save(out / "ledger.json")
 
     _print_summary(summary, out)
+    if result.check_errors:
+        first_check = result.check_errors[0]
+        print(f"raso eval: the harness's check could not score {len(result.check_errors)} of {len(result.rollouts)} "
+              f"rollout(s) (first, {first_check.task_id}: {(first_check.error or '').splitlines()[0][:200]}); they "
+              "are errors, left out of the mean reward: fix the task's check", file=sys.stderr)
+        return 1
     if result.rollouts and result.errors == len(result.rollouts):
         first = next(r.error for r in result.rollouts if r.error)
         print(f"raso eval: every rollout failed; first error: {first.splitlines()[0]}", file=sys.stderr)
@@ -187,14 +198,15 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("mean reward", justify="right")
     table.add_column("soft score", justify="right")
-    table.add_column("errors (infra)", justify="right")
+    table.add_column("errors (infra, check)", justify="right")
     table.add_column("prompt tok", justify="right")
     table.add_column("completion tok", justify="right")
     table.add_column("cost USD", justify="right")
     table.add_column("wall s", justify="right")
     soft = summary["mean_soft_score"]
     table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
-                  f"{summary['errors']} ({summary['infrastructure_failures']})", str(summary["prompt_tokens"]),
+                  f"{summary['errors']} ({summary['infrastructure_failures']}, {summary['check_errors']})",
+                  str(summary["prompt_tokens"]),
                   str(summary["completion_tokens"]),
                   "unknown" if summary["cost_usd"] is None else f"{summary['cost_usd']:.4f}",
                   f"{summary['wall_time_s']:.1f}")

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raso.choices import Outcome
-from raso.harness.base import Harness, Rollout, Score, Step, Task, WorkspaceEnd, WorkspaceTasks, failure_fields
+from raso.harness.base import (
+    Harness,
+    Rollout,
+    Score,
+    Step,
+    Task,
+    WorkspaceEnd,
+    WorkspaceTasks,
+    check_error_fields,
+    failure_fields,
+)
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
 from raso.safe_files import remove_tree
 from raso.skill import slugify
@@ -284,8 +294,10 @@ class ExternalAgentRunner:
         limit = self.config.max_observation_chars
         steps = [step.model_copy(update={"observation": cut_middle(step.observation, limit),
                                          "result": cut_middle(step.result, limit)}) for step in transcript.steps]
+        # The score step carries the reward alone: the check's output (a verifier's pytest log, its test names)
+        # stays in metadata["score_info"], which no optimizer prompt renders, so it cannot leak into a skill.
         steps.append(Step(observation="", action="score workspace", kind="score", reward=score.reward,
-                          result=cut_middle(str(score.info), limit), info={"soft_score": score.soft_score}))
+                          result=f"reward {score.reward:g}", info={"soft_score": score.soft_score}))
         failure = session.failure()
         outcome: Outcome = "ok"
         error = None
@@ -303,6 +315,9 @@ class ExternalAgentRunner:
             outcome, error = "agent_error", f"{self.program.name} exited {result.exit_code}"
             if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
                 error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
+        if score.check_error and outcome in ("ok", "agent_error"):  # whatever the agent did, nothing was judged
+            fields = check_error_fields(score.check_error)
+            outcome, error = fields["outcome"], fields["error"] + (f" (and: {error})" if error else "")
         if error and any("max_tokens" in str(e["message"]) for e in session.errors):
             error += (" (the model refused the reply length the agent asked for: set agent.max_tokens, e.g. "
                       "--max-tokens 16384, or the model profile's max_output_tokens)")
