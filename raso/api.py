@@ -603,7 +603,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
             out.append(item)
             continue
         try:
-            out.append(Skill.load(item))
+            out.append(Skill.load_with_folder(item))  # as `optimize --init` and `raso eval --skill` read one
         except Exception as exc:
             raise ConfigError(f"cannot use skill {item}: {exc}") from None
     names = [s.name for s in out]

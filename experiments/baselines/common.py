@@ -15,10 +15,10 @@ def skill_from_text(text: str, *, fallback: Skill) -> Skill:
     if not text:
         return fallback
     try:
-        return Skill.parse(text, source="optimizer output", files=fallback.files)
+        return Skill.parse(text, source="optimizer output").with_files_of(fallback)
     except SkillParseError:
         return Skill(name=fallback.name, description=fallback.description, body=text + "\n",
-                     metadata=dict(fallback.metadata), files=dict(fallback.files))
+                     metadata=dict(fallback.metadata)).with_files_of(fallback)
 
 
 def rollout_feedback(rollout: Rollout, limits: PromptLimits | None = None) -> str:

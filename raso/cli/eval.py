@@ -21,7 +21,7 @@ from typing import Any
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import merge, nested
 from raso.errors import ConfigError
-from raso.skill import Skill
+from raso.skill import SKILL_FILE, Skill, SkillParseError
 
 _EVAL_FIELDS = ("harness", "harness_options", "models.target", "models.api_base", "models.structured_output",
                 "models.prices", "agent", "program", "schedule.workers")
@@ -35,10 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
     )
     parser.set_defaults(func=run_eval, config_fields=add_config_options(parser, _EVAL_FIELDS))
-    parser.add_argument("--skill", action="append", default=[], metavar="FILE|none",
-                        help="a SKILL.md file (repeatable), or 'none' for the no-skill baseline")
+    parser.add_argument("--skill", action="append", default=[], metavar="FILE|FOLDER|none",
+                        help="a skill folder or its SKILL.md (repeatable; the files beside it travel with it, as "
+                        "with optimize --init), or 'none' for the no-skill baseline")
     parser.add_argument("--skills-dir", type=Path, default=None,
-                        help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
+                        help="a folder of skill folders (each sub-folder holding a SKILL.md, with its files); "
                         "the candidate pool for --agent-mode select/progressive")
     parser.add_argument("--split", default="test", help="train | val | test (default: test)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
@@ -50,30 +51,46 @@ class UsageError(Exception):
     """A bad command line; the message is printed and the exit status is 2."""
 
 
-def _skill_files(skills_dir: Path) -> list[Path]:
+def _skill_folders(skills_dir: Path) -> list[Path]:
+    """The skill folders below `skills_dir`: each folder holding a SKILL.md (the outermost where they nest; hidden
+    folders such as .git skipped). Loose *.md files (a README, AGENTS.md) are not skills."""
     if not skills_dir.is_dir():
         raise UsageError(f"--skills-dir {skills_dir}: not a folder")
-    files = set(skills_dir.rglob("SKILL.md")) | {p for p in skills_dir.glob("*.md") if p.is_file()}
-    if not files:
-        raise UsageError(f"--skills-dir {skills_dir}: no SKILL.md or *.md files found")
-    return sorted(files)
+    if (skills_dir / SKILL_FILE).is_file():
+        raise UsageError(f"--skills-dir {skills_dir}: this folder is itself a skill (it holds {SKILL_FILE}); pass it "
+                         f"as --skill {skills_dir}")
+    folders: list[Path] = []
+    for document in sorted(skills_dir.rglob(SKILL_FILE)):
+        relative = document.parent.relative_to(skills_dir)
+        if any(part.startswith(".") for part in relative.parts) or document.is_symlink():
+            continue
+        if any(found in document.parents for found in folders):
+            continue  # a SKILL.md inside a skill folder is one of that skill's files
+        folders.append(document.parent)
+    if not folders:
+        raise UsageError(f"--skills-dir {skills_dir}: no skill folders (sub-folders holding a {SKILL_FILE}) found")
+    return folders
+
+
+def _load_skill(option: str, path: Path) -> Skill:
+    """A skill as `optimize --init` reads one (Skill.load_with_folder): a folder whole, a SKILL.md in a folder named
+    after its skill with the files beside it, executables kept; one line naming the option when it cannot be read."""
+    if not path.exists():
+        raise UsageError(f"{option} {path}: no such file or folder")
+    try:
+        return Skill.load_with_folder(path)
+    except SkillParseError as exc:
+        raise UsageError(f"{option} {path}: {exc}") from None
 
 
 def load_skills(skill_args: list[str], skills_dir: Path | None) -> list[Skill]:
-    """Skills from --skill FILE (in order; 'none' contributes nothing) then --skills-dir."""
-    paths: list[Path] = []
-    for item in skill_args:
-        if item.strip().lower() == "none":
-            continue
-        path = Path(item)
-        if not path.is_file():
-            raise UsageError(f"--skill {item}: no such file")
-        paths.append(path)
+    """Skills from --skill FILE|FOLDER (in order; 'none' contributes nothing) then --skills-dir's skill folders."""
+    skills = [_load_skill("--skill", Path(item)) for item in skill_args if item.strip().lower() != "none"]
     if skills_dir is not None:
-        paths.extend(_skill_files(skills_dir))
+        skills += [_load_skill("--skills-dir", folder) for folder in _skill_folders(skills_dir)]
     import raso.api as api
 
-    return api.load_skills(paths)
+    return api.load_skills(skills)
 
 
 def resolve_mode(mode: str | None, skills: list[Skill]) -> str:

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from raso.choices import Outcome
@@ -123,23 +123,39 @@ def cut_middle(text: str, limit: int) -> str:
 
 def _write_skill(skill: Skill, folder: Path) -> list[str]:
     """Write `skill` as `folder/SKILL.md`, plus the files it carries beside SKILL.md (`Skill.files`: relative path
-    -> text); returns the relative paths written besides SKILL.md."""
+    -> text), executables kept executable (`Skill.executable`); returns the relative paths written besides
+    SKILL.md. Each file is created anew (O_EXCL) and never through a link, so nothing outside `folder` is written."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(skill.to_markdown(), encoding="utf-8")
+    _create_file(folder / "SKILL.md", skill.to_markdown().encode("utf-8"), 0o644)
     written = []
     files = getattr(skill, "files", None)
+    executable = set(getattr(skill, "executable", None) or ())
     if isinstance(files, Mapping):
         for rel, content in files.items():
-            target = (folder / str(rel)).resolve()
-            if not str(target).startswith(str(folder.resolve()) + os.sep) or str(rel).endswith("SKILL.md"):
+            parts = PurePosixPath(str(rel)).parts
+            if not parts or str(rel).startswith("/") or ".." in parts or str(rel).endswith("SKILL.md"):
                 continue  # a path leaving the skill's folder, or a second SKILL.md: not written
+            target = folder.joinpath(*parts)
+            for parent in reversed(target.relative_to(folder).parents[:-1]):  # scripts, then scripts/lib, ...
+                if (folder / parent).is_symlink():
+                    raise OSError(f"{folder / parent}: a link where a skill's folder goes; not written through")
             target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(str(content), encoding="utf-8")
+            data = content if isinstance(content, bytes) else str(content).encode("utf-8")
+            _create_file(target, data, 0o755 if rel in executable else 0o644)
             written.append(str(rel))
     return written
+
+
+def _create_file(path: Path, data: bytes, mode: int) -> None:
+    """A new file `path` holding `data` with permission bits `mode` (set explicitly: the umask must not drop a
+    script's execute bit); refuses an existing file or link there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+    finally:
+        os.close(fd)
 
 
 def _message_text(message: dict[str, Any]) -> str:
