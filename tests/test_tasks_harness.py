@@ -635,3 +635,75 @@ def test_raso_eval_says_check_error_with_its_reason_never_reward_zero(harbor_roo
     row = next(r for r in summary["per_task"] if r["task_id"] == "harbor")
     assert row["outcome"] == "check_error" and row["reward"] is None and summary["check_errors"] == 1
     assert summary["mean_reward"] == 1.0  # over the scored rollout alone: the check error is no 0
+
+
+# ---------------------------------------------------------------------------------------------- clean baselines
+def skillsbench_task(root: Path, name: str = "pdf-report", **kwargs) -> Path:
+    """A Harbor task bundling its own curated skill (SkillsBench's layout: environment/skills/<name>/SKILL.md)."""
+    folder = harbor_task(root, name, dockerfile=None, files={
+        "report.txt": "q3 numbers\n", "skills/pdf/SKILL.md": "---\nname: pdf\ndescription: PDFs.\n---\nUse pdftk.\n",
+        "skills/pdf/scripts/fill.sh": "echo fill\n"}, **kwargs)
+    write(root / "task_description.md", "T text\n")
+    write(root / "harness_description.md", "H text\n")
+    return folder
+
+
+def workspace_files(harness: TasksHarness, task_id: str) -> list[str]:
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
+    workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+    try:
+        harness.prepare_workspace(task, workspace)
+        return sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+    finally:
+        shutil.rmtree(workspace)
+
+
+def test_a_tasks_own_skills_are_kept_out_of_the_workspace_unless_the_run_asks(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    skillsbench_task(root)
+    harness = TasksHarness(root)
+    assert harness.folder_task("pdf-report").task_skill_names == ["pdf"]
+    assert workspace_files(harness, "pdf-report") == ["report.txt"]  # the no-skill baseline sees no SKILL.md
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "1\n"})
+    rollout = builtin_submit(harness, "pdf-report")
+    assert rollout.skill_names == [] and rollout.metadata["task_skills"] == {
+        "mode": "exclude", "visible": [], "kept_out": ["pdf"]}
+    assert "SKILL.md" not in rollout.trajectory[0].observation  # the listing the agent saw
+    with_skills = TasksHarness(root, task_skills="include")
+    assert workspace_files(with_skills, "pdf-report") == ["report.txt", "skills/pdf/SKILL.md",
+                                                          "skills/pdf/scripts/fill.sh"]
+    assert with_skills.visible_task_skills("pdf-report") == {"mode": "include", "visible": ["pdf"], "kept_out": []}
+
+
+def test_task_toml_skills_dir_names_the_tasks_skills_too(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "h", dockerfile="FROM python:3.12\nWORKDIR /app\nCOPY tools /app/tools\n",
+                toml='[environment]\nskills_dir = "/app/tools/skills"\n',
+                files={"tools/run.py": "print(1)\n", "tools/skills/csv/SKILL.md": "---\nname: csv\n---\n"})
+    harness = TasksHarness(root)
+    assert harness.folder_task("h").task_skill_names == ["csv"]
+    assert workspace_files(harness, "h") == ["tools/run.py"]
+
+
+def test_task_skills_is_a_harness_option_of_the_config_and_refuses_other_values(tmp_path, monkeypatch, capsys):
+    from raso import api
+    from raso.errors import ConfigError
+    from tests.test_agent_cli import parse
+
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    skillsbench_task(root)
+    write(root / "splits.json", json.dumps({"train": ["pdf-report"], "val": ["plain"]}))
+    with pytest.raises(ConfigError, match=r"task_skills='maybe': use one of exclude, include"):
+        api.load_harness(f"tasks:{root}", {"task_skills": "maybe"}, for_runs=False)
+    from raso.llm.scripted import ScriptedModel
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "1\n"})
+    model = ScriptedModel(lambda messages: "Action: submit")
+    args = parse("eval", "--harness", f"tasks:{root}", "--split", "train", "--model", model.model,
+                 "--set", "harness_options.task_skills=include", "--out", str(tmp_path / "o"))
+    assert args.func(args) == 0, capsys.readouterr().err
+    (rollout,) = [json.loads(p.read_text()) for p in sorted((tmp_path / "o" / "trajectories").glob("*.json"))]
+    assert rollout["metadata"]["task_skills"] == {"mode": "include", "visible": ["pdf"], "kept_out": []}
+    assert "skills/pdf/SKILL.md" in rollout["trajectory"][0]["observation"]

@@ -49,6 +49,13 @@ _NEEDS_NETWORK = re.compile(r"\b(apt-get|apt|apk|yum|dnf|curl|wget|pip3?\s+insta
                             r"npm\s+(?:install|i|ci)|npx|git\s+clone)\b")
 
 
+#: What becomes of a task's own bundled skills (`environment/skills/`, task.toml's `[environment] skills_dir`):
+#: "exclude" keeps them out of the agent's workspace (a clean baseline: the skill under test is the only one),
+#: "include" leaves them where the task puts them (the benchmark's with-skills condition).
+TaskSkillsMode = Literal["exclude", "include"]
+TASK_SKILLS_FOLDER = "skills"  # environment/skills/, SkillsBench's place for a task's curated skills
+
+
 class TasksFolderError(ConfigError):
     """A tasks folder or task that cannot be used; the message names the path and what to do. A ConfigError, so
     the CLI reports it in one line wherever it surfaces (loading the harness, or T and H at the run's start)."""
@@ -63,6 +70,9 @@ class FolderTask(BaseModel):
     instruction: str
     check: Path  # check.sh, check.py, or a Harbor task's tests/test.sh
     workspace_files: list[tuple[Path, str]] = Field(default_factory=list)  # (source, path in the workspace)
+    # the task's own bundled skills, kept apart from workspace_files (TasksHarness's `task_skills` decides)
+    task_skill_files: list[tuple[Path, str]] = Field(default_factory=list)
+    task_skill_names: list[str] = Field(default_factory=list)  # the folders among them holding a SKILL.md
     workdir: str = HARBOR_WORKDIR  # Harbor: where the workspace sits inside the verifier's sandbox
     check_timeout_s: float | None = None  # Harbor: [verifier] timeout_sec
     agent_timeout_s: float | None = None  # Harbor: [agent] timeout_sec (recorded, see the README)
@@ -189,6 +199,7 @@ class TimeoutTable(TomlTable):
 
 class EnvironmentTable(TomlTable):
     workdir: str | None = None
+    skills_dir: str | None = None  # where the task's skills lie in its environment (Harbor copies them to the agent)
     docker_image: str | None = None
     os: str = "linux"
 
@@ -271,13 +282,39 @@ def read_harbor_task(folder: Path) -> FolderTask:
     if not workdir.startswith("/") or ".." in PurePosixPath(workdir).parts or workdir in ("/", "/tests", "/logs") \
             or workdir.startswith(("/logs/", "/tests/")):
         problems.append(f"its working directory {workdir} cannot be given here")
+    skills_dir = settings.environment.skills_dir
+    skills_at = _container_path(skills_dir, workdir) if skills_dir else None
+    if skills_dir and skills_at is None:
+        problems.append(f"its [environment] skills_dir {skills_dir!r} has a '..' part")
     if problems:
         raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
                                "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)")
+    files, skill_files = _split_task_skills(files, environment / TASK_SKILLS_FOLDER, skills_at, workdir)
     return FolderTask(id=folder.name, folder=folder, kind="harbor",
                       instruction=read_folder_text(instruction_path, "instruction.md").strip(), check=test,
-                      workspace_files=files, workdir=workdir, check_timeout_s=settings.verifier.timeout_sec,
-                      agent_timeout_s=settings.agent.timeout_sec)
+                      workspace_files=files, task_skill_files=skill_files,
+                      task_skill_names=_skill_names(skill_files), workdir=workdir,
+                      check_timeout_s=settings.verifier.timeout_sec, agent_timeout_s=settings.agent.timeout_sec)
+
+
+def _split_task_skills(files: list[tuple[Path, str]], skills_source: Path, skills_at: PurePosixPath | None,
+                       workdir: str) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """`files` parted into the workspace's own and the task's bundled skills: those taken from environment/skills/
+    and those placed under task.toml's `[environment] skills_dir`."""
+    def is_skill(source: Path, relative: str) -> bool:
+        if source == skills_source or skills_source in source.parents:
+            return True
+        placed = PurePosixPath(workdir, relative)
+        return skills_at is not None and (placed == skills_at or skills_at in placed.parents)
+
+    kept = [(source, relative) for source, relative in files if not is_skill(source, relative)]
+    return kept, [(source, relative) for source, relative in files if is_skill(source, relative)]
+
+
+def _skill_names(skill_files: list[tuple[Path, str]]) -> list[str]:
+    """The skills among the task's bundled skill files: the folder name of each SKILL.md."""
+    return sorted({PurePosixPath(relative).parent.name for _source, relative in skill_files
+                   if PurePosixPath(relative).name == "SKILL.md"})
 
 
 def read_task(folder: Path) -> FolderTask:
@@ -339,5 +376,6 @@ def seeded_splits(ids: list[str], salt: str = DEFAULT_SALT,
     return {"train": ranked[:n_train], "val": ranked[n_train:n_train + n_val], "test": ranked[n_train + n_val:]}
 
 
-__all__ = ["DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TasksFolderError", "harbor_problems",
+__all__ = ["DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TaskSkillsMode", "TasksFolderError",
+           "harbor_problems",
            "read_splits_file", "read_task", "seeded_splits", "task_folders"]

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from raso.harness import EnvEnd, Evidence, Harness, Score, Task, TextTasks, WorkspaceTasks
+from raso.choices import choices_of
+from raso.harness import EnvEnd, Evidence, Harness, Rollout, RolloutRunner, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits, isolation_support
 from raso.safe_files import UnsafePathError, copy_file
@@ -28,12 +29,16 @@ from .folder import (
     TASK_FOLDER_LIMITS,
     FolderTask,
     TasksFolderError,
+    TaskSkillsMode,
     read_folder_text,
     read_splits_file,
     read_task,
     seeded_splits,
     task_folders,
 )
+
+if TYPE_CHECKING:
+    from raso.skill import Skill
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 EXAMPLE_DIR = PACKAGE_DIR / "example"
@@ -62,6 +67,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
       path          the tasks folder (also as `tasks:PATH`; `example` = the shipped example)
       max_steps     shell commands per task for the builtin agent, `submit` included (default 10)
       split_salt    the seeded split rule's salt when the folder has no splits.json
+      task_skills   a task's own bundled skills (environment/skills/, task.toml's skills_dir): "exclude" (default:
+                    kept out of the workspace, so a run measures only the skill it gives) or "include"
       cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check
     """
 
@@ -74,7 +81,12 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     task_needs: ClassVar[TaskNeeds] = TaskNeeds(agent_steps=10, reply_tokens=384)  # a few commands, then submit
 
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
-                 cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048) -> None:
+                 cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048,
+                 task_skills: TaskSkillsMode = "exclude") -> None:
+        if task_skills not in choices_of(TaskSkillsMode):
+            raise ValueError(f"task_skills={task_skills!r}: use one of {', '.join(choices_of(TaskSkillsMode))} (a "
+                             "task's own bundled skills kept out of the workspace, or left in it)")
+        self.task_skills = task_skills
         self.folder = resolve_folder(path)
         self.path = str(self.folder)  # the `tasks:PATH` argument, as a run directory records the harness
         self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
@@ -187,7 +199,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         `workspace`; the instruction is the task's own (it names where the answer goes)."""
         folder_task = self.folder_task(task.id)
         workspace = Path(workspace)
-        for source, relative in folder_task.workspace_files:
+        files = folder_task.workspace_files + (folder_task.task_skill_files if self.task_skills == "include" else [])
+        for source, relative in files:
             parts = PurePosixPath(relative).parts
             if not parts or relative.startswith("/") or ".." in parts:  # folder.py refuses these at load
                 raise TasksFolderError(f"task {task.id}: {relative!r} is not a path inside the workspace")
@@ -202,6 +215,21 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
                  f"Work in the current folder (the task's {folder_task.workdir}): its tests read the files you "
                  "leave there.")
         return f"{folder_task.instruction}\n\n{where}"
+
+    def visible_task_skills(self, task_id: str) -> dict[str, Any]:
+        """What a rollout records of the task's own skills: which the agent could see in its workspace, which
+        were kept out, and the `task_skills` mode that decided."""
+        names = self.folder_task(task_id).task_skill_names
+        shown = self.task_skills == "include"
+        return {"mode": self.task_skills, "visible": names if shown else [], "kept_out": [] if shown else names}
+
+    def rollout(self, task: Task, skills: Sequence[Skill], agent: RolloutRunner) -> Rollout:
+        """The base rollout, recording in its metadata which of the task's own skills the agent could see (beside
+        `skill_names`, the skills the run gave)."""
+        rollout = super().rollout(task, skills, agent)
+        if task.id in self.tasks_by_id:
+            rollout.metadata["task_skills"] = self.visible_task_skills(task.id)
+        return rollout
 
     def score(self, task: Task, evidence: Evidence) -> Score:
         """The base scorer, and for the builtin agent the check error its environment's submit reported
@@ -218,6 +246,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     def describe(self) -> dict[str, Any]:
         kinds = [t.kind for t in self.tasks_by_id.values()]
         return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
+                "tasks_with_own_skills": sum(1 for t in self.tasks_by_id.values() if t.task_skill_files),
+                "task_skills": self.task_skills,
                 "splits": {k: len(v) for k, v in self._splits.items()},
                 "isolation": isolation_support().model_dump()}  # what runs here would get; needs no sandbox
 
