@@ -169,7 +169,7 @@ def test_a_harbor_task_needing_a_container_is_refused_not_misscored(tmp_path, kw
     make_task(root, "plain")
     harbor_task(root, "harbor", **kwargs)
     with pytest.raises(TasksFolderError, match=r"Harbor task harbor is not supported here: .*" + message):
-        TasksHarness(root)
+        TasksHarness(root, strict=True)
 
 
 def test_a_harbor_task_without_tests_is_refused(tmp_path):
@@ -707,3 +707,68 @@ def test_task_skills_is_a_harness_option_of_the_config_and_refuses_other_values(
     (rollout,) = [json.loads(p.read_text()) for p in sorted((tmp_path / "o" / "trajectories").glob("*.json"))]
     assert rollout["metadata"]["task_skills"] == {"mode": "include", "visible": ["pdf"], "kept_out": []}
     assert "skills/pdf/SKILL.md" in rollout["trajectory"][0]["observation"]
+
+
+# ---------------------------------------------------------------------------------------------- layouts
+def test_a_folder_loads_what_it_can_with_a_line_per_skipped_task_and_a_summary(tmp_path, caplog):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    needs_build = {"dockerfile": "FROM ubuntu:24.04\nRUN apt-get update\nWORKDIR /app\nCOPY x /opt/x\n",
+                   "files": {"x": "1\n"}}
+    harbor_task(root, "termigen-1", **needs_build)
+    harbor_task(root, "termigen-2", **needs_build)
+    harbor_task(root, "compose", files={"docker-compose.yaml": "services: {}\n"})
+    with caplog.at_level("WARNING", logger="harnesses.tasks.harness"):
+        harness = TasksHarness(root)
+    assert sorted(harness.tasks_by_id) == ["a", "b"] and sorted(harness.skipped) == ["compose", "termigen-1",
+                                                                                      "termigen-2"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(line.startswith("tasks: skipped Harbor task termigen-") for line in lines) == 2
+    assert lines[-1] == (f"tasks folder {root.resolve()}: 2 loaded, 3 skipped: its Dockerfile builds the image 2, its "
+                         "Dockerfile copies outside the working directory /app, or through a '..' 2, it starts "
+                         "services 1 (strict=true refuses instead)")
+    assert "3 skipped" in harness.data_label() and harness.describe()["skipped_tasks"] == 3
+    from raso import api
+    from raso.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"2 loaded, 3 skipped: .*\(strict=true refuses a folder with a task "
+                                               r"it cannot run; the first: Harbor task compose is not supported"):
+        api.load_harness(f"tasks:{root}", {"strict": True}, for_runs=False)  # `--harness-arg strict=true`
+    with pytest.raises(ValueError, match="strict='no-thanks': use true or false"):
+        TasksHarness(root, strict="no-thanks")  # type: ignore[arg-type]
+
+
+def test_a_folder_where_no_task_can_run_is_refused_with_the_summary(tmp_path):
+    root = tmp_path / "t"
+    harbor_task(root, "x", files={"compose.yaml": "services: {}\n"})
+    with pytest.raises(TasksFolderError, match=r"0 loaded, 1 skipped: it starts services 1 \(no task can run here"):
+        TasksHarness(root)
+
+
+def test_task_folders_nested_at_any_depth_are_found_with_their_paths_as_ids(tmp_path):
+    root = tmp_path / "skillsbench"
+    write(root / "README.md", "Tasks live under tasks/<category>/<task>.\n")
+    make_task(root / "tasks" / "easy", "count")
+    make_task(root / "tasks" / "hard" / "csv", "count")  # the same name elsewhere stays its own task
+    harbor_task(root / "tasks" / "hard", "words", dockerfile=None)
+    write(root / "docs" / "notes.md", "no task here\n")  # a folder without a task is not one
+    harness = TasksHarness(root)
+    assert sorted(harness.tasks_by_id) == ["tasks/easy/count", "tasks/hard/csv/count", "tasks/hard/words"]
+    assert harness.folder_task("tasks/hard/words").kind == "harbor"
+
+
+def test_the_terminal_bench_1_layout_is_named_and_refused_in_one_line(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    tb1 = root / "hello-world"
+    write(tb1 / "task.yaml", "instruction: |\n  Write hello.txt.\n")
+    write(tb1 / "run-tests.sh", "pytest tests\n")
+    write(tb1 / "solution.sh", "echo hello > hello.txt\n")
+    write(tb1 / "Dockerfile", "FROM python:3.12\n")
+    harness = TasksHarness(root)  # the rest load
+    assert harness.skipped["hello-world"].startswith(
+        "task hello-world: Terminal-Bench 1 layout (task.yaml) is not supported: convert it to Harbor's layout")
+    with pytest.raises(TasksFolderError, match=r"Terminal-Bench 1 layout \(task.yaml\) is not supported 1") as refused:
+        TasksHarness(root, strict=True)
+    assert "no instruction.md" not in str(refused.value) and "\n" not in str(refused.value)

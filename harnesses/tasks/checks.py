@@ -11,7 +11,8 @@ A check's own failure is no score at all: check.py crashing or printing no score
 a Harbor verifier writing no reward (Harbor itself fails such a trial: its verifier raises RewardFileNotFoundError
 and never reads pytest's exit code), or one whose tests could not import a module this machine lacks (what the
 task's image would install: `No module named 'torch'`) give `Score.check_error` with the reason; the rollout's
-outcome is then "check_error", never a reward of 0. The scorer never raises for what an agent left.
+outcome is then "check_error", never a reward of 0. A workspace the agent made uncheckable (a link, over the
+limits) is the agent's counted 0. The scorer never raises for what an agent left.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def _parse_score(text: str) -> float | None:
 def _score(value: float, info: dict) -> Score:
     """Reward 1 only for a full score; the score itself is the soft score."""
     return Score(reward=1.0 if value >= 1.0 else 0.0, soft_score=value, info=info)
+
+
+def _unusable_workspace(reason: str, info: dict) -> Score:
+    """What the agent left cannot be checked (its workspace swapped for a link, over the size limits): that is the
+    agent's doing, so a counted 0 with the reason, never a check error an agent could hide a failure behind."""
+    return Score(reward=0.0, soft_score=0.0, info={**info, "error": reason})
 
 
 def _failed(reason: str, info: dict) -> Score:
@@ -157,7 +164,7 @@ class CheckRunner:
         left_out, problem = self._copy_workspace(workspace, run / "workspace")
         info: dict = {"check": task.check.name, "left_out": left_out}
         if problem:
-            return _failed(problem, info)
+            return _unusable_workspace(problem, info)
         copy_tree(task.folder, run / "task", TASK_FOLDER_LIMITS)
         env = self.environment({"WORKSPACE": str(run / "workspace"), "TASK_DIR": str(run / "task")})
         runner = 'exec bash "$TASK_DIR/check.sh"' if task.check.name == "check.sh" else \
@@ -189,7 +196,7 @@ class CheckRunner:
         left_out, problem = self._copy_workspace(workspace, run / "app")
         info: dict = {"check": "tests/test.sh", "left_out": left_out}
         if problem:
-            return _failed(problem, info)
+            return _unusable_workspace(problem, info)
         copy_tree(task.folder / "tests", run / "tests", TASK_FOLDER_LIMITS)
         (run / "logs" / "verifier").mkdir(parents=True)
         runner = self

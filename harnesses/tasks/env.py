@@ -50,7 +50,7 @@ class ShellTaskEnv(TextEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._cleanup()
-        self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40]}-"))
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40].replace('/', '_')}-"))  # a nested id has /
         instruction = self.workspace_form.prepare_workspace(self.task, self.workspace)
         self.done = False
         observation = (f"{instruction}\n\nFiles in your working folder:\n{workspace_listing(self.workspace)}\n\n"

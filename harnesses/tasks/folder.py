@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import tomllib
@@ -59,6 +60,27 @@ TASK_SKILLS_FOLDER = "skills"  # environment/skills/, SkillsBench's place for a 
 class TasksFolderError(ConfigError):
     """A tasks folder or task that cannot be used; the message names the path and what to do. A ConfigError, so
     the CLI reports it in one line wherever it surfaces (loading the harness, or T and H at the run's start)."""
+
+
+class UnsupportedTaskError(TasksFolderError):
+    """A well-formed task this harness cannot run here (a Harbor task needing a container, the Terminal-Bench 1
+    layout): a folder skips it with one line and loads the rest, unless its `strict` option refuses. `reasons`
+    holds each reason without the task's particulars, for the folder's summary."""
+
+    def __init__(self, message: str, reasons: list[str]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+
+def reason_kind(problem: str) -> str:
+    """A refusal's reason without its particulars (line numbers, names, paths), to count alike ones together."""
+    head = re.split(r" \(|: ", problem, maxsplit=1)[0]
+    return re.sub(r" '[^']*[A-Za-z0-9][^']*'", "", head).strip()  # a quoted name goes, a quoted '..' stays
+
+
+# A folder holding one of these is a task (of some layout); any other folder is searched for tasks below it.
+TASK_MARKERS = ("instruction.md", "task.toml", "task.yaml", "check.sh", "check.py", "run-tests.sh", "solution.sh",
+                "workspace")
 
 
 class FolderTask(BaseModel):
@@ -287,8 +309,9 @@ def read_harbor_task(folder: Path) -> FolderTask:
     if skills_dir and skills_at is None:
         problems.append(f"its [environment] skills_dir {skills_dir!r} has a '..' part")
     if problems:
-        raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
-                               "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)")
+        raise UnsupportedTaskError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
+                                   "(this harness runs Harbor tasks without containers; see harnesses/tasks/README.md)",
+                                   reasons=[reason_kind(problem) for problem in problems])
     files, skill_files = _split_task_skills(files, environment / TASK_SKILLS_FOLDER, skills_at, workdir)
     return FolderTask(id=folder.name, folder=folder, kind="harbor",
                       instruction=read_folder_text(instruction_path, "instruction.md").strip(), check=test,
@@ -317,21 +340,50 @@ def _skill_names(skill_files: list[tuple[Path, str]]) -> list[str]:
                    if PurePosixPath(relative).name == "SKILL.md"})
 
 
-def read_task(folder: Path) -> FolderTask:
+TB1_LAYOUT = "Terminal-Bench 1 layout (task.yaml) is not supported"
+
+
+def read_task(folder: Path, task_id: str | None = None) -> FolderTask:
+    """The task in `folder` (raso's layout, or Harbor's with task.toml), its id `task_id` (default: the folder's
+    name). UnsupportedTaskError for a layout or task this harness cannot run, TasksFolderError for a broken one."""
     if (folder / "task.toml").is_file():
-        return read_harbor_task(folder)
-    return read_raso_task(folder)
+        task = read_harbor_task(folder)
+    elif (folder / "task.yaml").is_file():
+        raise UnsupportedTaskError(
+            f"task {task_id or folder.name}: {TB1_LAYOUT}: convert it to Harbor's layout (instruction.md, task.toml, "
+            "tests/test.sh writing /logs/verifier/reward.txt, environment/), which Terminal-Bench 2 uses",
+            reasons=[TB1_LAYOUT])
+    else:
+        task = read_raso_task(folder)
+    return task.model_copy(update={"id": task_id}) if task_id else task
 
 
-def task_folders(root: Path) -> list[Path]:
-    """The task sub-folders of `root` (hidden folders and `__pycache__` are not tasks), sorted by name."""
+def _is_task_folder(folder: Path) -> bool:
+    return folder.is_symlink() or any(os.path.lexists(folder / marker) for marker in TASK_MARKERS)
+
+
+def task_folders(root: Path) -> list[tuple[str, Path]]:
+    """The task folders below `root` at any depth, with their ids (their paths relative to `root`, so `a/x` and
+    `b/x` stay apart), sorted. A folder holding a task marker (instruction.md, task.toml, task.yaml, a check, a
+    workspace/) is a task and is not searched further; any other is searched (hidden folders and those starting
+    with `_`, such as `__pycache__`, are not); a linked folder is a task, which refuses the link."""
     if not root.is_dir():
         raise TasksFolderError(f"tasks folder {root} does not exist or is not a folder")
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-    if not folders:
-        raise TasksFolderError(f"tasks folder {root} has no task sub-folders (one folder per task, each with "
-                               "instruction.md and check.sh or check.py)")
-    return folders
+    found: list[tuple[str, Path]] = []
+    pending = [(root, 0)]
+    while pending:  # iterative: a download's deep tree must not reach the recursion limit
+        folder, depth = pending.pop()
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith((".", "_")) or not child.is_dir():
+                continue
+            if _is_task_folder(child):
+                found.append((child.relative_to(root).as_posix(), child))
+            elif depth + 1 < TASK_FOLDER_LIMITS.max_depth:
+                pending.append((child, depth + 1))
+    if not found:
+        raise TasksFolderError(f"tasks folder {root} has no task sub-folders (one folder per task, at any depth, each "
+                               "with instruction.md and check.sh or check.py, or a Harbor task.toml)")
+    return sorted(found)
 
 
 def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
@@ -377,5 +429,5 @@ def seeded_splits(ids: list[str], salt: str = DEFAULT_SALT,
 
 
 __all__ = ["DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TaskSkillsMode", "TasksFolderError",
-           "harbor_problems",
-           "read_splits_file", "read_task", "seeded_splits", "task_folders"]
+           "UnsupportedTaskError", "harbor_problems", "reason_kind", "read_splits_file", "read_task", "seeded_splits",
+           "task_folders"]

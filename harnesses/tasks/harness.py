@@ -7,7 +7,9 @@ external agents get the same workspace (`prepare_workspace`) and the same check 
 
 from __future__ import annotations
 
+import collections
 import functools
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +32,7 @@ from .folder import (
     FolderTask,
     TasksFolderError,
     TaskSkillsMode,
+    UnsupportedTaskError,
     read_folder_text,
     read_splits_file,
     read_task,
@@ -40,6 +43,7 @@ from .folder import (
 if TYPE_CHECKING:
     from raso.skill import Skill
 
+log = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent
 EXAMPLE_DIR = PACKAGE_DIR / "example"
 EXAMPLE_NAME = "example"
@@ -69,6 +73,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
       split_salt    the seeded split rule's salt when the folder has no splits.json
       task_skills   a task's own bundled skills (environment/skills/, task.toml's skills_dir): "exclude" (default:
                     kept out of the workspace, so a run measures only the skill it gives) or "include"
+      strict        refuse the whole folder when a task cannot run here (default: skip it, one line each, and
+                    load the rest)
       cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check
     """
 
@@ -82,15 +88,18 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
 
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
                  cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048,
-                 task_skills: TaskSkillsMode = "exclude") -> None:
+                 task_skills: TaskSkillsMode = "exclude", strict: bool = False) -> None:
         if task_skills not in choices_of(TaskSkillsMode):
             raise ValueError(f"task_skills={task_skills!r}: use one of {', '.join(choices_of(TaskSkillsMode))} (a "
                              "task's own bundled skills kept out of the workspace, or left in it)")
+        if not isinstance(strict, bool):
+            raise ValueError(f"strict={strict!r}: use true or false")
         self.task_skills = task_skills
         self.folder = resolve_folder(path)
         self.path = str(self.folder)  # the `tasks:PATH` argument, as a run directory records the harness
         self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
-        self.tasks_by_id: dict[str, FolderTask] = {t.id: t for t in map(read_task, task_folders(self.folder))}
+        self.strict = strict
+        self.tasks_by_id, self.skipped = load_tasks(self.folder, strict)
         self.split_salt = split_salt
         if max_steps is not None:
             self.max_steps = int(max_steps)
@@ -124,7 +133,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
 
     def data_label(self) -> str:
         rule = SPLITS_FILE if os.path.lexists(self.folder / SPLITS_FILE) else f"seeded split (salt {self.split_salt!r})"
-        return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks, {rule})"
+        skipped = f", {len(self.skipped)} skipped as not runnable here" if self.skipped else ""
+        return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks{skipped}, {rule})"
 
     def folder_task(self, task_id: str) -> FolderTask:
         try:
@@ -246,10 +256,39 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
     def describe(self) -> dict[str, Any]:
         kinds = [t.kind for t in self.tasks_by_id.values()]
         return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
+                "skipped_tasks": len(self.skipped),
                 "tasks_with_own_skills": sum(1 for t in self.tasks_by_id.values() if t.task_skill_files),
                 "task_skills": self.task_skills,
                 "splits": {k: len(v) for k, v in self._splits.items()},
                 "isolation": isolation_support().model_dump()}  # what runs here would get; needs no sandbox
+
+
+def load_tasks(folder: Path, strict: bool = False) -> tuple[dict[str, FolderTask], dict[str, str]]:
+    """The tasks of `folder` by id, and the skipped ones (id -> why): a task this harness cannot run here
+    (UnsupportedTaskError) is skipped with one warning line and the rest load, with a summary line (`N loaded,
+    M skipped: reasons with counts`); with `strict`, or when no task loads, that is one TasksFolderError instead.
+    A broken task (no instruction.md, two checks, a link) refuses the folder either way: it is a mistake to fix."""
+    tasks: dict[str, FolderTask] = {}
+    skipped: dict[str, str] = {}
+    reasons: collections.Counter[str] = collections.Counter()
+    for task_id, path in task_folders(folder):
+        try:
+            tasks[task_id] = read_task(path, task_id)
+        except UnsupportedTaskError as exc:
+            skipped[task_id] = str(exc)
+            reasons.update(exc.reasons)
+    if not skipped:
+        return tasks, skipped
+    summary = (f"tasks folder {folder}: {len(tasks)} loaded, {len(skipped)} skipped: "
+               + ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()))
+    if strict or not tasks:
+        first = next(iter(skipped.values()))
+        why = "strict=true refuses a folder with a task it cannot run" if tasks else "no task can run here"
+        raise TasksFolderError(f"{summary} ({why}; the first: {first})")
+    for reason in skipped.values():
+        log.warning("tasks: skipped %s", reason)
+    log.warning("%s (strict=true refuses instead)", summary)
+    return tasks, skipped
 
 
 def _code_blocks(text: str) -> list[str]:
