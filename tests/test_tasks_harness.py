@@ -772,3 +772,30 @@ def test_the_terminal_bench_1_layout_is_named_and_refused_in_one_line(tmp_path):
     with pytest.raises(TasksFolderError, match=r"Terminal-Bench 1 layout \(task.yaml\) is not supported 1") as refused:
         TasksHarness(root, strict=True)
     assert "no instruction.md" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+TB2_TEST_SH = ('cd /app\npython -m pytest /tests/test_outputs.py -q -p no:cacheprovider\n'
+               'if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n')
+
+
+@pytest.mark.sandbox_os
+def test_real_pytest_verifiers_in_the_sandbox_are_scored_as_harbor_reads_them(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    checks_out = "def test_out():\n    assert open('/app/out.txt').read().strip() == 'ok'\n"
+    for name, test, tests_py in [
+        ("tb2", TB2_TEST_SH, checks_out),  # Terminal-Bench 2's pattern: pytest's exit code becomes reward.txt
+        ("no-reward", "cd /app\npython -m pytest /tests/test_outputs.py -q -p no:cacheprovider\n", checks_out),
+        ("needs-torch", TB2_TEST_SH, "import torch\n\ndef test_out():\n    assert torch\n"),
+    ]:
+        folder = harbor_task(root, name, dockerfile=None, test=test)
+        write(folder / "tests" / "test_outputs.py", tests_py)
+    harness = TasksHarness(root)
+    _, solved = run_in_workspace(harness, "tb2", "echo ok > out.txt")
+    _, unsolved = run_in_workspace(harness, "tb2", None)
+    assert (solved.reward, solved.check_error, unsolved.reward, unsolved.check_error) == (1.0, None, 0.0, None)
+    _, passed_without_reward = run_in_workspace(harness, "no-reward", "echo ok > out.txt")
+    assert "1 passed" in passed_without_reward.info["stdout"]
+    assert passed_without_reward.check_error == "the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    _, no_torch = run_in_workspace(harness, "needs-torch", "echo ok > out.txt")
+    assert no_torch.check_error is not None and "could not import 'torch'" in no_torch.check_error
