@@ -513,6 +513,18 @@ def test_a_verifier_that_cannot_import_what_the_image_installs_is_a_check_error(
     assert score.check_error is not None and "could not import 'torch'" in score.check_error
 
 
+def test_an_import_failing_inside_the_agents_own_file_is_the_agents_zero(harbor_root, monkeypatch):
+    agents_file = ("../tests/test_outputs.py:3: in <module>\n    import solve\nsolve.py:1: in <module>\n"
+                   "    import leftpad\nE   ModuleNotFoundError: No module named 'leftpad'\n")
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=agents_file)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", "echo 'import leftpad' > solve.py")
+    assert (score.reward, score.check_error) == (0.0, None)
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"},
+                   output=agents_file.replace("solve.py:1", "/app/solve.py:1"))  # the absolute path, as /app
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert (score.reward, score.check_error) == (0.0, None)
+
+
 def test_a_missing_module_the_agent_was_to_write_is_the_agents_zero(tmp_path, monkeypatch):
     root = tmp_path / "t"
     make_task(root, "plain")
@@ -787,6 +799,8 @@ def test_real_pytest_verifiers_in_the_sandbox_are_scored_as_harbor_reads_them(tm
         ("tb2", TB2_TEST_SH, checks_out),  # Terminal-Bench 2's pattern: pytest's exit code becomes reward.txt
         ("no-reward", "cd /app\npython -m pytest /tests/test_outputs.py -q -p no:cacheprovider\n", checks_out),
         ("needs-torch", TB2_TEST_SH, "import torch\n\ndef test_out():\n    assert torch\n"),
+        ("imports-solver", TB2_TEST_SH, "import sys\nsys.path.insert(0, '/app')\nimport solver\n\n"
+                                        "def test_solver():\n    assert solver\n"),
     ]:
         folder = harbor_task(root, name, dockerfile=None, test=test)
         write(folder / "tests" / "test_outputs.py", tests_py)
@@ -799,3 +813,7 @@ def test_real_pytest_verifiers_in_the_sandbox_are_scored_as_harbor_reads_them(tm
     assert passed_without_reward.check_error == "the verifier wrote no /logs/verifier/reward.txt or reward.json"
     _, no_torch = run_in_workspace(harness, "needs-torch", "echo ok > out.txt")
     assert no_torch.check_error is not None and "could not import 'torch'" in no_torch.check_error
+    # the agent's own solver.py importing a package that is not there is the agent's failure: a counted 0
+    _, agents_import = run_in_workspace(harness, "imports-solver", "echo 'import leftpad_utils' > solver.py")
+    assert "No module named 'leftpad_utils'" in agents_import.info["stdout"]
+    assert (agents_import.reward, agents_import.check_error) == (0.0, None)

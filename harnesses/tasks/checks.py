@@ -74,20 +74,38 @@ def _failed(reason: str, info: dict) -> Score:
 
 # What Python prints when an import fails: the module named is what the check needed.
 _MISSING_MODULE = re.compile(r"\b(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z0-9_.]+)'")
+# The frames of a traceback, as Python (`File "x.py", line 3`) and pytest (`x.py:3: in <module>`) print them.
+_FRAME = re.compile(r'File "([^"]+)", line \d+|^\s*(\S+?\.py):\d+: in ', re.MULTILINE)
 
 
-def missing_module(output: str, instruction: str, *folders: Path) -> str | None:
-    """The module a check's output says it could not import, when that module is not the agent's to write: its
-    name is neither in the task's instruction nor a file or folder the check's folders hold (the agent's missing
+def missing_module(output: str, instruction: str, workspace: Path, workdir: str, *folders: Path) -> str | None:
+    """The module a check's output says it could not import, when that import is not the agent's doing: no frame
+    of its traceback is a file of the agent's workspace (`workspace`, the copy the check ran on, seen in the check
+    as `workdir`: its `solve.py` importing an uninstalled package is the agent's failure), and the module's name
+    is neither in the task's instruction nor a file or folder the workspace or `folders` hold (the agent's missing
     `solution.py` is a failed task, a missing `torch` is a machine without the task's image). None otherwise."""
-    for name in dict.fromkeys(_MISSING_MODULE.findall(output)):
-        top = name.split(".")[0]
+    start = 0
+    for match in _MISSING_MODULE.finditer(output):
+        frames = [a or b for a, b in _FRAME.findall(output[start:match.start()])]
+        start = match.end()
+        if any(_in_workspace(frame, workspace, workdir) for frame in frames):
+            continue
+        top = match.group(1).split(".")[0]
         if re.search(rf"\b{re.escape(top)}\b", instruction):
             continue
-        if any(os.path.lexists(folder / top) or os.path.lexists(folder / f"{top}.py") for folder in folders):
+        if any(os.path.lexists(folder / top) or os.path.lexists(folder / f"{top}.py") for folder in (workspace, *folders)):
             continue
-        return name
+        return match.group(1)
     return None
+
+
+def _in_workspace(frame: str, workspace: Path, workdir: str) -> bool:
+    """Whether a traceback's file is one of the agent's: under the workspace (as the check saw it), or a path
+    relative to the check's folder (the workspace) that the workspace holds."""
+    if frame.startswith("/"):
+        return any(frame.startswith(root.rstrip("/") + "/") for root in (workdir, str(workspace)))
+    parts = Path(frame).parts
+    return ".." not in parts and os.path.lexists(workspace.joinpath(*parts))
 
 
 def _missing_module_error(name: str) -> str:
@@ -178,7 +196,7 @@ class CheckRunner:
             if result.ok:
                 return Score(reward=1.0, soft_score=1.0, info=info)
             missing = missing_module(result.stdout + "\n" + result.stderr, task.instruction, run / "workspace",
-                                     run / "task")
+                                     str(run / "workspace"), run / "task")
             if missing:
                 return _failed(_missing_module_error(missing), info)
             return Score(reward=0.0, soft_score=0.0, info={**info, "error": result.error_summary()})
@@ -216,7 +234,7 @@ class CheckRunner:
             return _failed(problem or "no reward", info)
         if value < 1.0:  # a verifier that writes 0 whenever pytest fails: a failed import is the machine's, not the agent's
             missing = missing_module(result.stdout + "\n" + result.stderr, task.instruction, run / "app",
-                                     run / "tests")
+                                     task.workdir, run / "tests")
             if missing:
                 return _failed(_missing_module_error(missing), info)
         return _score(value, info)
