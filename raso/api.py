@@ -629,7 +629,7 @@ def load_skills(skills: "Skill | str | Path | Sequence[Skill | str | Path] | Non
             out.append(item)
             continue
         try:
-            out.append(Skill.load(item, max_chars=max_chars))
+            out.append(Skill.load_with_folder(item, max_chars=max_chars))  # as `optimize --init` reads one
         except Exception as exc:
             raise ConfigError(f"cannot use skill {item}: {exc}") from None
     names = [s.name for s in out]

@@ -27,8 +27,10 @@ GateMode = Literal["strict", "paired", "significant"]
 #: cannot be used at all (credentials, a missing extra, an unknown model: re-running cannot help); "budget" —
 #: the USD budget refused a call. Only "agent_error" failures are ever scored.
 FailureKind = Literal["agent_error", "infrastructure", "unusable", "budget"]
-#: How a rollout ended: "ok" (the agent's own result, whatever its reward) or how it failed.
-Outcome = Literal["ok", FailureKind]
+#: How a rollout ended: "ok" (the agent's own result, whatever its reward), how it failed, or "check_error": the
+#: harness's check could not score what the agent left (a verifier that wrote no reward, crashed, or could not
+#: import what it needs). A check error says nothing about the skill: it is an error, never a reward of 0.
+Outcome = Literal["ok", FailureKind, "check_error"]
 #: What runs a batch's rollouts (the `execution.executor` option): threads in this process, a pool of local
 #: processes, or a Dask or Ray cluster's workers (raso.execution).
 ExecutorKind = Literal["threads", "processes", "dask", "ray"]

@@ -25,10 +25,12 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-def atomic_write_tree(folder: str | Path, files: dict[str, str]) -> Path:
-    """Make `folder` hold exactly `files` (relative POSIX path -> text; the caller has checked the paths). The
-    tree is built in a hidden sibling folder and renamed into place: a kill leaves the old folder or the new one
-    whole, or, between moving the old one aside and the new one in, neither (a hidden folder is left behind)."""
+def atomic_write_tree(folder: str | Path, files: dict[str, str], executable: set[str] | frozenset[str] = frozenset()
+                      ) -> Path:
+    """Make `folder` hold exactly `files` (relative POSIX path -> text; the caller has checked the paths), those
+    named in `executable` mode 0755, the others 0644. The tree is built in a hidden sibling folder and renamed
+    into place: a kill leaves the old folder or the new one whole, or, between moving the old one aside and the
+    new one in, neither (a hidden folder is left behind)."""
     import shutil
 
     folder = Path(folder)
@@ -44,6 +46,7 @@ def atomic_write_tree(folder: str | Path, files: dict[str, str]) -> Path:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
+            target.chmod(0o755 if relative in executable else 0o644)
         if folder.exists():
             aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
             os.replace(folder, aside / folder.name)

@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from raso.fileio import atomic_write_text, atomic_write_tree
 from raso.safe_files import Entry, UnsafePathError, open_folder, read_bytes, walk_tree
@@ -127,11 +127,28 @@ class Skill(BaseModel):
     body: str
     metadata: dict[str, Any] = Field(default_factory=dict)
     files: dict[str, str] = Field(default_factory=dict)
+    # The files of `files` that were executable in the folder read (a skill's `scripts/run.sh` that its text tells
+    # the agent to run): every copy of the skill into a folder keeps them executable.
+    executable: list[str] = Field(default_factory=list)
 
     @field_validator("files")
     @classmethod
     def _safe_files(cls, files: dict[str, str]) -> dict[str, str]:
         return check_files(files)
+
+    @model_validator(mode="after")
+    def _executables_are_files(self) -> "Skill":
+        unknown = sorted(set(self.executable) - set(self.files))
+        if unknown:
+            raise ValueError(f"executable names files the skill does not carry: {', '.join(unknown)}")
+        self.executable = sorted(set(self.executable))
+        return self
+
+    def with_files_of(self, other: "Skill") -> "Skill":
+        """This skill carrying `other`'s files beside SKILL.md, executables included (a candidate made from
+        `other`: the optimizer edits the document only)."""
+        return self.model_copy(update={"files": dict(other.files), "executable": list(other.executable)})
+
 
     @classmethod
     def parse(cls, text: str, *, source: str = "<text>", files: dict[str, str] | None = None) -> "Skill":
@@ -187,7 +204,9 @@ class Skill(BaseModel):
             raise SkillParseError(f"{folder}: no {SKILL_FILE} in this folder (a skill folder holds its SKILL.md "
                                   "at the top)")
         text = _read_text(document, max_chars=max_chars)
-        return cls.parse(text, source=str(document), files=_read_files(folder))
+        executable: list[str] = []
+        skill = cls.parse(text, source=str(document), files=_read_files(folder, executable))
+        return skill.model_copy(update={"executable": executable}) if executable else skill
 
     @classmethod
     def load_with_folder(cls, path: str | Path, *, max_chars: int | None = None) -> "Skill":
@@ -222,7 +241,8 @@ class Skill(BaseModel):
         if folder.is_dir() and any(folder.iterdir()) and not (folder / SKILL_FILE).is_file():
             raise SkillParseError(f"{folder}: a non-empty folder without a SKILL.md; refusing to replace it "
                                   "with a skill (choose an empty or new folder)")
-        return atomic_write_tree(folder, {SKILL_FILE: self.to_markdown(), **self.files})
+        return atomic_write_tree(folder, {SKILL_FILE: self.to_markdown(), **self.files},
+                                 executable=set(self.executable))
 
 
 def _read_text(path: Path, *, max_chars: int | None) -> str:
@@ -240,10 +260,11 @@ def _read_text(path: Path, *, max_chars: int | None) -> str:
     return text
 
 
-def _read_files(folder: Path) -> dict[str, str]:
+def _read_files(folder: Path, executable: list[str] | None = None) -> dict[str, str]:
     """The text files beside SKILL.md, by relative POSIX path; limits checked before reading (a huge folder is
     refused without being read). The walk is iterative and reads through descriptors without following links
-    (raso.safe_files), so a folder of any depth is refused in words, never with a RecursionError."""
+    (raso.safe_files), so a folder of any depth is refused in words, never with a RecursionError. The paths of
+    files with an execute bit set are appended to `executable` when given."""
     files: dict[str, str] = {}
     total = 0
 
@@ -282,6 +303,8 @@ def _read_files(folder: Path) -> dict[str, str]:
         if "\x00" in text:
             raise SkillParseError(f"{path}: binary content (NUL bytes); only text files can travel with a skill")
         files[entry.relative] = text
+        if executable is not None and mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH):
+            executable.append(entry.relative)
         return None
 
     try:

@@ -196,3 +196,65 @@ def test_a_bad_agent_command_placeholder_fails_before_anything_is_written(
     err = capsys.readouterr().err
     assert "unknown placeholder {instructions}" in err and "raso eval: 4 task(s)" not in err
     assert not out.exists()
+
+
+def real_skill_folder(root: Path, name: str = "systematic-debugging") -> Path:
+    """A skill folder in the layout public skills ship (obra/superpowers' systematic-debugging: SKILL.md, a
+    reference next to it and a script its text tells the agent to run), built here: the shared corpus holds
+    markdown only, no scripts."""
+    folder = root / name
+    Skill(name=name, description="Find the root cause before fixing.",
+          body="Run `./find-polluter.sh` to find the test that pollutes the state.\n").save(folder / "SKILL.md")
+    (folder / "condition-based-waiting.md").write_text("# Condition-based waiting\n")
+    script = folder / "find-polluter.sh"
+    script.write_text("#!/usr/bin/env bash\necho polluter\n")
+    script.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("given", ["folder", "skill_md"])
+def test_eval_skill_reads_a_folder_or_its_skill_md_with_every_file_and_mode(tmp_path: Path, given: str) -> None:
+    folder = real_skill_folder(tmp_path)
+    (skill,) = eval_cmd.load_skills([str(folder if given == "folder" else folder / "SKILL.md")], None)
+    assert sorted(skill.files) == ["condition-based-waiting.md", "find-polluter.sh"]
+    assert skill.executable == ["find-polluter.sh"]
+    assert skill == Skill.load_with_folder(folder)  # the loader `optimize --init FOLDER` uses
+
+
+def test_eval_skills_dir_takes_skill_folders_only(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    real_skill_folder(root / "skills")
+    real_skill_folder(root / "more", "condition-waiting")
+    (root / "AGENTS.md").write_text("# Agents\nNot a skill.\n")
+    (root / "README.md").write_text("# A repository of skills\n")
+    real_skill_folder(root / ".git" / "hidden")  # hidden folders are not searched
+    nested = real_skill_folder(root / "skills" / "systematic-debugging" / "examples", "inner")  # a file of a skill
+    skills = eval_cmd.load_skills([], root)
+    assert [s.name for s in skills] == ["condition-waiting", "systematic-debugging"]
+    outer = next(s for s in skills if s.name == "systematic-debugging")
+    assert f"examples/{nested.name}/SKILL.md" in outer.files and outer.executable == [
+        "examples/inner/find-polluter.sh", "find-polluter.sh"]
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    ("missing", "--skill {path}: no such file or folder"),
+    ("skill_dir", "--skills-dir {path}: this folder is itself a skill (it holds SKILL.md); pass it as --skill"),
+    ("loose_md", "--skills-dir {path}: no skill folders (sub-folders holding a SKILL.md) found"),
+])
+def test_eval_refuses_what_is_not_a_skill_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      setup: str, message: str) -> None:
+    if setup == "missing":
+        path, argv = tmp_path / "nope", ["--skill", str(tmp_path / "nope")]
+    elif setup == "skill_dir":
+        path = real_skill_folder(tmp_path)
+        argv = ["--skills-dir", str(path)]
+    else:
+        path = tmp_path / "docs"
+        path.mkdir()
+        (path / "AGENTS.md").write_text("# not a skill\n")
+        argv = ["--skills-dir", str(path)]
+    args = parse("eval", "--harness", TOY, "--model", "scripted/none", *argv, "--out", str(tmp_path / "o"))
+    assert args.func(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"raso eval: {message.format(path=path)}" or err.startswith(f"raso eval: {message.format(path=path)}")
+    assert "\n" not in err and not (tmp_path / "o").exists()

@@ -73,3 +73,20 @@ def test_textgrad_update_runs_inside_the_engine(tmp_path: Path) -> None:
     ledger = json.loads(rd.ledger.read_text())
     assert ledger["by_stage"]["textgrad"]["calls"] == 10
     assert result.rollouts_used == 3 + 3 + 3  # s0 val, minibatch, candidate val: the engine's accounting
+
+
+def test_gepa_stops_at_a_check_error_as_the_engine_does_never_scoring_it() -> None:
+    import pytest
+
+    from experiments.baselines.gepa_baseline import refuse_uncounted
+    from raso.engine import CheckError, InfrastructureError
+    from raso.harness import Rollout
+
+    ok = Rollout(task_id="a", harness="toy", reward=1.0)
+    unscored = Rollout(task_id="b", harness="toy", reward=0.0, outcome="check_error",
+                       error="check error: the verifier wrote no reward")
+    refuse_uncounted([ok])
+    with pytest.raises(CheckError, match=r"could not score 1 of 2 GEPA rollouts \(task b: check error: the verifier"):
+        refuse_uncounted([ok, unscored])
+    with pytest.raises(InfrastructureError):
+        refuse_uncounted([ok, Rollout(task_id="c", harness="toy", reward=0.0, outcome="infrastructure", error="x")])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from test_engine_support import (
 )
 
 from raso.api import optimize, resume
-from raso.engine import InfrastructureError, OptimizeConfig, OptimizerUnavailableError, RunDir
+from raso.engine import CheckError, InfrastructureError, OptimizeConfig, OptimizerUnavailableError, RunDir
 from raso.engine.run_dir import read_jsonl
 from raso.llm._litellm import litellm
 from raso.llm.scripted import ScriptedModel
@@ -130,6 +131,36 @@ def test_infrastructure_failures_never_reach_the_gradient_prompt(tmp_path: Path)
     assert "t1" not in [r.task_id for r in seen]
     state = json.loads(RunDir(config.run_dir).checkpoint.read_text())
     assert state["pending"]["step"] == "start"  # the minibatch is rolled out again on resume
+
+
+class UnscorableTaskHarness(ToyHarness):
+    """The toy harness whose check cannot score train task t1 (as a verifier that writes no reward)."""
+
+    def score(self, task: Any, evidence: Any) -> Any:
+        score = super().score(task, evidence)
+        if task.id == "t1":
+            return score.model_copy(update={"check_error": "the verifier wrote no reward (VERIFIER-OUTPUT)"})
+        return score
+
+
+def test_a_check_error_stops_the_run_uncounted_and_never_reaches_the_gradient_prompt(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    def recording_propose(ctx: Any, skill: Skill, rollouts: Any) -> UpdateProposal:
+        seen.extend(rollouts)
+        return toy_propose(ctx, skill, rollouts)
+
+    agent, optimizer = ScriptedModel(toy_agent_reply, name="agent"), ScriptedModel(REPLIES, name="optimizer")
+    config = _config(tmp_path, agent, optimizer)
+    with pytest.raises(CheckError, match=r"could not score 1 of 2 rollouts of iter\d+_train \(task t1: check error: "
+                                         r"the verifier wrote no reward.*fix the task's check") as stopped:
+        optimize(UnscorableTaskHarness(), config, initializer=toy_initializer,
+                 proposer=FunctionProposer(recording_propose))
+    assert seen and "t1" not in [r.task_id for r in seen]  # the batches before it reached the proposer, not it
+    batch = re.search(r"rollouts of (iter\d+_train)", str(stopped.value)).group(1)
+    rd = RunDir(config.run_dir)
+    assert not rd.rollouts_path(batch).exists()  # the batch was never written as scored
+    assert json.loads(rd.checkpoint.read_text())["pending"]["step"] == "start"  # resume rolls it out again
 
 
 @pytest.mark.parametrize("error", [

@@ -322,8 +322,8 @@ def test_the_scorer_does_not_follow_a_workspace_swapped_for_a_link(tmp_path: Pat
     finally:
         workspace.unlink()
         remove_tree(moved)
-    assert score.reward == 0.0
-    assert "symbolic link" in score.info["check_error"]
+    assert score.reward == 0.0 and score.check_error is None  # the agent's doing: a counted 0, no check error
+    assert "symbolic link" in score.info["error"]
     assert SECRET not in str(score.info)
 
 

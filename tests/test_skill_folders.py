@@ -34,9 +34,17 @@ FILES = {"scripts/check.py": "print('ok')\n", "references/formulas.md": "# Formu
 TOY = "test_engine_support:ToyHarness"
 
 
+EXECUTABLE = ["scripts/check.py"]  # a script the skill's text tells the agent to run
+
+
 def folder_skill(name: str = "toy-skill", body: str = "LEVEL=1\n") -> Skill:
     return Skill(name=name, description="How to answer toy tasks.", body=body, files=dict(FILES),
-                 metadata={"license": "MIT"})
+                 executable=list(EXECUTABLE), metadata={"license": "MIT"})
+
+
+def modes(folder: Path) -> dict[str, int]:
+    """The permission bits of every file below `folder`, by relative path."""
+    return {p.relative_to(folder).as_posix(): p.stat().st_mode & 0o777 for p in folder.rglob("*") if p.is_file()}
 
 
 def test_a_folder_round_trips_with_its_files(tmp_path: Path) -> None:
@@ -44,12 +52,14 @@ def test_a_folder_round_trips_with_its_files(tmp_path: Path) -> None:
     folder = skill.save_folder(tmp_path / "toy-skill")
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(
         ["SKILL.md", *FILES])
-    assert Skill.load_folder(folder) == skill
+    assert Skill.load_folder(folder) == skill  # executables included: the mode is read back from the folder
+    assert modes(folder) == {"SKILL.md": 0o644, "scripts/check.py": 0o755, "references/formulas.md": 0o644,
+                             "assets/template.csv": 0o644}
     assert Skill.load(folder) == skill  # a folder path reads the folder
     assert Skill.load(folder / "SKILL.md").files == {}  # a SKILL.md path stays the file alone
     assert validate_agent_skill_folder(folder) == []
     # saving again replaces the folder exactly: a file the skill no longer carries is gone
-    smaller = skill.model_copy(update={"files": {"scripts/check.py": "print('v2')\n"}})
+    smaller = skill.model_copy(update={"files": {"scripts/check.py": "print('v2')\n"}, "executable": []})
     smaller.save_folder(folder)
     assert Skill.load_folder(folder).files == {"scripts/check.py": "print('v2')\n"}
     assert not (folder / "references").exists()
@@ -164,21 +174,27 @@ def test_a_proposal_keeps_the_parents_files(with_retrieval: bool) -> None:
     proposal = propose(gw, parent, [rollout(i) for i in range(3)], retriever)
     assert proposal.candidate.body != parent.body  # the model edited the document ...
     assert proposal.candidate.files == FILES  # ... and the files came along unchanged
+    assert proposal.candidate.executable == EXECUTABLE
 
 
 def test_baseline_proposals_keep_the_parents_files() -> None:
     from experiments.baselines.common import skill_from_text
 
     parent = folder_skill()
-    assert skill_from_text("just a new body", fallback=parent).files == FILES
-    assert skill_from_text("---\nname: x\ndescription: y\n---\nnew\n", fallback=parent).files == FILES
+    for text in ("just a new body", "---\nname: x\ndescription: y\n---\nnew\n"):
+        candidate = skill_from_text(text, fallback=parent)
+        assert (candidate.files, candidate.executable) == (FILES, EXECUTABLE)
 
 
 def _calls_without_files(path: Path) -> list[str]:
-    """`Skill(...)`, `Skill.parse(...)` and `draft_to_skill(...)` calls in `path` that pass no `files=`."""
+    """`Skill(...)`, `Skill.parse(...)` and `draft_to_skill(...)` calls in `path` that pass no `files=` (and are not
+    followed by `.with_files_of(parent)`, which carries the files and their modes)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.Call):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    carried = {id(node.func.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and isinstance(node.func, ast.Attribute) and node.func.attr == "with_files_of"}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in carried:
             continue
         func = node.func
         name = func.id if isinstance(func, ast.Name) else (
@@ -247,7 +263,7 @@ def test_a_run_keeps_the_folder_form_of_every_skill_and_resume_reads_it_back(tmp
     expected = {**FILES, "references/formulas.md": "# Formulas\nEdited while the run was stopped.\n"}
     for version in (1, 2):
         candidate = Skill.load_folder(rd.skill_folder(version))
-        assert candidate.files == expected
+        assert candidate.files == expected and candidate.executable == EXECUTABLE  # modes kept in every copy
         assert "LEVEL=" in candidate.body and candidate.body != Skill.load(start).body
         assert rd.skill_path(version).read_text() == (rd.skill_folder(version) / "SKILL.md").read_text()
     best = Skill.load_folder(rd.best_skill_folders / "toy-skill")
@@ -313,3 +329,21 @@ def test_the_update_prompt_names_the_files_so_the_body_keeps_its_links() -> None
     assert ("Files beside this SKILL.md, kept unchanged, which its body may refer to: assets/template.csv, "
             "references/formulas.md, scripts/check.py") in user_text(update)
     assert "print('ok')" not in user_text(update)  # names only, never the files' text
+
+
+def test_a_skill_written_into_an_agents_folder_keeps_its_executables_and_never_writes_through_a_link(
+        tmp_path: Path) -> None:
+    from raso.agent.programs.runner import _write_skill
+
+    skill = folder_skill()
+    assert sorted(_write_skill(skill, tmp_path / "skills" / "toy-skill")) == sorted(FILES)
+    assert modes(tmp_path / "skills" / "toy-skill") == {
+        "SKILL.md": 0o644, "scripts/check.py": 0o755, "references/formulas.md": 0o644, "assets/template.csv": 0o644}
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    planted = tmp_path / "planted"
+    (planted / "scripts").mkdir(parents=True)
+    os.symlink(outside, planted / "scripts" / "check.py")  # a link where a skill file goes
+    with pytest.raises(OSError):
+        _write_skill(skill, planted)
+    assert outside.read_text() == "keep me\n"

@@ -156,15 +156,23 @@ def test_a_container_task_scores_one_when_solved_and_zero_untouched(folder, runt
     assert steps[0][0].startswith("exit code 0") and "/app\n3" in steps[0][0]
     assert steps[-1][1] == 1.0 and steps[-1][2] is True
     _, untouched, _ = run_task(harness, "double", ["submit"])
-    assert untouched[-1][1] == 0.0 and untouched[-1][4]["check"].get("check_error") is None
+    assert untouched[-1][1] == 0.0 and "check_error" not in untouched[-1][4]
 
 
 @pytest.mark.containers
 def test_a_verifier_that_writes_no_reward_is_a_check_error_with_its_reason(folder, runtime):
-    _, steps, _ = run_task(TasksHarness(folder), "silent", ["submit"])
-    check = steps[-1][4]["check"]
-    assert steps[-1][1] == 0.0 and "wrote no /logs/verifier/reward.txt" in check["check_error"]
-    assert "forgot its reward" in check["output"]
+    harness = TasksHarness(folder)
+    _, steps, _ = run_task(harness, "silent", ["submit"])
+    info = steps[-1][4]
+    assert steps[-1][0] == "Submitted: the check could not score the work." and "forgot" not in steps[-1][0]
+    assert "wrote no /logs/verifier/reward.txt" in info["check_error"] and "forgot its reward" in info["check"]["output"]
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    gw, _ = scripted_gateway(["Action: submit"])
+    task = next(t for s in harness.splits().values() for t in s if t.id == "silent")
+    rollout = harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+    assert rollout.outcome == "check_error" and "wrote no /logs/verifier/reward" in (rollout.error or "")
 
 
 @pytest.mark.containers

@@ -166,7 +166,7 @@ def test_a_harbor_task_needing_a_container_is_refused_not_misscored(tmp_path, kw
     make_task(root, "plain")
     harbor_task(root, "harbor", **kwargs)
     with pytest.raises(TasksFolderError, match=r"Harbor task harbor is not supported here: .*" + message):
-        TasksHarness(root)
+        TasksHarness(root, strict=True)
 
 
 def test_a_harbor_task_without_tests_is_refused(tmp_path):
@@ -245,14 +245,14 @@ def test_a_partial_answer_gets_the_soft_score_of_check_py():
     ("raise SystemExit('boom: the answer file is missing')\n", "check.py failed: program exited with code 1: boom"),
     ("import sys\nsys.exit(3)\n", "check.py failed: program exited with code 3"),
 ])
-def test_a_broken_check_py_scores_zero_with_a_clear_reason(tmp_path, check, reason):
+def test_a_broken_check_py_is_a_check_error_with_a_clear_reason(tmp_path, check, reason):
     root = tmp_path / "t"
     make_task(root, "ok")
     make_task(root, "bad", "check.py", check)
     harness = TasksHarness(root)
     _, score = run_in_workspace(harness, "bad", None)
-    assert score.reward == 0.0 and score.soft_score == 0.0
-    assert reason in score.info["check_error"]
+    assert score.soft_score is None and score.check_error is not None
+    assert reason in score.check_error
 
 
 @pytest.mark.sandbox_os
@@ -297,7 +297,7 @@ def test_a_symlink_left_by_an_agent_is_not_followed_by_the_check(tmp_path):
 
 
 @pytest.mark.sandbox_os
-def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_clear_zero(tmp_path):
+def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_check_error(tmp_path):
     root = tmp_path / "t"
     make_task(root, "plain")
     harbor_task(root, "json", test='cd /app && [ -f out.txt ] && echo \'{"reward": 0.25}\' > /logs/verifier/reward.json\n')
@@ -310,7 +310,7 @@ def test_a_harbor_verifier_reward_file_decides_and_a_missing_one_is_a_clear_zero
     _, score = run_in_workspace(harness, "json", "echo x > out.txt")
     assert (score.reward, score.soft_score) == (0.0, 0.25)
     _, score = run_in_workspace(harness, "none", None)
-    assert score.reward == 0.0 and "wrote no /logs/verifier/reward.txt" in score.info["check_error"]
+    assert score.check_error is not None and "wrote no /logs/verifier/reward.txt" in score.check_error
     _, score = run_in_workspace(harness, "copies", None)
     assert score.reward == 1.0, score.info
 
@@ -433,3 +433,382 @@ def test_without_bubblewrap_the_folder_loads_for_reading_and_a_run_is_refused_in
         api.load_harness(harness)  # a script's own instance is refused the same way
     (row,) = registry.describe_harnesses([spec])
     assert not row.loaded and "apt-get install bubblewrap" in row.error  # `raso harnesses` says it cannot run
+
+
+# ---------------------------------------------------------------------------------------------- honest scores
+class ScriptedCheckSandbox:
+    """A stand-in for the check's sandbox (bubblewrap is not needed to test how a check's result is read): each
+    `run_command` plays a scripted check, writing `files` (path under the run folder -> text, e.g.
+    `logs/verifier/reward.txt`) and returning `output` and `exit_code` as the check's own."""
+
+    def __init__(self, files: dict[str, str] | None = None, output: str = "", exit_code: int = 0,
+                 limit_hit: str | None = None) -> None:
+        import sys
+        self.files, self.output, self.exit_code, self.limit_hit = files or {}, output, exit_code, limit_hit
+        self.python, self.python_roots = sys.executable, []
+
+    def __call__(self, *args, **kwargs) -> ScriptedCheckSandbox:  # stands in for the Sandbox class
+        return self
+
+    def run_command(self, argv, work_dir: Path, **kwargs):
+        from raso.harness.sandbox import SandboxResult
+        for rel, text in self.files.items():
+            write(work_dir / rel, text)
+        return SandboxResult(exit_code=self.exit_code, stdout=self.output, limit_hit=self.limit_hit,
+                             timed_out=self.limit_hit == "wall_time")
+
+
+def scripted_check(monkeypatch, **script) -> ScriptedCheckSandbox:
+    sandbox = ScriptedCheckSandbox(**script)
+    monkeypatch.setattr("harnesses.tasks.checks.Sandbox", sandbox)
+    return sandbox
+
+
+PYTEST_PASSED = "============================= test session starts ==============================\n" \
+                "collected 1 item\n\n../tests/test_outputs.py .   [100%]\n\n============ 1 passed in 0.02s ============\n"
+PYTEST_NO_TORCH = ("==================================== ERRORS ====================================\n"
+                   "___________________ ERROR collecting tests/test_outputs.py ___________________\n"
+                   "ImportError while importing test module '/tests/test_outputs.py'.\n"
+                   "E   ModuleNotFoundError: No module named 'torch'\n"
+                   "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n")
+
+
+@pytest.fixture
+def harbor_root(tmp_path) -> Path:
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "harbor", test="pytest /tests/test_outputs.py\n")
+    write(root / "task_description.md", "T text\n")  # the builtin agent's system prompt reads T and H
+    write(root / "harness_description.md", "H text\n")
+    return root
+
+
+def test_a_verifier_that_writes_no_reward_is_a_check_error_even_when_pytest_passed(harbor_root, monkeypatch):
+    # as Harbor reads it: no reward file is the trial's error (its RewardFileNotFoundError), pytest's exit code
+    # is never read
+    scripted_check(monkeypatch, output=PYTEST_PASSED)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error == "the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    assert score.soft_score is None
+
+
+@pytest.mark.parametrize("reward_file, text, reason", [
+    ("reward.txt", "", "reward.txt holds '', not a number in [0, 1]"),
+    ("reward.txt", "passed\n", "reward.txt holds 'passed', not a number in [0, 1]"),
+    ("reward.json", "{not json", "reward.json is not valid JSON"),
+    ("reward.json", "1.5", "reward 1.5 is not in [0, 1]"),
+])
+def test_an_unreadable_reward_is_a_check_error(harbor_root, monkeypatch, reward_file, text, reason):
+    scripted_check(monkeypatch, files={f"logs/verifier/{reward_file}": text})
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error == reason
+
+
+def test_a_verifier_that_cannot_import_what_the_image_installs_is_a_check_error(harbor_root, monkeypatch):
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=PYTEST_NO_TORCH, exit_code=0)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert score.check_error is not None and "could not import 'torch'" in score.check_error
+
+
+def test_an_import_failing_inside_the_agents_own_file_is_the_agents_zero(harbor_root, monkeypatch):
+    agents_file = ("../tests/test_outputs.py:3: in <module>\n    import solve\nsolve.py:1: in <module>\n"
+                   "    import leftpad\nE   ModuleNotFoundError: No module named 'leftpad'\n")
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=agents_file)
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", "echo 'import leftpad' > solve.py")
+    assert (score.reward, score.check_error) == (0.0, None)
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"},
+                   output=agents_file.replace("solve.py:1", "/app/solve.py:1"))  # the absolute path, as /app
+    _, score = run_in_workspace(TasksHarness(harbor_root), "harbor", None)
+    assert (score.reward, score.check_error) == (0.0, None)
+
+
+def test_a_missing_module_the_agent_was_to_write_is_the_agents_zero(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    folder = harbor_task(root, "harbor", test="pytest /tests/test_outputs.py\n")
+    write(folder / "instruction.md", "Write the module /app/solver.py with a function solve().\n")
+    no_solver = PYTEST_NO_TORCH.replace("'torch'", "'solver'")
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "0\n"}, output=no_solver)
+    _, score = run_in_workspace(TasksHarness(root), "harbor", None)
+    assert (score.reward, score.soft_score, score.check_error) == (0.0, 0.0, None)
+
+
+def test_check_sh_exit_code_is_the_verdict_but_a_check_that_does_not_finish_is_a_check_error(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    scripted_check(monkeypatch, exit_code=1)
+    _, score = run_in_workspace(TasksHarness(root), "a", None)
+    assert (score.reward, score.check_error) == (0.0, None)
+    scripted_check(monkeypatch, exit_code=None, limit_hit="wall_time")
+    _, score = run_in_workspace(TasksHarness(root), "a", None)  # a new harness builds its check runner anew
+    assert score.check_error is not None and score.check_error.startswith("check.sh did not finish: sandbox: wall")
+
+
+def builtin_submit(harness: TasksHarness, task_id: str):
+    from raso.agent import AgentConfig, ExecutionAgent
+    from raso.testing import scripted_gateway
+
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
+    gw, _ = scripted_gateway(["Action: submit"])
+    return harness.rollout(task, [], ExecutionAgent(gw, AgentConfig(mode="none")))
+
+
+def test_a_builtin_agent_rollout_whose_check_wrote_no_reward_is_a_check_error_not_a_zero(harbor_root, monkeypatch):
+    from raso.agent.evaluate import EvalResult
+
+    scripted_check(monkeypatch, output=PYTEST_PASSED)
+    rollout = builtin_submit(TasksHarness(harbor_root), "harbor")
+    assert rollout.outcome == "check_error" and not rollout.counts
+    assert rollout.error == "check error: the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    scored = rollout.model_copy(update={"task_id": "other", "reward": 1.0, "outcome": "ok", "error": None})
+    result = EvalResult(harness="tasks", rollouts=[rollout, scored])
+    summary = result.summary()
+    assert (summary["mean_reward"], summary["check_errors"], summary["errors"]) == (1.0, 1, 1)
+    assert summary["per_task"][0]["reward"] is None and summary["per_task"][0]["outcome"] == "check_error"
+
+
+# ------------------------------------------------------------------------------ nothing of the check reaches the optimizer
+VERIFIER_MARKER = "VERIFIER-SECRET-7f3a: expected 'ans=42' at tests/test_outputs.py::test_answer"
+
+
+def optimizer_prompts(rollouts) -> list[str]:
+    """Every rendering of rollouts an optimizer prompt is made of: RASU's trajectories, GEPA's reflective records
+    and TextGrad's loss input (both budgets)."""
+    from experiments.baselines.common import rollout_feedback, score_feedback
+    from experiments.baselines.textgrad_baseline import trajectory_text
+    from raso.optimizer.render import PromptLimits, render_trajectories
+
+    limits = PromptLimits()
+    texts = [render_trajectories(rollouts, limits)]
+    for rollout in rollouts:
+        texts += [rollout_feedback(rollout, limits), score_feedback(rollout),
+                  trajectory_text(rollout, limits, "equal"), trajectory_text(rollout, limits, "full")]
+    return texts
+
+
+@pytest.mark.parametrize("script", [
+    {"files": {"logs/verifier/reward.txt": "0\n"}, "output": VERIFIER_MARKER},  # a scored 0
+    {"output": VERIFIER_MARKER, "exit_code": 1},  # a check error whose reason quotes the output
+    {"files": {"logs/verifier/reward.txt": "0\n"}, "output": PYTEST_NO_TORCH + VERIFIER_MARKER},
+])
+def test_no_optimizer_prompt_shows_the_verifiers_output_for_the_builtin_agent(harbor_root, monkeypatch, script):
+    scripted_check(monkeypatch, **script)
+    rollout = builtin_submit(TasksHarness(harbor_root), "harbor")
+    assert VERIFIER_MARKER in rollout.model_dump_json()  # kept in the trajectory for the user...
+    assert not any(VERIFIER_MARKER in text for text in optimizer_prompts([rollout]))  # ...never shown to the optimizer
+
+
+@pytest.mark.parametrize("check_error", [None, f"the verifier failed: {VERIFIER_MARKER}"])
+def test_no_optimizer_prompt_shows_the_verifiers_output_for_an_external_agent(check_error):
+    from raso.agent import AgentConfig
+    from raso.agent.endpoint import EndpointSession
+    from raso.agent.programs.base import Transcript
+    from raso.agent.programs.command import CommandProgram
+    from raso.agent.programs.runner import ExternalAgentRunner
+    from raso.harness import Score, Step, Task
+    from raso.harness.sandbox import SandboxResult
+
+    runner = ExternalAgentRunner(CommandProgram(), gateway=None, config=AgentConfig())
+    session = EndpointSession(endpoint=None, tag="tasks/t")  # type: ignore[arg-type]  # its URL is never asked
+    session.calls = 1
+    score = Score(reward=0.0, soft_score=0.0, info={"stdout": VERIFIER_MARKER, "check": "tests/test.sh"},
+                  check_error=check_error)
+    transcript = Transcript(steps=[Step(observation="", action="cat out.txt", result="42")], final_message="done")
+    rollout = runner._rollout(TasksHarness.__new__(TasksHarness), Task(id="t", instruction="Write out.txt."), [],
+                              session, SandboxResult(exit_code=0), score, transcript, {}, 0.0)
+    assert rollout.outcome == ("check_error" if check_error else "ok")
+    assert VERIFIER_MARKER in json.dumps(rollout.metadata["score_info"])  # the user's record keeps it
+    assert rollout.trajectory[-1].result == "reward 0"  # the score step: the reward alone
+    assert not any(VERIFIER_MARKER in text for text in optimizer_prompts([rollout]))
+
+
+def test_raso_eval_says_check_error_with_its_reason_never_reward_zero(harbor_root, monkeypatch, capsys, tmp_path):
+    from raso.llm.scripted import ScriptedModel
+    from tests.test_agent_cli import parse
+
+    make_task(harbor_root, "other")
+    write(harbor_root / "splits.json", json.dumps({"train": ["harbor", "plain"], "val": ["other"]}))
+    scripted_check(monkeypatch, output=PYTEST_PASSED)  # check.sh exits 0; the verifier writes no reward
+    model = ScriptedModel(lambda messages: "Action: submit")
+    out = tmp_path / "o"
+    args = parse("eval", "--harness", f"tasks:{harbor_root}", "--split", "train", "--model", model.model,
+                 "--out", str(out))
+    assert args.func(args) == 1  # a batch script must notice that a task was not scored
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if "harbor:" in line)
+    assert "check error: the verifier wrote no /logs/verifier/reward.txt or reward.json" in line
+    assert "reward 0.00" not in line and "plain: reward 1.00" in err
+    assert "the harness's check could not score 1 of 2 rollout(s)" in err
+    summary = json.loads((out / "summary.json").read_text())
+    row = next(r for r in summary["per_task"] if r["task_id"] == "harbor")
+    assert row["outcome"] == "check_error" and row["reward"] is None and summary["check_errors"] == 1
+    assert summary["mean_reward"] == 1.0  # over the scored rollout alone: the check error is no 0
+
+
+# ---------------------------------------------------------------------------------------------- clean baselines
+def skillsbench_task(root: Path, name: str = "pdf-report", **kwargs) -> Path:
+    """A Harbor task bundling its own curated skill (SkillsBench's layout: environment/skills/<name>/SKILL.md)."""
+    folder = harbor_task(root, name, dockerfile=None, files={
+        "report.txt": "q3 numbers\n", "skills/pdf/SKILL.md": "---\nname: pdf\ndescription: PDFs.\n---\nUse pdftk.\n",
+        "skills/pdf/scripts/fill.sh": "echo fill\n"}, **kwargs)
+    write(root / "task_description.md", "T text\n")
+    write(root / "harness_description.md", "H text\n")
+    return folder
+
+
+def workspace_files(harness: TasksHarness, task_id: str) -> list[str]:
+    task = next(t for tasks in harness.splits().values() for t in tasks if t.id == task_id)
+    workspace = Path(tempfile.mkdtemp(prefix="raso-test-ws-"))
+    try:
+        harness.prepare_workspace(task, workspace)
+        return sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+    finally:
+        shutil.rmtree(workspace)
+
+
+def test_a_tasks_own_skills_are_kept_out_of_the_workspace_unless_the_run_asks(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    skillsbench_task(root)
+    harness = TasksHarness(root)
+    assert harness.folder_task("pdf-report").task_skill_names == ["pdf"]
+    assert workspace_files(harness, "pdf-report") == ["report.txt"]  # the no-skill baseline sees no SKILL.md
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "1\n"})
+    rollout = builtin_submit(harness, "pdf-report")
+    assert rollout.skill_names == [] and rollout.metadata["task_skills"] == {
+        "mode": "exclude", "visible": [], "kept_out": ["pdf"]}
+    assert "SKILL.md" not in rollout.trajectory[0].observation  # the listing the agent saw
+    with_skills = TasksHarness(root, task_skills="include")
+    assert workspace_files(with_skills, "pdf-report") == ["report.txt", "skills/pdf/SKILL.md",
+                                                          "skills/pdf/scripts/fill.sh"]
+    assert with_skills.visible_task_skills("pdf-report") == {"mode": "include", "visible": ["pdf"], "kept_out": []}
+
+
+def test_task_toml_skills_dir_names_the_tasks_skills_too(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    harbor_task(root, "h", dockerfile="FROM python:3.12\nWORKDIR /app\nCOPY tools /app/tools\n",
+                toml='[environment]\nskills_dir = "/app/tools/skills"\n',
+                files={"tools/run.py": "print(1)\n", "tools/skills/csv/SKILL.md": "---\nname: csv\n---\n"})
+    harness = TasksHarness(root)
+    assert harness.folder_task("h").task_skill_names == ["csv"]
+    assert workspace_files(harness, "h") == ["tools/run.py"]
+
+
+def test_task_skills_is_a_harness_option_of_the_config_and_refuses_other_values(tmp_path, monkeypatch, capsys):
+    from raso import api
+    from raso.errors import ConfigError
+    from tests.test_agent_cli import parse
+
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    skillsbench_task(root)
+    write(root / "splits.json", json.dumps({"train": ["pdf-report"], "val": ["plain"]}))
+    with pytest.raises(ConfigError, match=r"task_skills='maybe': use one of exclude, include"):
+        api.load_harness(f"tasks:{root}", {"task_skills": "maybe"}, for_runs=False)
+    from raso.llm.scripted import ScriptedModel
+    scripted_check(monkeypatch, files={"logs/verifier/reward.txt": "1\n"})
+    model = ScriptedModel(lambda messages: "Action: submit")
+    args = parse("eval", "--harness", f"tasks:{root}", "--split", "train", "--model", model.model,
+                 "--set", "harness_options.task_skills=include", "--out", str(tmp_path / "o"))
+    assert args.func(args) == 0, capsys.readouterr().err
+    (rollout,) = [json.loads(p.read_text()) for p in sorted((tmp_path / "o" / "trajectories").glob("*.json"))]
+    assert rollout["metadata"]["task_skills"] == {"mode": "include", "visible": ["pdf"], "kept_out": []}
+    assert "skills/pdf/SKILL.md" in rollout["trajectory"][0]["observation"]
+
+
+# ---------------------------------------------------------------------------------------------- layouts
+def test_a_folder_loads_what_it_can_with_a_line_per_skipped_task_and_a_summary(tmp_path, caplog):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    prebuilt = {"toml": '[environment]\ndocker_image = "ghcr.io/x/y:1"\n'}
+    harbor_task(root, "prebuilt-1", **prebuilt)
+    harbor_task(root, "prebuilt-2", **prebuilt)
+    harbor_task(root, "compose", files={"docker-compose.yaml": "services: {}\n"})
+    with caplog.at_level("WARNING", logger="harnesses.tasks.harness"):
+        harness = TasksHarness(root)
+    assert sorted(harness.tasks_by_id) == ["a", "b"] and sorted(harness.skipped) == ["compose", "prebuilt-1",
+                                                                                      "prebuilt-2"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(line.startswith("tasks: skipped Harbor task prebuilt-") for line in lines) == 2
+    assert lines[-1] == (f"tasks folder {root.resolve()}: 2 loaded, 3 skipped: it runs in the prebuilt image 2, it "
+                         "starts services 1 (strict=true refuses instead)")
+    assert "3 skipped" in harness.data_label() and harness.describe()["skipped_tasks"] == 3
+    from raso import api
+    from raso.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"2 loaded, 3 skipped: .*\(strict=true refuses a folder with a task "
+                                               r"it cannot run; the first: Harbor task compose is not supported"):
+        api.load_harness(f"tasks:{root}", {"strict": True}, for_runs=False)  # `--harness-arg strict=true`
+    with pytest.raises(ValueError, match="strict='no-thanks': use true or false"):
+        TasksHarness(root, strict="no-thanks")  # type: ignore[arg-type]
+
+
+def test_a_folder_where_no_task_can_run_is_refused_with_the_summary(tmp_path):
+    root = tmp_path / "t"
+    harbor_task(root, "x", files={"compose.yaml": "services: {}\n"})
+    with pytest.raises(TasksFolderError, match=r"0 loaded, 1 skipped: it starts services 1 \(no task can run here"):
+        TasksHarness(root)
+
+
+def test_task_folders_nested_at_any_depth_are_found_with_their_paths_as_ids(tmp_path):
+    root = tmp_path / "skillsbench"
+    write(root / "README.md", "Tasks live under tasks/<category>/<task>.\n")
+    make_task(root / "tasks" / "easy", "count")
+    make_task(root / "tasks" / "hard" / "csv", "count")  # the same name elsewhere stays its own task
+    harbor_task(root / "tasks" / "hard", "words", dockerfile=None)
+    write(root / "docs" / "notes.md", "no task here\n")  # a folder without a task is not one
+    harness = TasksHarness(root)
+    assert sorted(harness.tasks_by_id) == ["tasks/easy/count", "tasks/hard/csv/count", "tasks/hard/words"]
+    assert harness.folder_task("tasks/hard/words").kind == "harbor"
+
+
+def test_the_terminal_bench_1_layout_is_named_and_refused_in_one_line(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "a")
+    make_task(root, "b")
+    tb1 = root / "hello-world"
+    write(tb1 / "task.yaml", "instruction: |\n  Write hello.txt.\n")
+    write(tb1 / "run-tests.sh", "pytest tests\n")
+    write(tb1 / "solution.sh", "echo hello > hello.txt\n")
+    write(tb1 / "Dockerfile", "FROM python:3.12\n")
+    harness = TasksHarness(root)  # the rest load
+    assert harness.skipped["hello-world"].startswith(
+        "task hello-world: Terminal-Bench 1 layout (task.yaml) is not supported: convert it to Harbor's layout")
+    with pytest.raises(TasksFolderError, match=r"Terminal-Bench 1 layout \(task.yaml\) is not supported 1") as refused:
+        TasksHarness(root, strict=True)
+    assert "no instruction.md" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+TB2_TEST_SH = ('cd /app\npython -m pytest /tests/test_outputs.py -q -p no:cacheprovider\n'
+               'if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n')
+
+
+@pytest.mark.sandbox_os
+def test_real_pytest_verifiers_in_the_sandbox_are_scored_as_harbor_reads_them(tmp_path):
+    root = tmp_path / "t"
+    make_task(root, "plain")
+    checks_out = "def test_out():\n    assert open('/app/out.txt').read().strip() == 'ok'\n"
+    for name, test, tests_py in [
+        ("tb2", TB2_TEST_SH, checks_out),  # Terminal-Bench 2's pattern: pytest's exit code becomes reward.txt
+        ("no-reward", "cd /app\npython -m pytest /tests/test_outputs.py -q -p no:cacheprovider\n", checks_out),
+        ("needs-torch", TB2_TEST_SH, "import torch\n\ndef test_out():\n    assert torch\n"),
+        ("imports-solver", TB2_TEST_SH, "import sys\nsys.path.insert(0, '/app')\nimport solver\n\n"
+                                        "def test_solver():\n    assert solver\n"),
+    ]:
+        folder = harbor_task(root, name, dockerfile=None, test=test)
+        write(folder / "tests" / "test_outputs.py", tests_py)
+    harness = TasksHarness(root)
+    _, solved = run_in_workspace(harness, "tb2", "echo ok > out.txt")
+    _, unsolved = run_in_workspace(harness, "tb2", None)
+    assert (solved.reward, solved.check_error, unsolved.reward, unsolved.check_error) == (1.0, None, 0.0, None)
+    _, passed_without_reward = run_in_workspace(harness, "no-reward", "echo ok > out.txt")
+    assert "1 passed" in passed_without_reward.info["stdout"]
+    assert passed_without_reward.check_error == "the verifier wrote no /logs/verifier/reward.txt or reward.json"
+    _, no_torch = run_in_workspace(harness, "needs-torch", "echo ok > out.txt")
+    assert no_torch.check_error is not None and "could not import 'torch'" in no_torch.check_error
+    # the agent's own solver.py importing a package that is not there is the agent's failure: a counted 0
+    _, agents_import = run_in_workspace(harness, "imports-solver", "echo 'import leftpad_utils' > solver.py")
+    assert "No module named 'leftpad_utils'" in agents_import.info["stdout"]
+    assert (agents_import.reward, agents_import.check_error) == (0.0, None)

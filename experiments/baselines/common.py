@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raso.harness import Rollout
-from raso.optimizer.render import PromptLimits, render_description, render_trajectory
+from raso.optimizer.render import PromptLimits, render_description, render_trajectory, shown_error
 from raso.skill import Skill, SkillParseError
 
 
@@ -15,10 +15,10 @@ def skill_from_text(text: str, *, fallback: Skill) -> Skill:
     if not text:
         return fallback
     try:
-        return Skill.parse(text, source="optimizer output", files=fallback.files)
+        return Skill.parse(text, source="optimizer output").with_files_of(fallback)
     except SkillParseError:
         return Skill(name=fallback.name, description=fallback.description, body=text + "\n",
-                     metadata=dict(fallback.metadata), files=dict(fallback.files))
+                     metadata=dict(fallback.metadata)).with_files_of(fallback)
 
 
 def rollout_feedback(rollout: Rollout, limits: PromptLimits | None = None) -> str:
@@ -44,6 +44,7 @@ def score_feedback(rollout: Rollout) -> str:
         line += f", partial score {rollout.soft_score:g}"
     if rollout.truncated:
         line += ", stopped by the step or time limit"
-    if rollout.error:
-        line += f"; error: {rollout.error.splitlines()[0][:300]}"
+    error = shown_error(rollout)
+    if error:
+        line += f"; error: {error.splitlines()[0][:300]}"
     return line

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from raso.engine.errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
+from raso.engine.errors import CheckError, InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 from raso.engine.run_dir import atomic_write_json
 from raso.harness import Harness, Rollout, RolloutRunner, Task
 from raso.llm import LLMGateway
@@ -136,6 +136,11 @@ def refuse_uncounted(rollouts: Sequence[Rollout]) -> None:
     bad = [r for r in rollouts if not r.counts]
     if not bad:
         return
+    unscored = [r for r in bad if r.outcome == "check_error"]
+    if unscored:  # the harness's check, not the model: the same stop as the engine's
+        raise CheckError(f"the harness's check could not score {len(unscored)} of {len(rollouts)} GEPA rollouts (task "
+                         f"{unscored[0].task_id}: {(unscored[0].error or '').splitlines()[0][:200]}); nothing was "
+                         "scored: fix the task's check, then rerun the experiment")
     first = (bad[0].error or bad[0].outcome).splitlines()[0][:200]
     kind = ModelUnusableError if len(bad) == len(rollouts) else InfrastructureError
     raise kind(f"{len(bad)} of {len(rollouts)} GEPA rollouts got no agent result ({bad[0].outcome}: {first}); "

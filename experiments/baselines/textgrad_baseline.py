@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raso.harness import Rollout
 from raso.llm import LLMGateway
-from raso.optimizer.render import PromptLimits, quote_block
+from raso.optimizer.render import PromptLimits, quote_block, shown_error
 from raso.optimizer.types import Lesson
 from raso.skill import Skill
 
@@ -137,8 +137,9 @@ class TextGradProposer:
 def full_trajectory(rollout: Rollout) -> str:
     """Every step of `rollout`, unclipped, as quoted data: what TextGrad's loss reads in the paper's setting."""
     lines = []
-    if rollout.error:
-        lines.append(f"error: {rollout.error}")
+    error = shown_error(rollout)
+    if error:
+        lines.append(f"error: {error}")
     lines.append(f"steps: {len(rollout.trajectory)}")
     for number, step in enumerate(rollout.trajectory, 1):
         lines.append(f"[step {number}] observation: {step.observation}")

@@ -7,8 +7,12 @@ and `$WORKSPACE`, `$TASK_DIR` (the task folder copy) and `$PYTHON` (raso's inter
 `python`) set. A Harbor verifier finds the workspace at its WORKDIR (default /app), its tests at /tests and
 writes /logs/verifier/reward.txt or reward.json, as in Harbor's container.
 
-A check's own failure (check.py printing no score, a Harbor verifier writing no reward) is reward 0 with the
-reason in `info["check_error"]`: the scorer never raises for what an agent left.
+A check's own failure is no score at all: check.py crashing or printing no score, a check that does not finish,
+a Harbor verifier writing no reward (Harbor itself fails such a trial: its verifier raises RewardFileNotFoundError
+and never reads pytest's exit code), or one whose tests could not import a module this machine lacks (what the
+task's image would install: `No module named 'torch'`) give `Score.check_error` with the reason; the rollout's
+outcome is then "check_error", never a reward of 0. A workspace the agent made uncheckable (a link, over the
+limits) is the agent's counted 0. The scorer never raises for what an agent left.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -56,8 +61,56 @@ def _score(value: float, info: dict) -> Score:
     return Score(reward=1.0 if value >= 1.0 else 0.0, soft_score=value, info=info)
 
 
+def _unusable_workspace(reason: str, info: dict) -> Score:
+    """What the agent left cannot be checked (its workspace swapped for a link, over the size limits): that is the
+    agent's doing, so a counted 0 with the reason, never a check error an agent could hide a failure behind."""
+    return Score(reward=0.0, soft_score=0.0, info={**info, "error": reason})
+
+
 def _failed(reason: str, info: dict) -> Score:
-    return Score(reward=0.0, soft_score=0.0, info={**info, "check_error": reason})
+    """The check could not judge: no reward (Score.check_error), never a 0 that counts."""
+    return Score(reward=0.0, soft_score=None, info=info, check_error=reason)
+
+
+# What Python prints when an import fails: the module named is what the check needed.
+_MISSING_MODULE = re.compile(r"\b(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z0-9_.]+)'")
+# The frames of a traceback, as Python (`File "x.py", line 3`) and pytest (`x.py:3: in <module>`) print them.
+_FRAME = re.compile(r'File "([^"]+)", line \d+|^\s*(\S+?\.py):\d+: in ', re.MULTILINE)
+
+
+def missing_module(output: str, instruction: str, workspace: Path, workdir: str, *folders: Path) -> str | None:
+    """The module a check's output says it could not import, when that import is not the agent's doing: no frame
+    of its traceback is a file of the agent's workspace (`workspace`, the copy the check ran on, seen in the check
+    as `workdir`: its `solve.py` importing an uninstalled package is the agent's failure), and the module's name
+    is neither in the task's instruction nor a file or folder the workspace or `folders` hold (the agent's missing
+    `solution.py` is a failed task, a missing `torch` is a machine without the task's image). None otherwise."""
+    start = 0
+    for match in _MISSING_MODULE.finditer(output):
+        frames = [a or b for a, b in _FRAME.findall(output[start:match.start()])]
+        start = match.end()
+        if any(_in_workspace(frame, workspace, workdir) for frame in frames):
+            continue
+        top = match.group(1).split(".")[0]
+        if re.search(rf"\b{re.escape(top)}\b", instruction):
+            continue
+        if any(os.path.lexists(folder / top) or os.path.lexists(folder / f"{top}.py") for folder in (workspace, *folders)):
+            continue
+        return match.group(1)
+    return None
+
+
+def _in_workspace(frame: str, workspace: Path, workdir: str) -> bool:
+    """Whether a traceback's file is one of the agent's: under the workspace (as the check saw it), or a path
+    relative to the check's folder (the workspace) that the workspace holds."""
+    if frame.startswith("/"):
+        return any(frame.startswith(root.rstrip("/") + "/") for root in (workdir, str(workspace)))
+    parts = Path(frame).parts
+    return ".." not in parts and os.path.lexists(workspace.joinpath(*parts))
+
+
+def _missing_module_error(name: str) -> str:
+    return (f"the check could not import {name!r} (No module named {name!r}): this machine's Python lacks what the "
+            "task's image would install; run the task where it is installed")
 
 
 def _result_info(result: SandboxResult) -> dict:
@@ -129,7 +182,7 @@ class CheckRunner:
         left_out, problem = self._copy_workspace(workspace, run / "workspace")
         info: dict = {"check": task.check.name, "left_out": left_out}
         if problem:
-            return _failed(problem, info)
+            return _unusable_workspace(problem, info)
         copy_tree(task.folder, run / "task", TASK_FOLDER_LIMITS)
         env = self.environment({"WORKSPACE": str(run / "workspace"), "TASK_DIR": str(run / "task")})
         runner = 'exec bash "$TASK_DIR/check.sh"' if task.check.name == "check.sh" else \
@@ -137,11 +190,17 @@ class CheckRunner:
         result = self.sandbox.run_command(["bash", "-c", f'cd "$WORKSPACE" && {runner}'], run,
                                           ro_binds=[Path(r) for r in self.sandbox.python_roots], env=env)
         info.update(_result_info(result))
+        if result.limit_hit is not None:
+            return _failed(f"{task.check.name} did not finish: {result.error_summary()}", info)
         if task.check.name == "check.sh":
-            passed = result.ok and result.limit_hit is None
-            return Score(reward=1.0 if passed else 0.0, soft_score=1.0 if passed else 0.0,
-                                  info={**info, **({} if passed else {"error": result.error_summary()})})
-        if not result.ok or result.limit_hit is not None:
+            if result.ok:
+                return Score(reward=1.0, soft_score=1.0, info=info)
+            missing = missing_module(result.stdout + "\n" + result.stderr, task.instruction, run / "workspace",
+                                     str(run / "workspace"), run / "task")
+            if missing:
+                return _failed(_missing_module_error(missing), info)
+            return Score(reward=0.0, soft_score=0.0, info={**info, "error": result.error_summary()})
+        if not result.ok:
             return _failed(f"check.py failed: {result.error_summary()}", info)
         lines = [line for line in result.stdout.splitlines() if line.strip()]
         value = _parse_score(lines[-1]) if lines else None
@@ -155,7 +214,7 @@ class CheckRunner:
         left_out, problem = self._copy_workspace(workspace, run / "app")
         info: dict = {"check": "tests/test.sh", "left_out": left_out}
         if problem:
-            return _failed(problem, info)
+            return _unusable_workspace(problem, info)
         copy_tree(task.folder / "tests", run / "tests", TASK_FOLDER_LIMITS)
         (run / "logs" / "verifier").mkdir(parents=True)
         runner = self
@@ -173,7 +232,12 @@ class CheckRunner:
         value, problem = harbor_reward(run / "logs" / "verifier")
         if value is None:
             return _failed(problem or "no reward", info)
+        if value < 1.0:  # a verifier that writes 0 whenever pytest fails: a failed import is the machine's, not the agent's
+            missing = missing_module(result.stdout + "\n" + result.stderr, task.instruction, run / "app",
+                                     task.workdir, run / "tests")
+            if missing:
+                return _failed(_missing_module_error(missing), info)
         return _score(value, info)
 
 
-__all__ = ["CheckRunner", "MAX_WORKSPACE_BYTES", "copy_tree", "harbor_reward"]
+__all__ = ["CheckRunner", "MAX_WORKSPACE_BYTES", "copy_tree", "harbor_reward", "missing_module"]

@@ -229,7 +229,8 @@ class TaskContainer:
 
     def verify(self) -> Score:
         """The task's tests copied to /tests, its verifier run at WORKDIR as Harbor runs it, the reward read from
-        /logs/verifier. A verifier that times out or writes no reward is a check error, never a plain 0."""
+        /logs/verifier. A verifier that times out or writes no reward is a check error (Score.check_error), never a
+        0. A missing module is not second-guessed here: the image is the one the task's author meant."""
         task = self.task
         info: dict[str, Any] = {"check": "tests/test.sh", "isolation": f"container ({self.runtime.name})"}
         self.runtime.check("cp", str(task.folder / "tests") + "/.", f"{self.name}:/tests",
@@ -297,10 +298,13 @@ class ContainerTaskEnv(TextEnv):
         if command.lower() == self.submit:
             self.done = True
             score = self.container.verify()
-            verdict = "passed" if score.reward >= 1.0 else "did not pass"
             info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info}
+            if score.check_error:  # TasksHarness.score makes it the rollout's check error; the agent sees no reason
+                info["check_error"] = score.check_error
+                return "Submitted: the check could not score the work.", 0.0, True, False, info
+            verdict = "passed" if score.reward >= 1.0 else "did not pass"
             if score.reward < 1.0:
-                info["error"] = score.info.get("check_error") or "the check did not pass"
+                info["error"] = "the check did not pass"
             return f"Submitted: the check {verdict}.", score.reward, True, False, info
         result = self.container.exec(command)
         head = f"exit code {'killed (time limit)' if result.timed_out else result.exit_code}"

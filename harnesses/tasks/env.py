@@ -50,7 +50,7 @@ class ShellTaskEnv(TextEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._cleanup()
-        self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40]}-"))
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"raso-task-{self.task.id[:40].replace('/', '_')}-"))  # a nested id has /
         instruction = self.workspace_form.prepare_workspace(self.task, self.workspace)
         self.done = False
         observation = (f"{instruction}\n\nFiles in your working folder:\n{workspace_listing(self.workspace)}\n\n"
@@ -70,12 +70,15 @@ class ShellTaskEnv(TextEnv):
         if command.lower() == SUBMIT:
             self.done = True
             score = self.workspace_form.score_workspace(self.task, self.workspace)
-            verdict = "passed" if score.reward >= 1.0 else "did not pass"
-            soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
             info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info,
                                     "final_output": workspace_listing(self.workspace)}
+            if score.check_error:  # TasksHarness.score makes it the rollout's check error; the agent sees no reason
+                info["check_error"] = score.check_error
+                return "Submitted: the check could not score the files.", 0.0, True, False, info
+            verdict = "passed" if score.reward >= 1.0 else "did not pass"
+            soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
             if score.reward < 1.0:
-                info["error"] = score.info.get("check_error") or "the check did not pass"
+                info["error"] = "the check did not pass"
             return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
         folder_task = self.folder_task
         if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)

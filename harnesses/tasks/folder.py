@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import tomllib
@@ -51,6 +52,13 @@ _NEEDS_NETWORK = re.compile(r"\b(apt-get|apt|apk|yum|dnf|curl|wget|pip3?\s+insta
                             r"npm\s+(?:install|i|ci)|npx|git\s+clone)\b")
 
 
+#: What becomes of a task's own bundled skills (`environment/skills/`, task.toml's `[environment] skills_dir`):
+#: "exclude" keeps them out of the agent's workspace (a clean baseline: the skill under test is the only one),
+#: "include" leaves them where the task puts them (the benchmark's with-skills condition).
+TaskSkillsMode = Literal["exclude", "include"]
+TASK_SKILLS_FOLDER = "skills"  # environment/skills/, SkillsBench's place for a task's curated skills
+
+
 class TasksFolderError(ConfigError):
     """A tasks folder or task that cannot be used; the message names the path and what to do. A ConfigError, so
     the CLI reports it in one line wherever it surfaces (loading the harness, or T and H at the run's start)."""
@@ -67,6 +75,27 @@ class ContainerBuild(BaseModel):
     memory_mb: int | None = None
 
 
+class UnsupportedTaskError(TasksFolderError):
+    """A well-formed task this harness cannot run here (a Harbor task needing a container, the Terminal-Bench 1
+    layout): a folder skips it with one line and loads the rest, unless its `strict` option refuses. `reasons`
+    holds each reason without the task's particulars, for the folder's summary."""
+
+    def __init__(self, message: str, reasons: list[str]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+
+def reason_kind(problem: str) -> str:
+    """A refusal's reason without its particulars (line numbers, names, paths), to count alike ones together."""
+    head = re.split(r" \(|: ", problem, maxsplit=1)[0]
+    return re.sub(r" '[^']*[A-Za-z0-9][^']*'", "", head).strip()  # a quoted name goes, a quoted '..' stays
+
+
+# A folder holding one of these is a task (of some layout); any other folder is searched for tasks below it.
+TASK_MARKERS = ("instruction.md", "task.toml", "task.yaml", "check.sh", "check.py", "run-tests.sh", "solution.sh",
+                "workspace")
+
+
 class FolderTask(BaseModel):
     """One task as read from its folder."""
 
@@ -76,6 +105,9 @@ class FolderTask(BaseModel):
     instruction: str
     check: Path  # check.sh, check.py, or a Harbor task's tests/test.sh
     workspace_files: list[tuple[Path, str]] = Field(default_factory=list)  # (source, path in the workspace)
+    # the task's own bundled skills, kept apart from workspace_files (TasksHarness's `task_skills` decides)
+    task_skill_files: list[tuple[Path, str]] = Field(default_factory=list)
+    task_skill_names: list[str] = Field(default_factory=list)  # the folders among them holding a SKILL.md
     workdir: str = HARBOR_WORKDIR  # Harbor: where the workspace sits inside the verifier's sandbox
     check_timeout_s: float | None = None  # Harbor: [verifier] timeout_sec
     agent_timeout_s: float | None = None  # Harbor: [agent] timeout_sec (recorded, see the README)
@@ -203,6 +235,7 @@ class TimeoutTable(TomlTable):
 
 class EnvironmentTable(TomlTable):
     workdir: str | None = None
+    skills_dir: str | None = None  # where the task's skills lie in its environment (Harbor copies them to the agent)
     docker_image: str | None = None
     os: str = "linux"
     build_timeout_sec: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
@@ -295,30 +328,87 @@ def read_harbor_task(folder: Path) -> FolderTask:
     unbindable = container is None and (workdir in ("/", "/tests", "/logs") or workdir.startswith(("/logs/", "/tests/")))
     if not workdir.startswith("/") or ".." in PurePosixPath(workdir).parts or unbindable:
         problems.append(f"its working directory {workdir} cannot be given here")
+    skills_dir = settings.environment.skills_dir
+    skills_at = _container_path(skills_dir, workdir) if skills_dir else None
+    if skills_dir and skills_at is None:
+        problems.append(f"its [environment] skills_dir {skills_dir!r} has a '..' part")
     if problems:
-        raise TasksFolderError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
-                               "(see harnesses/tasks/README.md)")
+        raise UnsupportedTaskError(f"Harbor task {folder.name} is not supported here: {'; '.join(problems)} "
+                                   "(see harnesses/tasks/README.md)",
+                                   reasons=[reason_kind(problem) for problem in problems])
+    files, skill_files = _split_task_skills(files, environment / TASK_SKILLS_FOLDER, skills_at, workdir)
     return FolderTask(id=folder.name, folder=folder, kind="harbor",
                       instruction=read_folder_text(instruction_path, "instruction.md").strip(), check=test,
-                      workspace_files=files, workdir=workdir, check_timeout_s=settings.verifier.timeout_sec,
-                      agent_timeout_s=settings.agent.timeout_sec, container=container)
+                      workspace_files=files, task_skill_files=skill_files,
+                      task_skill_names=_skill_names(skill_files), workdir=workdir,
+                      check_timeout_s=settings.verifier.timeout_sec, agent_timeout_s=settings.agent.timeout_sec,
+                      container=container)
 
 
-def read_task(folder: Path) -> FolderTask:
+def _split_task_skills(files: list[tuple[Path, str]], skills_source: Path, skills_at: PurePosixPath | None,
+                       workdir: str) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """`files` parted into the workspace's own and the task's bundled skills: those taken from environment/skills/
+    and those placed under task.toml's `[environment] skills_dir`."""
+    def is_skill(source: Path, relative: str) -> bool:
+        if source == skills_source or skills_source in source.parents:
+            return True
+        placed = PurePosixPath(workdir, relative)
+        return skills_at is not None and (placed == skills_at or skills_at in placed.parents)
+
+    kept = [(source, relative) for source, relative in files if not is_skill(source, relative)]
+    return kept, [(source, relative) for source, relative in files if is_skill(source, relative)]
+
+
+def _skill_names(skill_files: list[tuple[Path, str]]) -> list[str]:
+    """The skills among the task's bundled skill files: the folder name of each SKILL.md."""
+    return sorted({PurePosixPath(relative).parent.name for _source, relative in skill_files
+                   if PurePosixPath(relative).name == "SKILL.md"})
+
+
+TB1_LAYOUT = "Terminal-Bench 1 layout (task.yaml) is not supported"
+
+
+def read_task(folder: Path, task_id: str | None = None) -> FolderTask:
+    """The task in `folder` (raso's layout, or Harbor's with task.toml), its id `task_id` (default: the folder's
+    name). UnsupportedTaskError for a layout or task this harness cannot run, TasksFolderError for a broken one."""
     if (folder / "task.toml").is_file():
-        return read_harbor_task(folder)
-    return read_raso_task(folder)
+        task = read_harbor_task(folder)
+    elif (folder / "task.yaml").is_file():
+        raise UnsupportedTaskError(
+            f"task {task_id or folder.name}: {TB1_LAYOUT}: convert it to Harbor's layout (instruction.md, task.toml, "
+            "tests/test.sh writing /logs/verifier/reward.txt, environment/), which Terminal-Bench 2 uses",
+            reasons=[TB1_LAYOUT])
+    else:
+        task = read_raso_task(folder)
+    return task.model_copy(update={"id": task_id}) if task_id else task
 
 
-def task_folders(root: Path) -> list[Path]:
-    """The task sub-folders of `root` (hidden folders and `__pycache__` are not tasks), sorted by name."""
+def _is_task_folder(folder: Path) -> bool:
+    return folder.is_symlink() or any(os.path.lexists(folder / marker) for marker in TASK_MARKERS)
+
+
+def task_folders(root: Path) -> list[tuple[str, Path]]:
+    """The task folders below `root` at any depth, with their ids (their paths relative to `root`, so `a/x` and
+    `b/x` stay apart), sorted. A folder holding a task marker (instruction.md, task.toml, task.yaml, a check, a
+    workspace/) is a task and is not searched further; any other is searched (hidden folders and those starting
+    with `_`, such as `__pycache__`, are not); a linked folder is a task, which refuses the link."""
     if not root.is_dir():
         raise TasksFolderError(f"tasks folder {root} does not exist or is not a folder")
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-    if not folders:
-        raise TasksFolderError(f"tasks folder {root} has no task sub-folders (one folder per task, each with "
-                               "instruction.md and check.sh or check.py)")
-    return folders
+    found: list[tuple[str, Path]] = []
+    pending = [(root, 0)]
+    while pending:  # iterative: a download's deep tree must not reach the recursion limit
+        folder, depth = pending.pop()
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith((".", "_")) or not child.is_dir():
+                continue
+            if _is_task_folder(child):
+                found.append((child.relative_to(root).as_posix(), child))
+            elif depth + 1 < TASK_FOLDER_LIMITS.max_depth:
+                pending.append((child, depth + 1))
+    if not found:
+        raise TasksFolderError(f"tasks folder {root} has no task sub-folders (one folder per task, at any depth, each "
+                               "with instruction.md and check.sh or check.py, or a Harbor task.toml)")
+    return sorted(found)
 
 
 def read_splits_file(path: Path, ids: list[str]) -> dict[str, list[str]]:
@@ -363,5 +453,6 @@ def seeded_splits(ids: list[str], salt: str = DEFAULT_SALT,
     return {"train": ranked[:n_train], "val": ranked[n_train:n_train + n_val], "test": ranked[n_train + n_val:]}
 
 
-__all__ = ["ContainerBuild", "DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TasksFolderError", "harbor_problems",
-           "read_splits_file", "read_task", "seeded_splits", "task_folders"]
+__all__ = ["ContainerBuild", "DEFAULT_FRACTIONS", "DEFAULT_SALT", "FolderTask", "SPLITS_FILE", "TaskSkillsMode",
+           "TasksFolderError", "UnsupportedTaskError", "harbor_problems", "reason_kind", "read_splits_file", "read_task",
+           "seeded_splits", "task_folders"]

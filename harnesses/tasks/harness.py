@@ -7,14 +7,17 @@ external agents get the same workspace (`prepare_workspace`) and the same check 
 
 from __future__ import annotations
 
+import collections
 import functools
+import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from raso.harness import Harness, Score, Task, TextTasks, WorkspaceTasks
+from raso.choices import choices_of
+from raso.harness import EnvEnd, Evidence, Harness, Rollout, RolloutRunner, Score, Task, TextTasks, WorkspaceTasks
 from raso.harness.actions import TaskNeeds
 from raso.harness.sandbox import SandboxLimits, isolation_support
 from raso.safe_files import UnsafePathError, copy_file
@@ -29,6 +32,8 @@ from .folder import (
     TASK_FOLDER_LIMITS,
     FolderTask,
     TasksFolderError,
+    TaskSkillsMode,
+    UnsupportedTaskError,
     read_folder_text,
     read_splits_file,
     read_task,
@@ -36,6 +41,10 @@ from .folder import (
     task_folders,
 )
 
+if TYPE_CHECKING:
+    from raso.skill import Skill
+
+log = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent
 EXAMPLE_DIR = PACKAGE_DIR / "example"
 EXAMPLE_NAME = "example"
@@ -63,6 +72,10 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
       path          the tasks folder (also as `tasks:PATH`; `example` = the shipped example)
       max_steps     shell commands per task for the builtin agent, `submit` included (default 10)
       split_salt    the seeded split rule's salt when the folder has no splits.json
+      task_skills   a task's own bundled skills (environment/skills/, task.toml's skills_dir): "exclude" (default:
+                    kept out of the workspace, so a run measures only the skill it gives) or "include"
+      strict        refuse the whole folder when a task cannot run here (default: skip it, one line each, and
+                    load the rest)
       cpu_seconds, wall_seconds, memory_mb   sandbox limits of one command and of one check (wall_seconds also
                     limits one command of a container task)
       container_runtime   auto (podman, else docker), podman or docker: what builds and runs the Harbor tasks
@@ -79,11 +92,19 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
 
     def __init__(self, path: str | Path = EXAMPLE_NAME, max_steps: int | None = None, split_salt: str = DEFAULT_SALT,
                  cpu_seconds: int = 20, wall_seconds: float = 60.0, memory_mb: int = 2048,
-                 container_runtime: ContainerRuntimeName = "auto") -> None:
+                 container_runtime: ContainerRuntimeName = "auto", task_skills: TaskSkillsMode = "exclude",
+                 strict: bool = False) -> None:
+        if task_skills not in choices_of(TaskSkillsMode):
+            raise ValueError(f"task_skills={task_skills!r}: use one of {', '.join(choices_of(TaskSkillsMode))} (a "
+                             "task's own bundled skills kept out of the workspace, or left in it)")
+        if not isinstance(strict, bool):
+            raise ValueError(f"strict={strict!r}: use true or false")
+        self.task_skills = task_skills
         self.folder = resolve_folder(path)
         self.path = str(self.folder)  # the `tasks:PATH` argument, as a run directory records the harness
         self.resource_dir = self.folder  # type: ignore[misc]  # T, H and `raso harness describe`'s drafts
-        self.tasks_by_id: dict[str, FolderTask] = {t.id: t for t in map(read_task, task_folders(self.folder))}
+        self.strict = strict
+        self.tasks_by_id, self.skipped = load_tasks(self.folder, strict)
         self.split_salt = split_salt
         if max_steps is not None:
             self.max_steps = int(max_steps)
@@ -130,7 +151,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
 
     def data_label(self) -> str:
         rule = SPLITS_FILE if os.path.lexists(self.folder / SPLITS_FILE) else f"seeded split (salt {self.split_salt!r})"
-        return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks, {rule})"
+        skipped = f", {len(self.skipped)} skipped as not runnable here" if self.skipped else ""
+        return f"tasks folder {self.folder} ({len(self.tasks_by_id)} tasks{skipped}, {rule})"
 
     def folder_task(self, task_id: str) -> FolderTask:
         try:
@@ -211,7 +233,8 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
             raise TasksFolderError(f"task {task.id} runs in a container, where only raso's builtin agent works so far "
                                    "(--agent builtin); external agents get a host folder (harnesses/tasks/README.md)")
         workspace = Path(workspace)
-        for source, relative in folder_task.workspace_files:
+        files = folder_task.workspace_files + (folder_task.task_skill_files if self.task_skills == "include" else [])
+        for source, relative in files:
             parts = PurePosixPath(relative).parts
             if not parts or relative.startswith("/") or ".." in parts:  # folder.py refuses these at load
                 raise TasksFolderError(f"task {task.id}: {relative!r} is not a path inside the workspace")
@@ -227,6 +250,29 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
                  "leave there.")
         return f"{folder_task.instruction}\n\n{where}"
 
+    def visible_task_skills(self, task_id: str) -> dict[str, Any]:
+        """What a rollout records of the task's own skills: which the agent could see in its workspace, which
+        were kept out, and the `task_skills` mode that decided."""
+        names = self.folder_task(task_id).task_skill_names
+        shown = self.task_skills == "include"
+        return {"mode": self.task_skills, "visible": names if shown else [], "kept_out": [] if shown else names}
+
+    def rollout(self, task: Task, skills: Sequence[Skill], agent: RolloutRunner) -> Rollout:
+        """The base rollout, recording in its metadata which of the task's own skills the agent could see (beside
+        `skill_names`, the skills the run gave)."""
+        rollout = super().rollout(task, skills, agent)
+        if task.id in self.tasks_by_id:
+            rollout.metadata["task_skills"] = self.visible_task_skills(task.id)
+        return rollout
+
+    def score(self, task: Task, evidence: Evidence) -> Score:
+        """The base scorer, and for the builtin agent the check error its environment's submit reported
+        (ShellTaskEnv puts Score.check_error in the step's info): a check that could not judge is no 0."""
+        score = super().score(task, evidence)
+        if isinstance(evidence, EnvEnd) and evidence.terminated and isinstance(evidence.info.get("check_error"), str):
+            return score.model_copy(update={"check_error": evidence.info["check_error"]})
+        return score
+
     def score_workspace(self, task: Task, workspace: Path) -> Score:
         """The task's check on a copy of `workspace`, in the sandbox (checks.py). Never raises for its content."""
         return self.checks.score(self.folder_task(task.id), Path(workspace))
@@ -235,8 +281,39 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
         kinds = [t.kind for t in self.tasks_by_id.values()]
         return {"folder": str(self.folder), "tasks": len(kinds), "harbor_tasks": kinds.count("harbor"),
                 "container_tasks": sum(t.container is not None for t in self.tasks_by_id.values()),
+                "skipped_tasks": len(self.skipped),
+                "tasks_with_own_skills": sum(1 for t in self.tasks_by_id.values() if t.task_skill_files),
+                "task_skills": self.task_skills,
                 "splits": {k: len(v) for k, v in self._splits.items()},
                 "isolation": isolation_support().model_dump()}  # what runs here would get; needs no sandbox
+
+
+def load_tasks(folder: Path, strict: bool = False) -> tuple[dict[str, FolderTask], dict[str, str]]:
+    """The tasks of `folder` by id, and the skipped ones (id -> why): a task this harness cannot run here
+    (UnsupportedTaskError) is skipped with one warning line and the rest load, with a summary line (`N loaded,
+    M skipped: reasons with counts`); with `strict`, or when no task loads, that is one TasksFolderError instead.
+    A broken task (no instruction.md, two checks, a link) refuses the folder either way: it is a mistake to fix."""
+    tasks: dict[str, FolderTask] = {}
+    skipped: dict[str, str] = {}
+    reasons: collections.Counter[str] = collections.Counter()
+    for task_id, path in task_folders(folder):
+        try:
+            tasks[task_id] = read_task(path, task_id)
+        except UnsupportedTaskError as exc:
+            skipped[task_id] = str(exc)
+            reasons.update(exc.reasons)
+    if not skipped:
+        return tasks, skipped
+    summary = (f"tasks folder {folder}: {len(tasks)} loaded, {len(skipped)} skipped: "
+               + ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()))
+    if strict or not tasks:
+        first = next(iter(skipped.values()))
+        why = "strict=true refuses a folder with a task it cannot run" if tasks else "no task can run here"
+        raise TasksFolderError(f"{summary} ({why}; the first: {first})")
+    for reason in skipped.values():
+        log.warning("tasks: skipped %s", reason)
+    log.warning("%s (strict=true refuses instead)", summary)
+    return tasks, skipped
 
 
 def _code_blocks(text: str) -> list[str]:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from raso.choices import AgentMode, choices_of
 from raso.harness import EnvEnd, Harness, Rollout, Step, Task, TextTasks, clamp_reward, json_safe
 from raso.harness.action_grammar import to_gbnf
-from raso.harness.base import failure_fields
+from raso.harness.base import check_error_fields, failure_fields
 from raso.llm.errors import LLMError
 from raso.llm.profiles import ModelProfile
 from raso.prompts import DEFAULT_PROMPTS, PromptLibrary
@@ -393,6 +393,8 @@ class ExecutionAgent:
         score = harness.score(task, EnvEnd(terminated=state.terminated, reward=terminal_reward,
                                            soft_score=state.soft_score, info=json_safe(info)))
         state.reward, state.soft_score = score.reward, score.soft_score
+        if score.check_error:  # the check could not judge: an error of the rollout, never a 0 that counts
+            state.failure = check_error_fields(score.check_error)
         state.metadata["stop_reason"] = stop_reason
         state.metadata["final_observation"] = cut_middle(observation, 20_000)
 

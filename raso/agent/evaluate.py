@@ -38,17 +38,30 @@ class EvalResult(BaseModel):
     wall_time_s: float = 0.0
 
     @property
+    def scored(self) -> list[Rollout]:
+        """The rollouts the harness's check judged: a check error has no reward, so it enters no mean."""
+        return [r for r in self.rollouts if r.outcome != "check_error"]
+
+    @property
+    def check_errors(self) -> list[Rollout]:
+        """Rollouts the harness's check could not score (no reward written, a crash, a missing import)."""
+        return [r for r in self.rollouts if r.outcome == "check_error"]
+
+    @property
     def mean_reward(self) -> float:
-        return statistics.fmean(r.reward for r in self.rollouts) if self.rollouts else 0.0
+        """Over the scored rollouts (check errors left out; failures of the model count 0, reported apart)."""
+        scored = self.scored
+        return statistics.fmean(r.reward for r in scored) if scored else 0.0
 
     @property
     def mean_soft_score(self) -> float | None:
-        scores = [r.soft_score for r in self.rollouts if r.soft_score is not None]
+        scores = [r.soft_score for r in self.scored if r.soft_score is not None]
         return statistics.fmean(scores) if scores else None
 
     @property
     def success_rate(self) -> float:
-        return statistics.fmean(1.0 if r.success else 0.0 for r in self.rollouts) if self.rollouts else 0.0
+        scored = self.scored
+        return statistics.fmean(1.0 if r.success else 0.0 for r in scored) if scored else 0.0
 
     @property
     def errors(self) -> int:
@@ -58,7 +71,7 @@ class EvalResult(BaseModel):
     def without_agent_result(self) -> list[Rollout]:
         """Rollouts that got no agent result (model calls kept failing, the model is unusable, the USD budget
         ran out): their 0 says nothing about the skill, so they are counted apart (the engine refuses them)."""
-        return [r for r in self.rollouts if not r.counts]
+        return [r for r in self.rollouts if not r.counts and r.outcome != "check_error"]
 
     @property
     def infrastructure_failures(self) -> int:
@@ -96,11 +109,13 @@ class EvalResult(BaseModel):
             "mean_soft_score": self.mean_soft_score,
             "errors": self.errors,
             "infrastructure_failures": self.infrastructure_failures,
+            "check_errors": len(self.check_errors),
             "mean_reward_of_completed": self.mean_reward_of_completed,
             "wall_time_s": self.wall_time_s,
             **self.totals(),
             "per_task": [
-                {"task_id": r.task_id, "reward": r.reward, "soft_score": r.soft_score, "env_steps": r.env_steps,
+                {"task_id": r.task_id, "reward": None if r.outcome == "check_error" else r.reward,  # not judged
+                 "soft_score": r.soft_score, "env_steps": r.env_steps,
                  "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                  "cost_usd": r.cost_usd, "wall_time_s": r.wall_time_s,
                  "error": (r.error or "").splitlines()[0][:300] if r.error else None,

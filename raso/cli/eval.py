@@ -21,7 +21,7 @@ from typing import Any
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import merge, nested
 from raso.errors import ConfigError
-from raso.skill import Skill
+from raso.skill import SKILL_FILE, Skill
 
 _EVAL_FIELDS = ("harness", "harness_options", "models.target", "models.api_base", "models.structured_output",
                 "models.prices", "agent", "program", "schedule.workers")
@@ -35,10 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write each trajectory as JSON plus a summary (mean reward, tokens, cost).",
     )
     parser.set_defaults(func=run_eval, config_fields=add_config_options(parser, _EVAL_FIELDS))
-    parser.add_argument("--skill", action="append", default=[], metavar="FILE|DIR|none",
-                        help="a SKILL.md file or a skill folder (repeatable), or 'none' for the no-skill baseline")
+    parser.add_argument("--skill", action="append", default=[], metavar="FILE|FOLDER|none",
+                        help="a skill folder or its SKILL.md (repeatable; the files beside it travel with it, as "
+                        "with optimize --init), or 'none' for the no-skill baseline")
     parser.add_argument("--skills-dir", type=Path, default=None,
-                        help="a folder of skills (every SKILL.md below it, and *.md files directly in it); "
+                        help="a folder of skill folders (each sub-folder holding a SKILL.md, with its files); "
                         "the candidate pool for --agent-mode select/progressive")
     parser.add_argument("--split", default="test", help="train | val | test (default: test)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
@@ -50,17 +51,29 @@ class UsageError(Exception):
     """A bad command line; the message is printed and the exit status is 2."""
 
 
-def _skill_files(skills_dir: Path) -> list[Path]:
+def _skill_folders(skills_dir: Path) -> list[Path]:
+    """The skill folders below `skills_dir`: each folder holding a SKILL.md (the outermost where they nest; hidden
+    folders such as .git skipped). Loose *.md files (a README, AGENTS.md) are not skills."""
     if not skills_dir.is_dir():
         raise UsageError(f"--skills-dir {skills_dir}: not a folder")
-    files = set(skills_dir.rglob("SKILL.md")) | {p for p in skills_dir.glob("*.md") if p.is_file()}
-    if not files:
-        raise UsageError(f"--skills-dir {skills_dir}: no SKILL.md or *.md files found")
-    return sorted(files)
+    if (skills_dir / SKILL_FILE).is_file():
+        raise UsageError(f"--skills-dir {skills_dir}: this folder is itself a skill (it holds {SKILL_FILE}); pass it "
+                         f"as --skill {skills_dir}")
+    folders: list[Path] = []
+    for document in sorted(skills_dir.rglob(SKILL_FILE)):
+        relative = document.parent.relative_to(skills_dir)
+        if any(part.startswith(".") for part in relative.parts) or document.is_symlink():
+            continue
+        if any(found in document.parents for found in folders):
+            continue  # a SKILL.md inside a skill folder is one of that skill's files
+        folders.append(document.parent)
+    if not folders:
+        raise UsageError(f"--skills-dir {skills_dir}: no skill folders (sub-folders holding a {SKILL_FILE}) found")
+    return folders
 
 
 def skill_paths(skill_args: list[str], skills_dir: Path | None) -> list[Path]:
-    """The skills of --skill FILE|DIR (in order; 'none' contributes nothing) then --skills-dir."""
+    """The skills of --skill FILE|FOLDER (in order; 'none' contributes nothing) then --skills-dir's skill folders."""
     paths: list[Path] = []
     for item in skill_args:
         if item.strip().lower() == "none":
@@ -68,14 +81,14 @@ def skill_paths(skill_args: list[str], skills_dir: Path | None) -> list[Path]:
         path = Path(item)
         if not path.exists():
             raise UsageError(f"--skill {item}: no such file or folder")
-        paths.append(path)  # a file is that SKILL.md; a folder is a skill folder (Skill.load reads its SKILL.md)
+        paths.append(path)  # read as `optimize --init` reads one (Skill.load_with_folder, in api.load_skills)
     if skills_dir is not None:
-        paths.extend(_skill_files(skills_dir))
+        paths.extend(_skill_folders(skills_dir))
     return paths
 
 
 def load_skills(skill_args: list[str], skills_dir: Path | None, max_chars: int | None = None) -> list[Skill]:
-    """Skills from --skill FILE then --skills-dir; with `max_chars`, a longer SKILL.md is refused."""
+    """Skills from --skill FILE|FOLDER then --skills-dir; with `max_chars`, a longer SKILL.md is refused."""
     import raso.api as api
 
     return api.load_skills(skill_paths(skill_args, skills_dir), max_chars=max_chars)
@@ -145,7 +158,12 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     def progress(rollout: Any) -> None:
         done[0] += 1
-        status = f"error: {rollout.error.splitlines()[0][:120]}" if rollout.error else f"reward {rollout.reward:.2f}"
+        if rollout.outcome == "check_error":  # its error reads "check error: <reason>"; there is no reward
+            status = (rollout.error or "check error").splitlines()[0][:200]
+        elif rollout.error:
+            status = f"error: {rollout.error.splitlines()[0][:120]}"
+        else:
+            status = f"reward {rollout.reward:.2f}"
         print(f"  [{done[0]}/{len(tasks)}] {rollout.task_id}: {status} ({rollout.env_steps} steps, "
               f"{rollout.wall_time_s:.1f} s)", file=sys.stderr)
 
@@ -160,6 +178,12 @@ def _run_eval(args: argparse.Namespace) -> int:
     gateway.ledger.save(out / "ledger.json")
 
     _print_summary(summary, out)
+    if result.check_errors:
+        first_check = result.check_errors[0]
+        print(f"raso eval: the harness's check could not score {len(result.check_errors)} of {len(result.rollouts)} "
+              f"rollout(s) (first, {first_check.task_id}: {(first_check.error or '').splitlines()[0][:200]}); they "
+              "are errors, left out of the mean reward: fix the task's check", file=sys.stderr)
+        return 1
     if result.rollouts and result.errors == len(result.rollouts):
         first = next(r.error for r in result.rollouts if r.error)
         print(f"raso eval: every rollout failed; first error: {first.splitlines()[0]}", file=sys.stderr)
@@ -202,14 +226,15 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     table.add_column("tasks", justify="right")
     table.add_column("mean reward", justify="right")
     table.add_column("soft score", justify="right")
-    table.add_column("errors (infra)", justify="right")
+    table.add_column("errors (infra, check)", justify="right")
     table.add_column("prompt tok", justify="right")
     table.add_column("completion tok", justify="right")
     table.add_column("cost", justify="right")
     table.add_column("wall s", justify="right")
     soft = summary["mean_soft_score"]
     table.add_row(str(summary["tasks"]), f"{summary['mean_reward']:.3f}", "-" if soft is None else f"{soft:.3f}",
-                  f"{summary['errors']} ({summary['infrastructure_failures']})", str(summary["prompt_tokens"]),
+                  f"{summary['errors']} ({summary['infrastructure_failures']}, {summary['check_errors']})",
+                  str(summary["prompt_tokens"]),
                   str(summary["completion_tokens"]),
                   cost_text(summary["priced_cost_usd"] if summary["unpriced_calls"] else summary["cost_usd"],
                             summary["unpriced_calls"]),

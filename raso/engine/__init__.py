@@ -5,7 +5,7 @@ from importlib import import_module
 from typing import Any
 
 from .config import OptimizeConfig, build_config, load_resolved, read_config_file
-from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
+from .errors import CheckError, InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 
 # The loop, report and events pull in litellm and matplotlib (seconds to import): loaded on first use
 # (PEP 562) so `raso --help` and config validation stay fast.
@@ -25,6 +25,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CandidateRecord",
+    "CheckError",
     "Engine",
     "Event",
     "InfrastructureError",

@@ -32,7 +32,7 @@ from raso.skill import Skill, SkillParseError, check_skill_name
 
 from .budget import TEST_UNITS, Budget
 from .config import OptimizeConfig
-from .errors import InfrastructureError, ModelUnusableError, OptimizerUnavailableError
+from .errors import CheckError, InfrastructureError, ModelUnusableError, OptimizerUnavailableError
 from .events import (
     BatchDone,
     BatchStarted,
@@ -310,10 +310,10 @@ class Engine:
 
     def _evaluate(self, batch: str, skill: Skill, tasks: Sequence[Task]) -> list[Rollout]:
         """Roll out `tasks` with `skill` in parallel. A rollout the agent or the harness failed scores 0 and
-        counts. One whose model call failed for infrastructure reasons (after the gateway's own retries) is
-        re-run up to `infra_retries` times; if some still fail, nothing of the batch is written or counted and
-        InfrastructureError stops the run (resumable). A call the USD budget refused ends the batch uncounted
-        (_BudgetStop)."""
+        counts; one the harness's check could not score stops the run uncounted (CheckError). One whose model
+        call failed for infrastructure reasons (after the gateway's own retries) is re-run up to `infra_retries`
+        times; if some still fail, nothing of the batch is written or counted and InfrastructureError stops the
+        run (resumable). A call the USD budget refused ends the batch uncounted (_BudgetStop)."""
         from raso.agent.evaluate import evaluate, trajectory_filename
 
         tasks = list(tasks)
@@ -390,6 +390,13 @@ class Engine:
         if budget:
             raise _BudgetStop(f"USD budget reached during {batch} ({_first_line(budget[0].error)}); "
                               "that batch was not counted")
+        unscored = [r for r in rollouts if r.outcome == "check_error"]
+        if unscored:
+            self.checkpoint()
+            raise CheckError(
+                f"the harness's check could not score {len(unscored)} of {len(rollouts)} rollouts of {batch} (task "
+                f"{unscored[0].task_id}: {_first_line(unscored[0].error)}); the batch was not scored or counted: fix "
+                "the task's check or remove the task, then `raso resume` the run")
         infra = [r for r in rollouts if not r.counts]
         if not infra:
             return

@@ -21,4 +21,10 @@ class OptimizerUnavailableError(InfrastructureError):
     iteration's train rollouts are kept; `raso resume` proposes again instead of burning the iteration."""
 
 
-__all__ = ["InfrastructureError", "ModelUnusableError", "OptimizerUnavailableError"]
+class CheckError(RunError):
+    """The harness's check could not score some rollouts of a batch (a verifier that wrote no reward, crashed or
+    could not import what it needs): their reward means nothing, so the batch was neither scored nor counted.
+    Fix the task's check (or remove the task) and `raso resume` the run."""
+
+
+__all__ = ["CheckError", "InfrastructureError", "ModelUnusableError", "OptimizerUnavailableError"]

@@ -74,7 +74,7 @@ class Rollout(BaseModel):
     final_output: str | None = None
     error: str | None = None  # what went wrong, with its traceback (None when nothing did)
     # how it ended (raso.choices.Outcome): only "ok" and "agent_error" rollouts count; the others
-    # (infrastructure, unusable, budget) say nothing about the skill and never enter a mean
+    # (infrastructure, unusable, budget, check_error) say nothing about the skill and never enter a mean
     outcome: Outcome = "ok"
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -157,7 +157,10 @@ class Score(BaseModel):
 
     reward: float = Field(ge=0.0, le=1.0)
     soft_score: float | None = None
-    info: dict[str, Any] = Field(default_factory=dict)  # the scorer's details (shown in the trajectory, never secret)
+    info: dict[str, Any] = Field(default_factory=dict)  # the scorer's details (kept in the trajectory, never secret)
+    # Why the scorer could not judge (its check wrote no reward, crashed, could not import what it needs): the
+    # rollout's outcome becomes "check_error" and its reward means nothing (None when the check judged).
+    check_error: str | None = None
 
 
 class EnvEnd(BaseModel):
@@ -376,6 +379,12 @@ def failed_rollout(
         wall_time_s=wall_time_s,
         skill_names=[getattr(s, "name", str(s)) for s in skills],
     )
+
+
+def check_error_fields(reason: str) -> dict[str, Any]:
+    """The `error` and `outcome` of a rollout whose check could not score it (Score.check_error): the one wording
+    every runner, the console and the reports share."""
+    return {"error": f"check error: {reason}", "outcome": "check_error"}
 
 
 def failure_fields(exc: BaseException, *, trace_limit: int) -> dict[str, Any]:

@@ -73,6 +73,9 @@ class HarnessSources(BaseModel):
     omitted: list[str] = Field(default_factory=list)
 
 
+MAX_OWN_INSTRUCTIONS = 5  # task instructions of a user's tasks folder read as sources
+
+
 def _candidate_files(harness: Harness | type[Harness]) -> tuple[Path, list[Path]]:
     cls = harness if isinstance(harness, type) else type(harness)
     module_file = Path(inspect.getfile(cls)).resolve()
@@ -90,8 +93,11 @@ def _candidate_files(harness: Harness | type[Harness]) -> tuple[Path, list[Path]
     # an instance whose resources are a user's folder (`tasks:PATH`): its notes and the tasks' instructions, never
     # their checks or solutions (they hold the answers, which a draft could carry into H)
     own_dir = Path(getattr(harness, "resource_dir", resource_dir)).resolve()
+    own: set[Path] = set()
     if not isinstance(harness, type) and own_dir.is_dir() and own_dir not in (root, resource_dir):
-        found += [*own_dir.glob("*.md"), *own_dir.glob("*/instruction.md")]
+        # a few instructions stand for the folder's tasks (a folder may hold thousands)
+        own = {*own_dir.glob("*.md"), *sorted(own_dir.glob("*/instruction.md"))[:MAX_OWN_INSTRUCTIONS]}
+        found += sorted(own)
     keep = []
     for path in found:
         parts = path.relative_to(root).parts if path.is_relative_to(root) else (path.name,)
@@ -100,8 +106,10 @@ def _candidate_files(harness: Harness | type[Harness]) -> tuple[Path, list[Path]
         if path.name in DRAFTED_FILES or path.name.endswith(".draft.md"):
             continue
         keep.append(path)
-    # the class's own module first, then code before prose, tests last (the first to go when space runs out)
-    keep = sorted(set(keep), key=lambda p: (p != module_file, p.name.startswith("test"), p.suffix != ".py", str(p)))
+    # the class's own module first, then the user's folder (what the tasks are), then code before prose, tests last
+    # (the first to go when space runs out)
+    keep = sorted(set(keep), key=lambda p: (p != module_file, p not in own, p.name.startswith("test"),
+                                            p.suffix != ".py", str(p)))
     return root, keep
 
 

@@ -115,7 +115,7 @@ def rewrite_skill(ctx: "RunContext", skill: Skill, gradients: Sequence[Gradient]
     draft, repairs = sanitize_draft(draft, sanitizers_for(ctx.gateway))
     found.errors.extend(repairs)
     return draft_to_skill(draft, default_name=skill.name, default_description=skill.description,
-                          keep_name=True, metadata=skill.metadata, files=skill.files)
+                          keep_name=True, metadata=skill.metadata).with_files_of(skill)
 
 
 def shown_rollouts(rollouts: Sequence[Rollout], failures_only: bool) -> list[Rollout]:

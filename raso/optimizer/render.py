@@ -188,13 +188,27 @@ def raw_reference_block(lesson: Lesson, purpose: str) -> str:
     return f'<reference {purpose.replace(" ", "_")}="{attr(lesson.requirement)}">\n{lesson.text.strip()}\n</reference>'
 
 
+#: What the optimizer reads of a check error: that it happened, never why (the reason quotes the check's output).
+CHECK_ERROR_SHOWN = "the check could not score this rollout"
+
+
+def shown_error(rollout: Rollout) -> str | None:
+    """The rollout's error as an optimizer prompt may show it: the agent's own error as recorded; a check error
+    without its reason, which quotes the verifier's output (test names, expected values) that must never reach a
+    skill."""
+    if rollout.outcome == "check_error":
+        return CHECK_ERROR_SHOWN
+    return rollout.error
+
+
 def render_trajectory(rollout: Rollout, budget: int, limits: PromptLimits) -> str:
     """One rollout within `budget` characters: reward, error, the first observation, then the final steps
     (action and what it led to)."""
     step_chars = limits.step_chars
     head: list[str] = []
-    if rollout.error:
-        head.append("error: " + clip_tail(rollout.error, min(600, budget // 4)))
+    error = shown_error(rollout)
+    if error:
+        head.append("error: " + clip_tail(error, min(600, budget // 4)))
     steps = rollout.trajectory
     if steps:
         head.append("first observation: " + clip(steps[0].observation, min(step_chars * 2, budget // 3)))

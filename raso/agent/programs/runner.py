@@ -19,11 +19,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from raso.choices import Outcome
-from raso.harness.base import Harness, Rollout, Score, Step, Task, WorkspaceEnd, WorkspaceTasks, failure_fields
+from raso.harness.base import (
+    Harness,
+    Rollout,
+    Score,
+    Step,
+    Task,
+    WorkspaceEnd,
+    WorkspaceTasks,
+    check_error_fields,
+    failure_fields,
+)
 from raso.harness.sandbox import MiB, Sandbox, SandboxLimits, SandboxResult
 from raso.safe_files import remove_tree
 from raso.skill import slugify
@@ -113,23 +123,39 @@ def cut_middle(text: str, limit: int) -> str:
 
 def _write_skill(skill: Skill, folder: Path) -> list[str]:
     """Write `skill` as `folder/SKILL.md`, plus the files it carries beside SKILL.md (`Skill.files`: relative path
-    -> text); returns the relative paths written besides SKILL.md."""
+    -> text), executables kept executable (`Skill.executable`); returns the relative paths written besides
+    SKILL.md. Each file is created anew (O_EXCL) and never through a link, so nothing outside `folder` is written."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(skill.to_markdown(), encoding="utf-8")
+    _create_file(folder / "SKILL.md", skill.to_markdown().encode("utf-8"), 0o644)
     written = []
     files = getattr(skill, "files", None)
+    executable = set(getattr(skill, "executable", None) or ())
     if isinstance(files, Mapping):
         for rel, content in files.items():
-            target = (folder / str(rel)).resolve()
-            if not str(target).startswith(str(folder.resolve()) + os.sep) or str(rel).endswith("SKILL.md"):
+            parts = PurePosixPath(str(rel)).parts
+            if not parts or str(rel).startswith("/") or ".." in parts or str(rel).endswith("SKILL.md"):
                 continue  # a path leaving the skill's folder, or a second SKILL.md: not written
+            target = folder.joinpath(*parts)
+            for parent in reversed(target.relative_to(folder).parents[:-1]):  # scripts, then scripts/lib, ...
+                if (folder / parent).is_symlink():
+                    raise OSError(f"{folder / parent}: a link where a skill's folder goes; not written through")
             target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(str(content), encoding="utf-8")
+            data = content if isinstance(content, bytes) else str(content).encode("utf-8")
+            _create_file(target, data, 0o755 if rel in executable else 0o644)
             written.append(str(rel))
     return written
+
+
+def _create_file(path: Path, data: bytes, mode: int) -> None:
+    """A new file `path` holding `data` with permission bits `mode` (set explicitly: the umask must not drop a
+    script's execute bit); refuses an existing file or link there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+    finally:
+        os.close(fd)
 
 
 def _message_text(message: dict[str, Any]) -> str:
@@ -284,8 +310,10 @@ class ExternalAgentRunner:
         limit = self.config.max_observation_chars
         steps = [step.model_copy(update={"observation": cut_middle(step.observation, limit),
                                          "result": cut_middle(step.result, limit)}) for step in transcript.steps]
+        # The score step carries the reward alone: the check's output (a verifier's pytest log, its test names)
+        # stays in metadata["score_info"], which no optimizer prompt renders, so it cannot leak into a skill.
         steps.append(Step(observation="", action="score workspace", kind="score", reward=score.reward,
-                          result=cut_middle(str(score.info), limit), info={"soft_score": score.soft_score}))
+                          result=f"reward {score.reward:g}", info={"soft_score": score.soft_score}))
         failure = session.failure()
         outcome: Outcome = "ok"
         error = None
@@ -303,6 +331,9 @@ class ExternalAgentRunner:
             outcome, error = "agent_error", f"{self.program.name} exited {result.exit_code}"
             if result.exit_code is not None and (result.exit_code < 0 or result.exit_code > 128):
                 error += f" ({result.error_summary()})"  # a signal's death, and that it was not a sandbox limit
+        if score.check_error and outcome in ("ok", "agent_error"):  # whatever the agent did, nothing was judged
+            fields = check_error_fields(score.check_error)
+            outcome, error = fields["outcome"], fields["error"] + (f" (and: {error})" if error else "")
         if error and any("max_tokens" in str(e["message"]) for e in session.errors):
             error += (" (the model refused the reply length the agent asked for: set agent.max_tokens, e.g. "
                       "--max-tokens 16384, or the model profile's max_output_tokens)")
