@@ -22,6 +22,7 @@ SKILL_FILE = "SKILL.md"
 # Files beside SKILL.md are text only (UTF-8): a skill's scripts and references are read by agents and diffed by
 # people, and a binary asset would need its own storage and limits everywhere a skill is copied.
 MAX_SKILL_FILES = 200
+MAX_SKILL_MD_BYTES = 64 * 1024 * 1024  # a SKILL.md read at all (init.skill_max_chars sets the usual, smaller limit)
 MAX_SKILL_FILE_BYTES = 512 * 1024
 MAX_SKILL_FILES_BYTES = 4 * 1024 * 1024
 _MAX_PART_CHARS = 255
@@ -246,10 +247,19 @@ class Skill(BaseModel):
 
 
 def _read_text(path: Path, *, max_chars: int | None) -> str:
+    """A SKILL.md's text, never through a link (a downloaded skill's SKILL.md linked to a private file would put
+    that file in every prompt and error message) and bounded before it is read."""
+    limit = MAX_SKILL_MD_BYTES if max_chars is None else min(MAX_SKILL_MD_BYTES, 4 * max_chars + 4)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SkillParseError(f"{path}: cannot read: {exc}") from exc
+        raw = read_bytes(path, limit)
+    except UnsafePathError as exc:
+        if os.path.islink(path):
+            raise SkillParseError(f"{path}: a symbolic link; a SKILL.md is read only as a regular file (pass the file "
+                                  "it points to, if you trust it)") from None
+        if max_chars is not None and os.path.isfile(path) and os.path.getsize(path) > limit:
+            raise SkillParseError(f"{path}: over the limit of {max_chars:,} characters for a skill (it is sent "
+                                  "whole in every agent prompt); shorten it or raise the limit") from None
+        raise SkillParseError(f"{path}: cannot be read as a skill: {exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -23,7 +23,7 @@ from harnesses.tasks.checks import copy_tree
 from harnesses.tasks.folder import TasksFolderError, read_task
 from harnesses.tasks.harness import EXAMPLE_DIR
 from raso.engine import OptimizeConfig
-from raso.errors import RunError
+from raso.errors import ConfigError
 from raso.safe_files import TreeLimits, UnsafePathError, list_files, read_bytes, remove_tree, tree_problems
 
 SECRET = "host-secret-7c1f"  # text of a file the agent must never get at
@@ -212,10 +212,13 @@ def test_a_linked_harbor_environment_is_refused(tmp_path: Path, secret_dir: Path
 
 @pytest.mark.parametrize("copy", ["COPY notes.txt ../../x", "COPY notes.txt /app/../../x",
                                   "COPY ../../../etc/hostname /app/x", "COPY /etc/hostname /app/x"])
-def test_a_dockerfile_copy_that_climbs_out_is_refused(tmp_path: Path, copy: str) -> None:
+def test_a_dockerfile_copy_that_climbs_out_copies_nothing_of_the_host(tmp_path: Path, copy: str) -> None:
+    # such a Dockerfile needs a build: a container task, whose copies only the runtime's build makes (confined to
+    # environment/, its build context); nothing is copied from the host into a workspace
     folder = harbor_task(tmp_path, f"FROM python:3.12-slim\nWORKDIR /app\n{copy}\n")
-    with pytest.raises(TasksFolderError, match=r"not supported here: its Dockerfile copies"):
-        read_task(folder)
+    task = read_task(folder)
+    assert task.container is not None and task.workspace_files == []
+    assert task.container.context == folder / "environment"
 
 
 def test_a_fifo_and_an_oversized_file_in_a_task_folder_are_refused_one_line_each(tmp_path: Path) -> None:
@@ -277,11 +280,11 @@ def test_an_initial_skill_whose_name_is_not_a_folder_name_is_refused_and_nothing
                             init={"method": str(start)}, update={"method": "rfsu"},
                             schedule={"epochs": 1, "minibatch": 3, "workers": 1, "test": False},
                             run_dir=tmp_path / "work" / "run")
-    with pytest.raises(RunError, match=r"is not an Agent Skills name \(lowercase letters, digits and single "
-                                       r"hyphens, at most 64 characters"):
+    with pytest.raises(ConfigError, match=r"is not an Agent Skills name \(lowercase letters, digits and single "
+                                          r"hyphens, at most 64 characters"):
         optimize(config=config, harness=ToyHarness())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-skill", "start.md", "work"]
-    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["run"]
+    # refused before the run starts: no run directory, nothing written beside the user's files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-skill", "start.md"]
     assert sorted(p.name for p in mine.iterdir()) == ["SKILL.md", "notes.md"]
     assert (mine / "notes.md").read_text() == "my notes\n"
 
@@ -439,3 +442,30 @@ def test_describe_never_follows_a_link_in_a_users_tasks_folder_into_the_prompt(t
     assert any(f.path.endswith("notes.md") for f in sources.files)
     assert SECRET not in "".join(f.text for f in sources.files)
     assert any("readme.md (not read: a link" in name for name in sources.omitted)
+
+
+# ------------------------------------------------------------------------------ a downloaded skill's SKILL.md
+@pytest.mark.parametrize("given", ["folder", "skill_md"])
+def test_a_skill_md_linked_to_a_host_file_is_refused_without_reading_it(tmp_path: Path, secret_dir: Path,
+                                                                       given: str, capsys) -> None:
+    from raso.api import resolve_config
+    from raso.cli.main import main as raso_main
+    from raso.engine.engine import load_initial_skill
+    from raso.skill import Skill, SkillParseError
+
+    write(secret_dir / "creds.md", f"---\nname: {SECRET}\ndescription: x\n---\n{SECRET}\n").chmod(0o600)
+    folder = tmp_path / "downloaded" / "pdf"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").symlink_to(secret_dir / "creds.md")
+    path = folder if given == "folder" else folder / "SKILL.md"
+    with pytest.raises(SkillParseError) as caught:
+        Skill.load_with_folder(path)
+    assert SECRET not in str(caught.value) and "link" in str(caught.value)
+    config = resolve_config("toy", overrides={"init": {"method": str(path)}})
+    assert config.init.method.endswith(str(path.relative_to(tmp_path)))  # the link's own path, not its target
+    with pytest.raises(SkillParseError) as caught:
+        load_initial_skill(config)
+    assert SECRET not in str(caught.value)
+    assert raso_main(["eval", "--harness", "toy", "--skill", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "link" in err and SECRET not in err and not (tmp_path / "out").exists()

@@ -19,6 +19,7 @@ import copy
 import datetime
 import difflib
 import json
+import os
 import tomllib
 import types
 import typing
@@ -592,7 +593,7 @@ def build_config(
                 f"invalid configuration in {source}:\n  - init.method: is neither 'rasi' nor 'rfsi' and no file "
                 f"exists at {config.init.method!r} (nor a skill folder holding a SKILL.md)"
             )
-        config.init.method = str(init_path.resolve())
+        config.init.method = os.path.abspath(init_path)  # absolute, a final link kept as a link (it is refused)
     return config
 
 
