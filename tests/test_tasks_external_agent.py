@@ -86,3 +86,31 @@ def test_a_tasks_folder_under_a_bound_folder_is_hidden_from_the_agent(open_tmp_p
     assert prog / "peek.py" in backend.read_only_paths() or prog in backend.read_only_paths()
     rollout = harness.rollout(task, [], ExternalAgentRunner(backend, gateway, AgentConfig()))
     assert rollout.final_output is not None and rollout.final_output.startswith("hidden"), rollout.final_output
+
+
+APP_AGENT = textwrap.dedent('''
+    import os, pathlib
+    # what a Harbor task's reference solution does: absolute paths under the task's WORKDIR
+    words = pathlib.Path("/app/notes.txt").read_text().split()
+    pathlib.Path("/app/count.txt").write_text(str(len(words)))
+    pathlib.Path("/app/where.txt").write_text(os.getcwd())
+''')
+
+
+def test_an_external_agent_finds_a_harbor_tasks_files_at_its_workdir(open_tmp_path, monkeypatch):
+    tmp_path = open_tmp_path
+    root = tmp_path / "rollouts"
+    root.mkdir()
+    monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
+    script = tmp_path / "prog" / "app_agent.py"
+    script.parent.mkdir()
+    script.write_text(APP_AGENT)
+    harness = TasksHarness("example")
+    task = next(t for s in harness.splits().values() for t in s if t.id == "harbor-word-count")
+    assert harness.workspace_path(task) == "/app"
+    gateway = LLMGateway(GatewayConfig(roles={"agent": RoleConfig(model=ScriptedModel(["unused"]).model)},
+                                       retry={"max_attempts": 1}))
+    program = CommandProgram(CommandOptions(template=f"{sys.executable} {script}"))
+    rollout = harness.rollout(task, [], ExternalAgentRunner(program, gateway, AgentConfig()))
+    assert rollout.outcome == "ok", rollout.error
+    assert rollout.reward == 1.0  # the verifier read /app/count.txt, which the agent wrote at /app

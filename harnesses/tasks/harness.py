@@ -273,6 +273,12 @@ class TasksHarness(Harness, TextTasks, WorkspaceTasks):
             return score.model_copy(update={"check_error": evidence.info["check_error"]})
         return score
 
+    def workspace_path(self, task: Task) -> str | None:
+        """A Harbor task's instruction names paths under its WORKDIR (/app): external agents see the workspace
+        there, as the builtin agent's commands do."""
+        folder_task = self.folder_task(task.id)
+        return folder_task.workdir if folder_task.kind == "harbor" else None
+
     def score_workspace(self, task: Task, workspace: Path) -> Score:
         """The task's check on a copy of `workspace`, in the sandbox (checks.py). Never raises for its content."""
         return self.checks.score(self.folder_task(task.id), Path(workspace))

@@ -355,6 +355,11 @@ class WorkspaceTasks(ABC):
         calls for a workspace; runners call `Harness.score`, never this). Never raises for a missing or malformed
         answer (that is reward 0 with the reason in `info`)."""
 
+    def workspace_path(self, task: Task) -> str | None:
+        """Where the agent sees its workspace, when the task's instruction names one (a Harbor task's WORKDIR, e.g.
+        /app): the sandbox binds the workspace there and the agent starts in it. None: the workspace folder itself."""
+        return None
+
     def hidden_paths(self) -> list[Path]:
         """Folders the agent's sandbox must never show, wherever they lie (the harness's answers, checks and data
         folders when they are given from outside the project; the project's own packages are hidden in every run)."""

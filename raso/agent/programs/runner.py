@@ -280,12 +280,15 @@ class ExternalAgentRunner:
                 self.program.prepare_home(run)
                 env = {"HOME": str(home), "TMPDIR": str(root / "tmp"), **self.program.environment(run)}
                 # the sandbox's writable folder is the rollout root (home/ and workspace/); the program starts in
-                # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir)
-                argv = ["/usr/bin/env", f"--chdir={workspace}", "--", *self.program.command(run)]
+                # workspace/ (GNU env's --chdir, as Sandbox.run_command starts in its work dir), or where the task's
+                # instruction says the files are (workspace_path: a Harbor task's /app), the workspace bound there
+                seen_at = tasks.workspace_path(task)
+                mounts = {seen_at: workspace} if seen_at else None
+                argv = ["/usr/bin/env", f"--chdir={seen_at or workspace}", "--", *self.program.command(run)]
                 try:
                     with _ProgressLines(f"{self.program.name} on {task.id}", session):
                         result = sandbox.run_command(argv, root, ro_binds=self.program.read_only_paths(), env=env,
-                                                     loopback_ports=[endpoint.port])
+                                                     loopback_ports=[endpoint.port], mounts=mounts)
                 except ValueError as exc:  # a rollout folder or install the sandbox's user cannot reach
                     raise AgentSetupError(f"agent program {self.program.name!r}: {exc} (set {ROOT_ENV} to a folder "
                                           "every user can enter)") from None
