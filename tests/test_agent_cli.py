@@ -258,3 +258,15 @@ def test_eval_refuses_what_is_not_a_skill_in_one_line(tmp_path: Path, capsys: py
     err = capsys.readouterr().err.strip()
     assert err == f"raso eval: {message.format(path=path)}" or err.startswith(f"raso eval: {message.format(path=path)}")
     assert "\n" not in err and not (tmp_path / "o").exists()
+
+
+def test_harnesses_prints_a_named_harnesss_reason_whole_below_a_narrow_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    (tmp_path / "t" / "x").mkdir(parents=True)
+    (tmp_path / "t" / "x" / "instruction.md").write_text("Do x.\n")
+    args = parse("harnesses", f"tasks:{tmp_path / 't'}")
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith(f"tasks:{tmp_path / 't'}: TasksFolderError: task x: no check in ")
+    assert lines[-1].endswith("on its last line)")  # whole, on one line

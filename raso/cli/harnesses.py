@@ -38,13 +38,19 @@ def run_harnesses(args: argparse.Namespace) -> int:
         table.add_column(split, justify="right")
     table.add_column("max steps", justify="right")
     table.add_column("target / reason", overflow="fold")
+    # a harness named on the command line is the one the user is fixing: its reason in full below the table, where
+    # a narrow terminal does not fold it into a column
+    below = [row for row in rows if not row.loaded and args.names]
     for row in rows:
         if row.loaded:
             sizes = [str(row.split_sizes.get(split, "-")) for split in choices_of(Split)]
             table.add_row(escape(row.name), "[green]ok[/green]", *sizes, str(row.max_steps or "-"), escape(row.target))
         else:
-            table.add_row(escape(row.name), "[red]unavailable[/red]", *(["-"] * len(choices_of(Split))), "-", escape(row.error or ""))
+            reason = "(below)" if row in below else escape(row.error or "")
+            table.add_row(escape(row.name), "[red]unavailable[/red]", *(["-"] * len(choices_of(Split))), "-", reason)
     Console().print(table)
+    for row in below:
+        print(f"{row.name}: {row.error}")
     if not rows:
         print("No harness is registered in the `raso.harnesses` entry-point group.")
     return 0
