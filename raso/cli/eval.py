@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from raso.cli.heartbeat import Heartbeat
 from raso.cli.options import add_config_options, config_overrides
 from raso.engine.config import merge, nested
 from raso.errors import ConfigError
@@ -168,8 +169,9 @@ def _run_eval(args: argparse.Namespace) -> int:
               f"{rollout.wall_time_s:.1f} s)", file=sys.stderr)
 
     try:
-        result = api.evaluate(harness, skills, split=args.split, config=config, limit=args.limit, out_dir=out,
-                              on_rollout=progress, gateway=gateway)
+        with Heartbeat("raso eval", gateway.ledger.totals):  # one rollout may take minutes before its line
+            result = api.evaluate(harness, skills, split=args.split, config=config, limit=args.limit, out_dir=out,
+                                  on_rollout=progress, gateway=gateway)
     except RunError as exc:
         raise UsageError(str(exc)) from None
     summary = unknown_cost({**result.summary(), "model": config.models.target, "mode": mode, "split": args.split,

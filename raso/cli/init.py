@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from raso.cli.heartbeat import Heartbeat
 from raso.cli.options import MODEL_FIELDS, add_config_options, config_overrides
 from raso.errors import ConfigError
 from raso.fileio import atomic_write_text
@@ -108,7 +109,8 @@ def run_init(args: argparse.Namespace) -> int:
     try:
         config = api.resolve_config(config_file=args.config, overrides=config_overrides(args, args.config_fields))
         gateway = api.make_gateway(config)
-        result = api.init_skill(config=config, retrieval=not args.no_retrieval, gateway=gateway)
+        with Heartbeat("raso init", gateway.ledger.totals):  # the embedded model works for minutes in silence
+            result = api.init_skill(config=config, retrieval=not args.no_retrieval, gateway=gateway)
     except (ConfigError, RunError) as exc:
         print(f"raso: error: {exc}", file=sys.stderr)
         return 2
