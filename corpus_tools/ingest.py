@@ -730,7 +730,7 @@ class _Loader:
         content_id = row.content_hash[:16] or hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         path = row.path or row.where
         record_id = f"{repo}/{row.path}" if row.repo and row.path else f"{repo}/{content_id}"
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(row.metadata or {})
         if row.repos is not None:
             extra["repos"] = row.repos
         if row.stars is not None:
