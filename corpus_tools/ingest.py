@@ -82,6 +82,8 @@ NOTE_REPLACED = "decoded_with_replacement"
 NOTE_NO_HEADINGS = "no_headings"
 NOTE_NO_NAME = "no_name"
 NOTE_SHA_MISMATCH = "sha256_mismatch"
+# A second content at a (repository, path) already loaded: kept as its own skill, its id suffixed with its hash.
+NOTE_PATH_COLLISION = "path_collision"
 # Front matter issues (see corpus_tools.frontmatter) are notes as well.
 
 ProgressFn = Callable[[int, "int | None"], None]
@@ -176,6 +178,10 @@ class IngestReport:
             lines.append("skipped: " + ", ".join(f"{k} {v}" for k, v in self.skip_counts().items()))
         if self.notes:
             lines.append("kept with notes: " + ", ".join(f"{k} {v}" for k, v in self.note_counts().items()))
+        collisions = self.note_counts().get(NOTE_PATH_COLLISION, 0)
+        if collisions:
+            lines.append(f"warning: {collisions} skill(s) share a repository and path with a different content "
+                         "loaded before; each is kept as its own skill, its id suffixed with @<content hash>")
         for source, mapping in self.mappings.items():
             lines.append(f"columns of {source}:\n  " + mapping["described"].replace("\n", "\n  "))
         return "\n".join(lines)
@@ -349,6 +355,13 @@ GIT_REF_BYTES = 4096
 GIT_PACKED_REFS_BYTES = 16 << 20
 
 
+def dedupe_digest(text: str) -> bytes:
+    """sha256 of a SKILL.md text as every source dedupes it: line endings made \\n, a BOM and the whitespace
+    around the text dropped (a JSONL dump's stripped text and a table's raw one are then the same content)."""
+    normal = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip()
+    return hashlib.sha256(normal.encode("utf-8")).digest()
+
+
 def detect_license(text: str) -> str:
     """Best-effort SPDX identifier from a license file's text."""
     head = text[:3000].lower()
@@ -444,8 +457,10 @@ class _Loader:
         self.max_bytes = max_bytes
         self.progress = progress
         self.options = options
-        # 16-byte key of every content kept (the release's hash, else the text's sha256): duplicates are dropped
+        # 16-byte key of every content kept (the release's hash, else `dedupe_digest`): duplicates are dropped
         self.seen_hashes = SeenKeys()
+        # 16-byte key of every (repository, path) kept: a second content there is a collision, kept apart
+        self.seen_paths = SeenKeys()
 
     # ---- dispatch
     def load_source(self, given: str | Path) -> Iterator[SkillRecord]:
@@ -489,14 +504,21 @@ class _Loader:
                     license: str, references: list[RefDoc], fallback_name: str,
                     extra_metadata: dict[str, Any] | None = None, known_name: str | None = None,
                     known_description: str | None = None, content_hash: str = "") -> SkillRecord | None:
-        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        digest = dedupe_digest(text)
         key = hashlib.blake2b(content_hash.encode(), digest_size=16).digest() if content_hash else digest[:16]
         if key in self.seen_hashes:
             what = f"content hash {content_hash}" if content_hash else "SKILL.md text"
             self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE, f"same {what} as a skill already loaded")
             return None
-        fm = parse_front_matter(text)
+        content_hash = content_hash or digest.hex()
         label = path_label(repo, path)
+        path_key = hashlib.blake2b(f"{repo}\0{path}".encode(), digest_size=16).digest()
+        if path_key in self.seen_paths:
+            # Two contents at one (repository, path) must not merge into one skill document downstream.
+            record_id = f"{record_id}@{content_hash[:12]}"
+            self.report.note(source, label, NOTE_PATH_COLLISION,
+                             f"another content was loaded at this repository and path; kept as {record_id}")
+        fm = parse_front_matter(text)
         if fm.issue:
             self.report.note(source, label, fm.issue, fm.detail)
         data = dict(fm.data)
@@ -512,8 +534,10 @@ class _Loader:
             metadata.update(extra_metadata)
         record = SkillRecord(id=record_id, name=name, description=description, body=fm.body, text=text,
                              metadata=metadata, repo=repo, path=path, commit=commit, license=license,
-                             references=references, content_hash=content_hash or digest.hex())
+                             references=references, content_hash=content_hash)
         self.seen_hashes.add(key)
+        if path_key not in self.seen_paths:
+            self.seen_paths.add(path_key)
         return record
 
     def _decode_file(self, source: str, file: Path, label: str, within: str | None) -> str | None:
@@ -659,7 +683,7 @@ class _Loader:
             if isinstance(ref, dict) and _as_text(ref.get("text") or ref.get("content")).strip():
                 references.append(RefDoc(path=_as_text(ref.get("path")) or "reference.md",
                                          text=_as_text(ref.get("text") or ref.get("content"))))
-        content_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        content_id = dedupe_digest(text).hex()[:16]
         record_id = _as_text(row.get("id")) or (f"{repo}/{path}" if row.get("path") else f"jsonl:{content_id}")
         extra = row.get("metadata") if isinstance(row.get("metadata"), dict) else None
         return self._add_record(source, record_id=record_id, text=text, repo=repo, path=path,
@@ -727,7 +751,7 @@ class _Loader:
             self.report.note(source, label, NOTE_REPLACED, decoded.detail)
         text = decoded.text
         repo = row.repo or "unknown"
-        content_id = row.content_hash[:16] or hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        content_id = row.content_hash[:16] or dedupe_digest(text).hex()[:16]
         path = row.path or row.where
         record_id = f"{repo}/{row.path}" if row.repo and row.path else f"{repo}/{content_id}"
         extra: dict[str, Any] = dict(row.metadata or {})

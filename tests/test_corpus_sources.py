@@ -622,3 +622,69 @@ def test_detection_names_each_table_it_did_not_join(tmp_path: Path, capsys: pyte
         index = SectionIndex.load(out)
         repos_column = np.asarray(index.doc_columns["repos"])
         assert {int(repos_column[d]) for d in range(len(index)) if index.section(d).repo == "f/six"} == {2}
+
+
+def test_gitskills_layout_as_parquet_honours_the_primary_row(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="parquet sources need the `parquet` extra (pyarrow)")
+    import pyarrow.parquet as pq
+
+    db = write_gitskills_release(tmp_path / "gitskills.sqlite")
+    con = sqlite3.connect(db)
+    cursor = con.execute("SELECT repo_full_name, path, file_sha, dedup_primary, content FROM artifacts ORDER BY rowid")
+    names = [d[0] for d in cursor.description]
+    columns = list(zip(*cursor.fetchall()))
+    con.close()
+    pq.write_table(pa.table(dict(zip(names, columns))), tmp_path / "artifacts.parquet", row_group_size=2)
+    records, _ = load_corpus(tmp_path / "artifacts.parquet")
+    assert [(r.content_hash, r.repo, r.metadata["repos"]) for r in records] == \
+        [("h1", "b/two", 3), ("h2", "d/four", 2), ("h3", "f/six", 1)]
+
+
+# -------------------------------------------------------------------------------------------------- one dedupe key
+
+
+def test_the_same_pool_dedupes_alike_from_jsonl_sqlite_and_parquet(tmp_path: Path) -> None:
+    """Six rows, two of them the text of another with other line endings and trailing whitespace: every source
+    keeps the same four contents under the same keys (the JSONL reader strips its text, the tables do not)."""
+    pa = pytest.importorskip("pyarrow", reason="parquet sources need the `parquet` extra (pyarrow)")
+    import pyarrow.parquet as pq
+
+    texts = [skill_text(0), skill_text(1), skill_text(0).replace("\n", "\r\n"), skill_text(2),
+             skill_text(1) + "\n\n  \n", skill_text(3)]
+    pool = [(f"o/r{i}", f"s{i}/SKILL.md", text) for i, text in enumerate(texts)]
+    (tmp_path / "pool.jsonl").write_text("".join(json.dumps({"repo": r, "path": p, "text": t}) + "\n"
+                                                 for r, p, t in pool), encoding="utf-8")
+    db = sqlite3.connect(tmp_path / "pool.sqlite")
+    db.execute("CREATE TABLE skills (repo TEXT, path TEXT, content TEXT)")
+    db.executemany("INSERT INTO skills VALUES (?, ?, ?)", pool)
+    db.commit()
+    db.close()
+    pq.write_table(pa.table({"repo": [r for r, _, _ in pool], "path": [p for _, p, _ in pool],
+                             "content": [t for _, _, t in pool]}), tmp_path / "pool.parquet")
+    keys = {}
+    for source in ("pool.jsonl", "pool.sqlite", "pool.parquet"):
+        records, report = load_corpus(tmp_path / source)
+        keys[source] = [r.content_hash for r in records]
+        assert report.skip_counts() == {"duplicate": 2}, source
+    assert keys["pool.jsonl"] == keys["pool.sqlite"] == keys["pool.parquet"]
+    assert len(set(keys["pool.jsonl"])) == 4
+
+
+def test_two_contents_at_one_repository_and_path_stay_two_skills(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    db = sqlite3.connect(tmp_path / "twice.sqlite")
+    db.execute("CREATE TABLE skills (repo TEXT, path TEXT, content TEXT)")
+    db.executemany("INSERT INTO skills VALUES (?, ?, ?)", [("o/r", "a/SKILL.md", skill_text(0)),
+                                                           ("o/r", "a/SKILL.md", skill_text(1)),
+                                                           ("o/r", "b/SKILL.md", skill_text(2))])
+    db.commit()
+    db.close()
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(tmp_path / "twice.sqlite"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: 1 skill(s) share a repository and path with a different content" in printed
+    index = SectionIndex.load(out)
+    skill_ids = {s.skill_id for s in index.iter_sections()}
+    assert len(skill_ids) == 3 and "o/r/a/SKILL.md" in skill_ids
+    assert any(i.startswith("o/r/a/SKILL.md@") for i in skill_ids)
+    assert index.meta["skill_index"]["documents"] == 3  # the skill level keeps them apart too
