@@ -70,6 +70,11 @@ def normalize_license(value: str) -> str:
     return "" if text in UNKNOWN_LICENSES else text
 
 
+def license_class(value: str) -> str:
+    """The class a licence is counted under: its SPDX id in lower case, `proprietary`, or `unknown`."""
+    return normalize_license(value) or "unknown"
+
+
 def parse_licenses(value: str | Sequence[str]) -> frozenset[str]:
     """`"mit,Apache-2.0"` -> {"mit", "apache-2.0"}."""
     items = value.split(",") if isinstance(value, str) else [x for v in value for x in v.split(",")]
@@ -176,15 +181,22 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
 
     left_out: dict[str, int] = {}
     dropped = {"licence": 0, "blocklist": 0, "unretrievable": 0}
+    # skills loaded per licence class (the SPDX id in lower case, `proprietary`, or `unknown`), and those the
+    # licence filter dropped
+    licences: dict[str, int] = {}
+    dropped_by_licence: dict[str, int] = {}
     content_digest = hashlib.sha256()
     kept = 0
 
     def records() -> Iterator[SkillRecord]:
         for record in iter_corpus(sources, ingest, progress=stage("load"), options=options):
+            licence = license_class(record.license)
+            licences[licence] = licences.get(licence, 0) + 1
             if record.repo in excluded:
                 dropped["blocklist"] += 1
             elif allowed and not _license_allowed(record.license, allowed, keep_unknown_license):
                 dropped["licence"] += 1
+                dropped_by_licence[licence] = dropped_by_licence.get(licence, 0) + 1
             else:
                 yield record
 
@@ -249,6 +261,8 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
                 "skills_loaded": ingest.skills_loaded,
                 "kept": kept,
                 "dropped": {"duplicate": skip_counts.get(SKIP_DUPLICATE, 0), **dropped},
+                "licences": dict(sorted(licences.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "dropped_by_licence": dict(sorted(dropped_by_licence.items(), key=lambda kv: (-kv[1], kv[0]))),
                 # files or rows not read as skills (binary, empty, too large, ...), by reason
                 "skipped": {k: v for k, v in skip_counts.items() if k != SKIP_DUPLICATE},
                 "sections_left_out": extra["sections_left_out"],

@@ -18,7 +18,10 @@ headings). Decision on non-UTF-8 text: bytes that do not decode are replaced wit
 is kept (a note `decoded_with_replacement`), because one stray Latin-1 byte should not cost a good
 skill; a file where more than 5% of the characters would be replacements is not text and is skipped
 as `not_utf8`. Exact duplicates are dropped, keeping the first one loaded: the same content hash when the
-source has one (a release's own hash column), else the same SKILL.md text (sha256). The report lists at
+source has one (a release's own hash column), else the same SKILL.md text (`dedupe_digest`, alike for every
+source). A skill's licence is its front matter's `license:` when that names one (or reserves the rights:
+`proprietary`), else its source's: the nearest LICENSE file of a folder tree (the skill folder's, then the
+repository's), a manifest row's or a table's licence column. The report lists at
 most `MAX_LISTED_PER_REASON` files per reason and counts the rest, so a release with millions of
 duplicate rows keeps a small report.
 """
@@ -355,6 +358,14 @@ GIT_REF_BYTES = 4096
 GIT_PACKED_REFS_BYTES = 16 << 20
 
 
+# Licence texts and front-matter values that reserve the rights: class `proprietary`, never `unknown`.
+_PROPRIETARY = re.compile(r"\ball rights reserved\b|\bproprietary\b|\bconfidential\b|\bnot for (re)?distribution\b|"
+                          r"\bsource[- ]available\b|\bmay not be (copied|reproduced|redistributed)\b", re.I)
+PROPRIETARY = "proprietary"
+# A front-matter `license:` value that is an identifier (MIT, Apache-2.0, CC-BY-4.0), not a sentence.
+_LICENSE_ID = re.compile(r"[A-Za-z][A-Za-z0-9.+-]*")
+
+
 def dedupe_digest(text: str) -> bytes:
     """sha256 of a SKILL.md text as every source dedupes it: line endings made \\n, a BOM and the whitespace
     around the text dropped (a JSONL dump's stripped text and a table's raw one are then the same content)."""
@@ -362,8 +373,19 @@ def dedupe_digest(text: str) -> bytes:
     return hashlib.sha256(normal.encode("utf-8")).digest()
 
 
+def license_value(value: str) -> str:
+    """A source's or front matter's licence value as the index records it: `proprietary` for a text that
+    reserves the rights ("Proprietary. LICENSE.txt has complete terms", "All rights reserved"), the value
+    itself for an identifier, "" for anything else (a sentence such as "Complete terms in LICENSE.txt": the
+    next source of the licence decides)."""
+    text = value.strip()
+    if _PROPRIETARY.search(text):
+        return PROPRIETARY
+    return text if _LICENSE_ID.fullmatch(text) else ""
+
+
 def detect_license(text: str) -> str:
-    """Best-effort SPDX identifier from a license file's text."""
+    """Best-effort SPDX identifier from a license file's text; `proprietary` for one that reserves the rights."""
     head = text[:3000].lower()
     if "apache license" in head and "version 2.0" in head:
         return "Apache-2.0"
@@ -381,6 +403,8 @@ def detect_license(text: str) -> str:
         return "MPL-2.0"
     if "this is free and unencumbered software" in head:
         return "Unlicense"
+    if _PROPRIETARY.search(head):  # after BSD: its text says "All rights reserved" too
+        return PROPRIETARY
     return "unknown"
 
 
@@ -522,6 +546,8 @@ class _Loader:
         if fm.issue:
             self.report.note(source, label, fm.issue, fm.detail)
         data = dict(fm.data)
+        # The skill's own front matter first, then what the source says (its folder's or repository's licence).
+        license = license_value(_as_text(data.get("license"))) or license_value(license) or license or "unknown"
         name = _as_text(data.pop("name", None)) or (known_name or "")
         description = _as_text(data.pop("description", None)) or (known_description or "")
         if not name:

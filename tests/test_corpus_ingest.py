@@ -197,7 +197,8 @@ def test_manifest_folder(tmp_path: Path) -> None:
     records, report = load_corpus(root)
     assert [r.id for r in records] == ["o__r/a/SKILL.md"]
     rec = records[0]
-    assert (rec.repo, rec.commit, rec.path, rec.license) == ("o/r", "c0ffee", "a/SKILL.md", "Apache-2.0")
+    # the skill's front matter says MIT: it comes before the manifest row's licence (the repository's)
+    assert (rec.repo, rec.commit, rec.path, rec.license) == ("o/r", "c0ffee", "a/SKILL.md", "MIT")
     assert rec.references[0].path == "a/references/x.md"
     assert report.reasons_for("b/SKILL.md") == ["empty"]
     assert report.reasons_for("gone/SKILL.md") == ["missing_file"]

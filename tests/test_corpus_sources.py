@@ -688,3 +688,43 @@ def test_two_contents_at_one_repository_and_path_stay_two_skills(tmp_path: Path,
     assert len(skill_ids) == 3 and "o/r/a/SKILL.md" in skill_ids
     assert any(i.startswith("o/r/a/SKILL.md@") for i in skill_ids)
     assert index.meta["skill_index"]["documents"] == 3  # the skill level keeps them apart too
+
+
+# -------------------------------------------------------------------------------------------------- licences
+
+# The shape of anthropics/skills' docx/pdf/pptx/xlsx skills (read at its HEAD snapshot): front matter
+# `license: Proprietary. LICENSE.txt has complete terms` and a LICENSE.txt opening with a copyright line that
+# ends "All rights reserved."; its other skills say `license: Complete terms in LICENSE.txt` beside an
+# Apache-2.0 LICENSE.txt. The texts below are this test's own words in those shapes.
+RESERVED = "(c) 2026 Example Vendor. All rights reserved.\n\nUse of these files is governed by your agreement.\n"
+
+
+def test_licences_from_front_matter_skill_folder_and_repository(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    repo = tmp_path / "tree" / "repos" / "vendor" / "skills"
+    skills = {"doc-maker": ("Proprietary. See LICENSE.txt for the terms", RESERVED),
+              "reserved-folder": (None, RESERVED),
+              "art": ("Complete terms in LICENSE.txt", APACHE),
+              "plain": (None, None)}
+    for i, (name, (front, licence_file)) in enumerate(skills.items()):
+        folder = repo / "skills" / name
+        folder.mkdir(parents=True)
+        text = skill_text(i)
+        if front:
+            text = text.replace("---\n#", f"license: {front}\n---\n#", 1)
+        (folder / "SKILL.md").write_text(text, encoding="utf-8")
+        if licence_file:
+            (folder / "LICENSE.txt").write_text(licence_file, encoding="utf-8")
+    (repo / "LICENSE").write_text(MIT, encoding="utf-8")
+    records, _ = load_corpus(tmp_path / "tree")
+    assert {r.path.split("/")[1]: r.license for r in records} == \
+        {"doc-maker": "proprietary", "reserved-folder": "proprietary", "art": "Apache-2.0", "plain": "MIT"}
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(tmp_path / "tree"), "--out", str(out), "--license", "mit,apache-2.0"]) == 0
+    printed = capsys.readouterr().out
+    assert "licences of the skills read: proprietary 2, apache-2.0 1, mit 1" in printed
+    assert "--license mit,apache-2.0: dropped 2 skills (proprietary 2)" in printed
+    card = json.loads((out / CARD_FILE).read_text())
+    assert card["counts"]["licences"] == {"proprietary": 2, "apache-2.0": 1, "mit": 1}
+    assert card["counts"]["dropped_by_licence"] == {"proprietary": 2} and card["counts"]["dropped"]["licence"] == 2
+    assert {s[8] for s in sections_of(out)} == {"Apache-2.0", "MIT"}
