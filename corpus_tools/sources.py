@@ -70,7 +70,7 @@ FIELDS = tuple(FIELD_NAMES)
 #: Fields copied into the skill's metadata as they are.
 METADATA_FIELDS = ("frontmatter_valid", "composition_truncated", "has_scripts", "has_references")
 # A folder-listing table (GitSkills' `artifact_siblings`): one row per file or folder beside a SKILL.md.
-SIBLING_PATH_NAMES = ("artifact_path", "parent_path", "skill_dir", "artifact")
+SIBLING_PATH_NAMES = ("artifact_path", "parent_path", "skill_dir")
 SIBLING_ENTRY_NAMES = ("entry_name", "entry_path", "sibling_path", "file_name")
 SIBLING_TYPE_NAMES = ("entry_type", "type", "kind")
 # A listed file under scripts/ or with one of these endings counts as a script (`has_scripts`).
@@ -561,7 +561,8 @@ def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
         # The representative of a content: the row the release marks primary, else the first row with a text.
         firsts = [f"MIN(CASE WHEN {_quote(primary)} IN (1, '1', 'true', 'True', 'TRUE', 't') THEN rowid END)"] \
             if primary else []
-        firsts += [f"MIN(CASE WHEN {_quote(text.fields['text'])} IS NOT NULL THEN rowid END)", "MIN(rowid)"]
+        # typeof() reads the row header only, not a text spilled to overflow pages
+        firsts += [f"MIN(CASE WHEN typeof({_quote(text.fields['text'])}) <> 'null' THEN rowid END)", "MIN(rowid)"]
         joins += (f" LEFT JOIN (SELECT {h} AS hash, COALESCE({', '.join(firsts)}) AS representative, "
                   f"COUNT(DISTINCT {repo}) AS n_repos FROM {_quote(text.table)} WHERE {h} IS NOT NULL "
                   f"GROUP BY {h}) o ON o.hash = t.{h}")
