@@ -220,6 +220,11 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
             summary = "; ".join(ingest.summary().splitlines())
             hint = ("; links out of a tree are not followed unless trusted (--follow-links-out)"
                     if ingest.skip_counts().get(SKIP_LINK_OUTSIDE) else "")
+            if blocklist_report is not None and dropped["blocklist"]:
+                # The build leaves no index, but what removed the skills must still be readable.
+                hint += "; " + blocklist_report.summary()
+                if out is not None:
+                    hint += "; " + save_report_beside(blocklist_report, final)
             raise SourceError(f"no skills to index from {', '.join(map(str, sources))} ({summary}){hint}")
         seconds["read_split_tokenize"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -289,6 +294,34 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
         shutil.rmtree(staging, ignore_errors=True)
     first = sorted(final.glob("shard-*"))[0] if shards > 1 else final
     return BuildResult(SectionIndex.load(first), ingest, blocklist_report, seconds, written_card)
+
+
+def save_report_beside(report: BlocklistReport, out: Path) -> str:
+    """Write the blocklist report of a build that indexed nothing as `<out>.blocklist_report.md` and `.json`
+    beside `out` (each through a temporary sibling), unless a file of either name exists that is not such a
+    report (it is left as it is); what was done, for the build's error line."""
+    written = {out.with_name(f"{out.name}.blocklist_report.md"): report.to_markdown(),
+               out.with_name(f"{out.name}.blocklist_report.json"):
+                   json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n"}
+    for path in written:
+        if os.path.lexists(path) and not (path.is_file() and not path.is_symlink() and _is_blocklist_report(path)):
+            return f"report not written: {path} exists and is not a blocklist report (left as it is)"
+    for path, text in written.items():
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return f"report: {next(iter(written))}"
+
+
+def _is_blocklist_report(path: Path) -> bool:
+    try:
+        head = path.read_text(encoding="utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.startswith("# Leakage blocklist report") or head.startswith('{\n "benchmarks"')
 
 
 def _license_allowed(license: str, allowed: frozenset[str], keep_unknown: bool) -> bool:

@@ -350,6 +350,11 @@ def has_headings(body: str) -> bool:
 # Provenance helpers for plain directory trees
 
 _LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "COPYING", "COPYING.md")
+# A vendored copy of another repository inside a skill collection: `<owner>--<name>/` directly in a folder of
+# one of these names (`skills/anthropics--skills/docx/SKILL.md`). A GitHub owner has no `--`, so the first one
+# splits it from the name.
+VENDORED_PARENTS = frozenset({"skills", "vendor", "vendored", "repos", "collections", "third_party"})
+_VENDORED = re.compile(r"([A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)--([A-Za-z0-9._-]+)")
 _COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # What a tree's provenance files may hold before they are taken as unknown (read whole, so bounded).
 LICENSE_FILE_BYTES = 1 << 20
@@ -816,14 +821,18 @@ class _Loader:
     def _tree_repo(skill_dir: Path, root: Path,
                    checkout_at: Callable[[Path], tuple[bool, str | None, str]]) -> tuple[Path | None, str, str]:
         """(repository folder, owner/name, commit) of a skill inside a tree of checkouts: the nearest git
-        checkout between the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its
-        path; (None, "", "") when neither (the tree's own repository applies)."""
+        checkout or vendored `<owner>--<name>/` folder (`VENDORED_PARENTS`; not the skill's own folder) between
+        the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its path; (None, "", "") when
+        none (the tree's own repository applies). A vendored copy has no commit of its own: ""."""
         for folder in (skill_dir, *skill_dir.parents):
             if folder == root:
                 break
             is_checkout, repo, commit = checkout_at(folder)
             if is_checkout:
                 return folder, repo or f"local/{folder.name}", commit
+            vendored = _VENDORED.fullmatch(folder.name) if folder != skill_dir else None
+            if vendored and folder.parent.name in VENDORED_PARENTS:
+                return folder, f"{vendored[1]}/{vendored[2]}", ""
         parts = skill_dir.relative_to(root).parts
         for i, part in enumerate(parts[:-2]):
             if part == "repos":

@@ -222,9 +222,7 @@ def build_command(args: argparse.Namespace) -> int:
     if "skill_index" in meta:
         print(f"skill-level index: {meta['skill_index']['documents']} skills")
     if result.blocklist is not None:
-        excluded = result.blocklist.excluded_repos
-        print(f"blocklist {', '.join(blocklists)}: excluded {len(excluded)} repositories "
-              f"({result.blocklist.excluded_skill_count} skills)" + (f": {', '.join(excluded)}" if excluded else ""))
+        print(result.blocklist.summary() + f" ({args.out}/blocklist_report.md)")
     if result.card is not None:
         counts = result.card["counts"]
         print("licences of the skills read: " + ", ".join(f"{k} {v:,}" for k, v in counts["licences"].items()))
