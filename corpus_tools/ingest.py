@@ -367,8 +367,12 @@ GIT_PACKED_REFS_BYTES = 16 << 20
 _PROPRIETARY = re.compile(r"\ball rights reserved\b|\bproprietary\b|\bconfidential\b|\bnot for (re)?distribution\b|"
                           r"\bsource[- ]available\b|\bmay not be (copied|reproduced|redistributed)\b", re.I)
 PROPRIETARY = "proprietary"
-# A front-matter `license:` value that is an identifier (MIT, Apache-2.0, CC-BY-4.0), not a sentence.
-_LICENSE_ID = re.compile(r"[A-Za-z][A-Za-z0-9.+-]*")
+# A front-matter `license:` value that is an identifier (MIT, Apache-2.0, CC-BY-4.0), not a sentence; or a
+# licence family spelled out ("MIT License", "Apache License 2.0", "BSD 3-Clause License").
+_LICENSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")
+_LICENSE_WORDS = re.compile(r"\b(?:licen[cs]e|version)\b", re.I)
+_LICENSE_FAMILIES = frozenset({"mit", "apache", "bsd", "0bsd", "gpl", "lgpl", "agpl", "mpl", "epl", "cc", "cc0",
+                               "isc", "unlicense", "zlib", "artistic", "wtfpl"})
 
 
 def dedupe_digest(text: str) -> bytes:
@@ -386,7 +390,13 @@ def license_value(value: str) -> str:
     text = value.strip()
     if _PROPRIETARY.search(text):
         return PROPRIETARY
-    return text if _LICENSE_ID.fullmatch(text) else ""
+    if _LICENSE_ID.fullmatch(text):
+        return text
+    words = _LICENSE_WORDS.sub(" ", text).split()
+    spelled = "-".join(words)
+    if 1 <= len(words) <= 2 and words[0].split("-")[0].lower() in _LICENSE_FAMILIES and _LICENSE_ID.fullmatch(spelled):
+        return spelled
+    return ""
 
 
 def detect_license(text: str) -> str:

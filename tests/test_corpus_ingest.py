@@ -271,3 +271,14 @@ def test_dedupe_keys_are_compact_and_exact_across_merges(tmp_path: Path, monkeyp
     records, report = load_corpus([dump])
     assert [r.id for r in records] == [f"x/{i}" for i in range(20)]
     assert report.skip_counts() == {"duplicate": 5}
+
+
+def test_licence_values_of_front_matter() -> None:
+    from corpus_tools.ingest import detect_license, license_value
+
+    assert [license_value(v) for v in ("MIT", "MIT License", "Apache License 2.0", "BSD 3-Clause License",
+                                       "Proprietary. LICENSE.txt has complete terms", "Complete terms in LICENSE.txt",
+                                       "see the repository")] == \
+        ["MIT", "MIT", "Apache-2.0", "BSD-3-Clause", "proprietary", "", ""]
+    bsd = "Copyright (c) 2020, A. All rights reserved.\n\nRedistribution and use in source and binary forms ..."
+    assert detect_license(bsd) == "BSD" and detect_license("Copyright 2026 A. All rights reserved.\n") == "proprietary"

@@ -728,3 +728,5 @@ def test_licences_from_front_matter_skill_folder_and_repository(tmp_path: Path,
     assert card["counts"]["licences"] == {"proprietary": 2, "apache-2.0": 1, "mit": 1}
     assert card["counts"]["dropped_by_licence"] == {"proprietary": 2} and card["counts"]["dropped"]["licence"] == 2
     assert {s[8] for s in sections_of(out)} == {"Apache-2.0", "MIT"}
+    assert run(["corpus", "stats", str(out)]) == 0
+    assert "licences of the skills read: proprietary 2, apache-2.0 1, mit 1" in capsys.readouterr().out

@@ -287,6 +287,8 @@ def _card_lines(card: dict) -> list[str]:
         skipped = ", ".join(f"{k} {v}" for k, v in (counts.get("skipped") or {}).items())
         lines.append(f"  read {counts.get('read')}; kept {counts.get('kept')}; dropped: {dropped or 'none'}"
                      + (f"; skipped: {skipped}" if skipped else ""))
+        if counts.get("licences"):
+            lines.append("  licences of the skills read: " + ", ".join(f"{k} {v}" for k, v in counts["licences"].items()))
     build = card.get("build") or {}
     if build:
         lines.append("  build: " + ", ".join(f"{k}={v}" for k, v in build.items() if v not in (None, [], {}, "")))
