@@ -44,7 +44,7 @@ from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.card import CARD_FILE, read_card, write_card
 from corpus_tools.index import SectionIndex, read_index_json
 from corpus_tools.index_build import IndexWriter
-from corpus_tools.ingest import SKIP_DUPLICATE, SKIP_LINK_OUTSIDE, IngestReport, SkillRecord, iter_corpus
+from corpus_tools.ingest import SKIP_DUPLICATE, SKIP_LINK_OUTSIDE, UNKNOWN_LICENSES, IngestReport, SkillRecord, iter_corpus
 from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, retrievable_sections, split_sections
 from corpus_tools.sources import SourceError, SourceOptions
 from corpus_tools.vetting import FLAG_BITS, families_of, flag_bits
@@ -60,8 +60,6 @@ class OutputFolderError(ValueError):
 # stage name, done, total (None when unknown)
 StageProgress = Callable[[str, int, "int | None"], None]
 POPULARITY_COLUMN = "repos"
-# Licence values that say nothing: treated as unknown by the licence filter.
-UNKNOWN_LICENSES = frozenset({"", "unknown", "noassertion", "none", "null", "other", "unlicensed"})
 
 
 def normalize_license(value: str) -> str:

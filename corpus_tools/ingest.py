@@ -367,12 +367,17 @@ GIT_PACKED_REFS_BYTES = 16 << 20
 _PROPRIETARY = re.compile(r"\ball rights reserved\b|\bproprietary\b|\bconfidential\b|\bnot for (re)?distribution\b|"
                           r"\bsource[- ]available\b|\bmay not be (copied|reproduced|redistributed)\b", re.I)
 PROPRIETARY = "proprietary"
+# Licence values that say nothing: treated as unknown by the licence filter (corpus_tools.build), and a
+# front-matter value among them (or one naming only the licence file) falls through to the source's licence.
+UNKNOWN_LICENSES = frozenset({"", "unknown", "noassertion", "none", "null", "other", "unlicensed"})
+_LICENSE_FILE_WORDS = frozenset({"license", "licence", "license.txt", "license.md", "licence.txt", "copying"})
 # A front-matter `license:` value that is an identifier (MIT, Apache-2.0, CC-BY-4.0), not a sentence; or a
 # licence family spelled out ("MIT License", "Apache License 2.0", "BSD 3-Clause License").
 _LICENSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")
 _LICENSE_WORDS = re.compile(r"\b(?:licen[cs]e|version)\b", re.I)
-_LICENSE_FAMILIES = frozenset({"mit", "apache", "bsd", "0bsd", "gpl", "lgpl", "agpl", "mpl", "epl", "cc", "cc0",
-                               "isc", "unlicense", "zlib", "artistic", "wtfpl"})
+_LICENSE_FAMILIES = frozenset({"mit", "apache", "bsd", "0bsd", "gpl", "lgpl", "agpl", "mpl", "epl", "eupl", "cc",
+                               "cc0", "isc", "unlicense", "zlib", "artistic", "wtfpl", "bsl", "ofl", "upl", "cddl",
+                               "osl", "afl", "ncsa", "postgresql", "cecill"})
 
 
 def dedupe_digest(text: str) -> bytes:
@@ -390,13 +395,20 @@ def license_value(value: str) -> str:
     text = value.strip()
     if _PROPRIETARY.search(text):
         return PROPRIETARY
-    if _LICENSE_ID.fullmatch(text):
+    if text.lower() in UNKNOWN_LICENSES or text.lower() in _LICENSE_FILE_WORDS:
+        return ""
+    if _LICENSE_ID.fullmatch(text) and _licence_family(text):
         return text
     words = _LICENSE_WORDS.sub(" ", text).split()
     spelled = "-".join(words)
-    if 1 <= len(words) <= 2 and words[0].split("-")[0].lower() in _LICENSE_FAMILIES and _LICENSE_ID.fullmatch(spelled):
+    if 1 <= len(words) <= 2 and _licence_family(words[0]) and _LICENSE_ID.fullmatch(spelled):
         return spelled
     return ""
+
+
+def _licence_family(word: str) -> bool:
+    """Whether `word` starts with a known licence family ("Apache-2.0": apache), not any word ("internal")."""
+    return re.split(r"[-.]", word, maxsplit=1)[0].lower() in _LICENSE_FAMILIES
 
 
 def detect_license(text: str) -> str:

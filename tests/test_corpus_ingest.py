@@ -278,7 +278,7 @@ def test_licence_values_of_front_matter() -> None:
 
     assert [license_value(v) for v in ("MIT", "MIT License", "Apache License 2.0", "BSD 3-Clause License",
                                        "Proprietary. LICENSE.txt has complete terms", "Complete terms in LICENSE.txt",
-                                       "see the repository")] == \
-        ["MIT", "MIT", "Apache-2.0", "BSD-3-Clause", "proprietary", "", ""]
+                                       "see the repository", "Unknown", "LICENSE", "internal", "CC0-1.0")] == \
+        ["MIT", "MIT", "Apache-2.0", "BSD-3-Clause", "proprietary", "", "", "", "", "", "CC0-1.0"]
     bsd = "Copyright (c) 2020, A. All rights reserved.\n\nRedistribution and use in source and binary forms ..."
     assert detect_license(bsd) == "BSD" and detect_license("Copyright 2026 A. All rights reserved.\n") == "proprietary"
