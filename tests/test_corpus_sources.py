@@ -613,6 +613,9 @@ def test_detection_names_each_table_it_did_not_join(tmp_path: Path, capsys: pyte
     assert "forks (occurrences? columns: repo_full_name, path, sha): no content hash column (sha reads as commit)" \
         in lines[0] and lines[0].endswith("--map content_hash=forks.sha")
     assert lines[1].startswith("not joined: owners (repositories? columns: full_name, language): no licence or stars")
+    # an unqualified column is the text table's
+    assert run(["corpus", "build", str(db), "--out", str(tmp_path / "b"), "--map", "content_hash=sha"]) == 2
+    assert "--map content_hash=sha: artifacts has no column 'sha'" in one_error_line(capsys)
     for given in ("content_hash=forks.sha", "forks.sha=content_hash"):
         out = tmp_path / given.replace("=", "-")
         assert run(["corpus", "build", str(db), "--out", str(out), "--map", given]) == 0
