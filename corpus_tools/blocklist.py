@@ -101,6 +101,16 @@ class BlocklistReport:
                 lines.append(f"- `{ex['path']}` ({ex['benchmark']}, {ex['keyword']}): \"{ex['snippet']}\"")
         return "\n".join(lines) + "\n"
 
+    def summary(self, first: int = 3) -> str:
+        """One line: the blocklists, how many repositories and skills they excluded, and the first matches."""
+        line = (f"blocklist {', '.join(self.benchmarks)}: excluded {len(self.excluded)} repositories "
+                f"({self.excluded_skill_count} of {self.skills_scanned} skills)")
+        examples = [(repo, ex) for repo in self.excluded_repos for ex in self.excluded[repo]["examples"][:1]][:first]
+        if examples:
+            line += "; first matches: " + "; ".join(f"{repo}: {ex['keyword']} in {ex['path']} (\"{ex['snippet']}\")"
+                                                   for repo, ex in examples)
+        return line
+
     def save(self, directory: str | Path) -> None:
         """Write blocklist_report.json and blocklist_report.md into `directory`."""
         directory = Path(directory)

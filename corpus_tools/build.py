@@ -44,7 +44,7 @@ from corpus_tools.blocklist import BlocklistReport, find_leaks
 from corpus_tools.card import CARD_FILE, read_card, write_card
 from corpus_tools.index import SectionIndex, read_index_json
 from corpus_tools.index_build import IndexWriter
-from corpus_tools.ingest import SKIP_DUPLICATE, SKIP_LINK_OUTSIDE, IngestReport, SkillRecord, iter_corpus
+from corpus_tools.ingest import SKIP_DUPLICATE, SKIP_LINK_OUTSIDE, UNKNOWN_LICENSES, IngestReport, SkillRecord, iter_corpus
 from corpus_tools.sections import DEFAULT_LEVELS, DEFAULT_MAX_CHARS, retrievable_sections, split_sections
 from corpus_tools.sources import SourceError, SourceOptions
 from corpus_tools.vetting import FLAG_BITS, families_of, flag_bits
@@ -60,14 +60,17 @@ class OutputFolderError(ValueError):
 # stage name, done, total (None when unknown)
 StageProgress = Callable[[str, int, "int | None"], None]
 POPULARITY_COLUMN = "repos"
-# Licence values that say nothing: treated as unknown by the licence filter.
-UNKNOWN_LICENSES = frozenset({"", "unknown", "noassertion", "none", "null", "other", "unlicensed"})
 
 
 def normalize_license(value: str) -> str:
     """Lower-case SPDX id for comparison ("MIT" -> "mit"); unknown values become ""."""
     text = value.strip().lower()
     return "" if text in UNKNOWN_LICENSES else text
+
+
+def license_class(value: str) -> str:
+    """The class a licence is counted under: its SPDX id in lower case, `proprietary`, or `unknown`."""
+    return normalize_license(value) or "unknown"
 
 
 def parse_licenses(value: str | Sequence[str]) -> frozenset[str]:
@@ -176,15 +179,22 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
 
     left_out: dict[str, int] = {}
     dropped = {"licence": 0, "blocklist": 0, "unretrievable": 0}
+    # skills loaded per licence class (the SPDX id in lower case, `proprietary`, or `unknown`), and those the
+    # licence filter dropped
+    licences: dict[str, int] = {}
+    dropped_by_licence: dict[str, int] = {}
     content_digest = hashlib.sha256()
     kept = 0
 
     def records() -> Iterator[SkillRecord]:
         for record in iter_corpus(sources, ingest, progress=stage("load"), options=options):
+            licence = license_class(record.license)
+            licences[licence] = licences.get(licence, 0) + 1
             if record.repo in excluded:
                 dropped["blocklist"] += 1
             elif allowed and not _license_allowed(record.license, allowed, keep_unknown_license):
                 dropped["licence"] += 1
+                dropped_by_licence[licence] = dropped_by_licence.get(licence, 0) + 1
             else:
                 yield record
 
@@ -208,6 +218,11 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
             summary = "; ".join(ingest.summary().splitlines())
             hint = ("; links out of a tree are not followed unless trusted (--follow-links-out)"
                     if ingest.skip_counts().get(SKIP_LINK_OUTSIDE) else "")
+            if blocklist_report is not None and dropped["blocklist"]:
+                # The build leaves no index, but what removed the skills must still be readable.
+                hint += "; " + blocklist_report.summary()
+                if out is not None:
+                    hint += "; " + save_report_beside(blocklist_report, final)
             raise SourceError(f"no skills to index from {', '.join(map(str, sources))} ({summary}){hint}")
         seconds["read_split_tokenize"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -249,6 +264,8 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
                 "skills_loaded": ingest.skills_loaded,
                 "kept": kept,
                 "dropped": {"duplicate": skip_counts.get(SKIP_DUPLICATE, 0), **dropped},
+                "licences": dict(sorted(licences.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "dropped_by_licence": dict(sorted(dropped_by_licence.items(), key=lambda kv: (-kv[1], kv[0]))),
                 # files or rows not read as skills (binary, empty, too large, ...), by reason
                 "skipped": {k: v for k, v in skip_counts.items() if k != SKIP_DUPLICATE},
                 "sections_left_out": extra["sections_left_out"],
@@ -275,6 +292,34 @@ def build_corpus_index(sources: Sequence[str | Path], out: str | Path | None = N
         shutil.rmtree(staging, ignore_errors=True)
     first = sorted(final.glob("shard-*"))[0] if shards > 1 else final
     return BuildResult(SectionIndex.load(first), ingest, blocklist_report, seconds, written_card)
+
+
+def save_report_beside(report: BlocklistReport, out: Path) -> str:
+    """Write the blocklist report of a build that indexed nothing as `<out>.blocklist_report.md` and `.json`
+    beside `out` (each through a temporary sibling), unless a file of either name exists that is not such a
+    report (it is left as it is); what was done, for the build's error line."""
+    written = {out.with_name(f"{out.name}.blocklist_report.md"): report.to_markdown(),
+               out.with_name(f"{out.name}.blocklist_report.json"):
+                   json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n"}
+    for path in written:
+        if os.path.lexists(path) and not (path.is_file() and not path.is_symlink() and _is_blocklist_report(path)):
+            return f"report not written: {path} exists and is not a blocklist report (left as it is)"
+    for path, text in written.items():
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return f"report: {next(iter(written))}"
+
+
+def _is_blocklist_report(path: Path) -> bool:
+    try:
+        head = path.read_text(encoding="utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.startswith("# Leakage blocklist report") or head.startswith('{\n "benchmarks"')
 
 
 def _license_allowed(license: str, allowed: frozenset[str], keep_unknown: bool) -> bool:

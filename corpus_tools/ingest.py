@@ -18,7 +18,10 @@ headings). Decision on non-UTF-8 text: bytes that do not decode are replaced wit
 is kept (a note `decoded_with_replacement`), because one stray Latin-1 byte should not cost a good
 skill; a file where more than 5% of the characters would be replacements is not text and is skipped
 as `not_utf8`. Exact duplicates are dropped, keeping the first one loaded: the same content hash when the
-source has one (a release's own hash column), else the same SKILL.md text (sha256). The report lists at
+source has one (a release's own hash column), else the same SKILL.md text (`dedupe_digest`, alike for every
+source). A skill's licence is its front matter's `license:` when that names one (or reserves the rights:
+`proprietary`), else its source's: the nearest LICENSE file of a folder tree (the skill folder's, then the
+repository's), a manifest row's or a table's licence column. The report lists at
 most `MAX_LISTED_PER_REASON` files per reason and counts the rest, so a release with millions of
 duplicate rows keeps a small report.
 """
@@ -82,6 +85,8 @@ NOTE_REPLACED = "decoded_with_replacement"
 NOTE_NO_HEADINGS = "no_headings"
 NOTE_NO_NAME = "no_name"
 NOTE_SHA_MISMATCH = "sha256_mismatch"
+# A second content at a (repository, path) already loaded: kept as its own skill, its id suffixed with its hash.
+NOTE_PATH_COLLISION = "path_collision"
 # Front matter issues (see corpus_tools.frontmatter) are notes as well.
 
 ProgressFn = Callable[[int, "int | None"], None]
@@ -176,6 +181,10 @@ class IngestReport:
             lines.append("skipped: " + ", ".join(f"{k} {v}" for k, v in self.skip_counts().items()))
         if self.notes:
             lines.append("kept with notes: " + ", ".join(f"{k} {v}" for k, v in self.note_counts().items()))
+        collisions = self.note_counts().get(NOTE_PATH_COLLISION, 0)
+        if collisions:
+            lines.append(f"warning: {collisions} skill(s) share a repository and path with a different content "
+                         "loaded before; each is kept as its own skill, its id suffixed with @<content hash>")
         for source, mapping in self.mappings.items():
             lines.append(f"columns of {source}:\n  " + mapping["described"].replace("\n", "\n  "))
         return "\n".join(lines)
@@ -341,6 +350,11 @@ def has_headings(body: str) -> bool:
 # Provenance helpers for plain directory trees
 
 _LICENSE_NAMES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "COPYING", "COPYING.md")
+# A vendored copy of another repository inside a skill collection: `<owner>--<name>/` directly in a folder of
+# one of these names (`skills/anthropics--skills/docx/SKILL.md`). A GitHub owner has no `--`, so the first one
+# splits it from the name.
+VENDORED_PARENTS = frozenset({"skills", "vendor", "vendored", "repos", "collections", "third_party"})
+_VENDORED = re.compile(r"([A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)--([A-Za-z0-9._-]+)")
 _COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # What a tree's provenance files may hold before they are taken as unknown (read whole, so bounded).
 LICENSE_FILE_BYTES = 1 << 20
@@ -349,8 +363,56 @@ GIT_REF_BYTES = 4096
 GIT_PACKED_REFS_BYTES = 16 << 20
 
 
+# Licence texts and front-matter values that reserve the rights: class `proprietary`, never `unknown`.
+_PROPRIETARY = re.compile(r"\ball rights reserved\b|\bproprietary\b|\bconfidential\b|\bnot for (re)?distribution\b|"
+                          r"\bsource[- ]available\b|\bmay not be (copied|reproduced|redistributed)\b", re.I)
+PROPRIETARY = "proprietary"
+# Licence values that say nothing: treated as unknown by the licence filter (corpus_tools.build), and a
+# front-matter value among them (or one naming only the licence file) falls through to the source's licence.
+UNKNOWN_LICENSES = frozenset({"", "unknown", "noassertion", "none", "null", "other", "unlicensed"})
+_LICENSE_FILE_WORDS = frozenset({"license", "licence", "license.txt", "license.md", "licence.txt", "copying"})
+# A front-matter `license:` value that is an identifier (MIT, Apache-2.0, CC-BY-4.0), not a sentence; or a
+# licence family spelled out ("MIT License", "Apache License 2.0", "BSD 3-Clause License").
+_LICENSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")
+_LICENSE_WORDS = re.compile(r"\b(?:licen[cs]e|version)\b", re.I)
+_LICENSE_FAMILIES = frozenset({"mit", "apache", "bsd", "0bsd", "gpl", "lgpl", "agpl", "mpl", "epl", "eupl", "cc",
+                               "cc0", "isc", "unlicense", "zlib", "artistic", "wtfpl", "bsl", "ofl", "upl", "cddl",
+                               "osl", "afl", "ncsa", "postgresql", "cecill"})
+
+
+def dedupe_digest(text: str) -> bytes:
+    """sha256 of a SKILL.md text as every source dedupes it: line endings made \\n, a BOM and the whitespace
+    around the text dropped (a JSONL dump's stripped text and a table's raw one are then the same content)."""
+    normal = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip()
+    return hashlib.sha256(normal.encode("utf-8")).digest()
+
+
+def license_value(value: str) -> str:
+    """A source's or front matter's licence value as the index records it: `proprietary` for a text that
+    reserves the rights ("Proprietary. LICENSE.txt has complete terms", "All rights reserved"), the value
+    itself for an identifier, "" for anything else (a sentence such as "Complete terms in LICENSE.txt": the
+    next source of the licence decides)."""
+    text = value.strip()
+    if _PROPRIETARY.search(text):
+        return PROPRIETARY
+    if text.lower() in UNKNOWN_LICENSES or text.lower() in _LICENSE_FILE_WORDS:
+        return ""
+    if _LICENSE_ID.fullmatch(text) and _licence_family(text):
+        return text
+    words = _LICENSE_WORDS.sub(" ", text).split()
+    spelled = "-".join(words)
+    if 1 <= len(words) <= 2 and _licence_family(words[0]) and _LICENSE_ID.fullmatch(spelled):
+        return spelled
+    return ""
+
+
+def _licence_family(word: str) -> bool:
+    """Whether `word` starts with a known licence family ("Apache-2.0": apache), not any word ("internal")."""
+    return re.split(r"[-.]", word, maxsplit=1)[0].lower() in _LICENSE_FAMILIES
+
+
 def detect_license(text: str) -> str:
-    """Best-effort SPDX identifier from a license file's text."""
+    """Best-effort SPDX identifier from a license file's text; `proprietary` for one that reserves the rights."""
     head = text[:3000].lower()
     if "apache license" in head and "version 2.0" in head:
         return "Apache-2.0"
@@ -368,6 +430,8 @@ def detect_license(text: str) -> str:
         return "MPL-2.0"
     if "this is free and unencumbered software" in head:
         return "Unlicense"
+    if _PROPRIETARY.search(head):  # after BSD: its text says "All rights reserved" too
+        return PROPRIETARY
     return "unknown"
 
 
@@ -444,8 +508,10 @@ class _Loader:
         self.max_bytes = max_bytes
         self.progress = progress
         self.options = options
-        # 16-byte key of every content kept (the release's hash, else the text's sha256): duplicates are dropped
+        # 16-byte key of every content kept (the release's hash, else `dedupe_digest`): duplicates are dropped
         self.seen_hashes = SeenKeys()
+        # 16-byte key of every (repository, path) kept: a second content there is a collision, kept apart
+        self.seen_paths = SeenKeys()
 
     # ---- dispatch
     def load_source(self, given: str | Path) -> Iterator[SkillRecord]:
@@ -489,17 +555,26 @@ class _Loader:
                     license: str, references: list[RefDoc], fallback_name: str,
                     extra_metadata: dict[str, Any] | None = None, known_name: str | None = None,
                     known_description: str | None = None, content_hash: str = "") -> SkillRecord | None:
-        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        digest = dedupe_digest(text)
         key = hashlib.blake2b(content_hash.encode(), digest_size=16).digest() if content_hash else digest[:16]
         if key in self.seen_hashes:
             what = f"content hash {content_hash}" if content_hash else "SKILL.md text"
             self.report.skip(source, path_label(repo, path), SKIP_DUPLICATE, f"same {what} as a skill already loaded")
             return None
-        fm = parse_front_matter(text)
+        content_hash = content_hash or digest.hex()
         label = path_label(repo, path)
+        path_key = hashlib.blake2b(f"{repo}\0{path}".encode(), digest_size=16).digest()
+        if path_key in self.seen_paths:
+            # Two contents at one (repository, path) must not merge into one skill document downstream.
+            record_id = f"{record_id}@{content_hash[:12]}"
+            self.report.note(source, label, NOTE_PATH_COLLISION,
+                             f"another content was loaded at this repository and path; kept as {record_id}")
+        fm = parse_front_matter(text)
         if fm.issue:
             self.report.note(source, label, fm.issue, fm.detail)
         data = dict(fm.data)
+        # The skill's own front matter first, then what the source says (its folder's or repository's licence).
+        license = license_value(_as_text(data.get("license"))) or license_value(license) or license or "unknown"
         name = _as_text(data.pop("name", None)) or (known_name or "")
         description = _as_text(data.pop("description", None)) or (known_description or "")
         if not name:
@@ -512,8 +587,10 @@ class _Loader:
             metadata.update(extra_metadata)
         record = SkillRecord(id=record_id, name=name, description=description, body=fm.body, text=text,
                              metadata=metadata, repo=repo, path=path, commit=commit, license=license,
-                             references=references, content_hash=content_hash or digest.hex())
+                             references=references, content_hash=content_hash)
         self.seen_hashes.add(key)
+        if path_key not in self.seen_paths:
+            self.seen_paths.add(path_key)
         return record
 
     def _decode_file(self, source: str, file: Path, label: str, within: str | None) -> str | None:
@@ -659,7 +736,7 @@ class _Loader:
             if isinstance(ref, dict) and _as_text(ref.get("text") or ref.get("content")).strip():
                 references.append(RefDoc(path=_as_text(ref.get("path")) or "reference.md",
                                          text=_as_text(ref.get("text") or ref.get("content"))))
-        content_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        content_id = dedupe_digest(text).hex()[:16]
         record_id = _as_text(row.get("id")) or (f"{repo}/{path}" if row.get("path") else f"jsonl:{content_id}")
         extra = row.get("metadata") if isinstance(row.get("metadata"), dict) else None
         return self._add_record(source, record_id=record_id, text=text, repo=repo, path=path,
@@ -727,10 +804,10 @@ class _Loader:
             self.report.note(source, label, NOTE_REPLACED, decoded.detail)
         text = decoded.text
         repo = row.repo or "unknown"
-        content_id = row.content_hash[:16] or hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        content_id = row.content_hash[:16] or dedupe_digest(text).hex()[:16]
         path = row.path or row.where
         record_id = f"{repo}/{row.path}" if row.repo and row.path else f"{repo}/{content_id}"
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(row.metadata or {})
         if row.repos is not None:
             extra["repos"] = row.repos
         if row.stars is not None:
@@ -766,14 +843,18 @@ class _Loader:
     def _tree_repo(skill_dir: Path, root: Path,
                    checkout_at: Callable[[Path], tuple[bool, str | None, str]]) -> tuple[Path | None, str, str]:
         """(repository folder, owner/name, commit) of a skill inside a tree of checkouts: the nearest git
-        checkout between the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its
-        path; (None, "", "") when neither (the tree's own repository applies)."""
+        checkout or vendored `<owner>--<name>/` folder (`VENDORED_PARENTS`; not the skill's own folder) between
+        the skill and the tree's root, else a `repos/<owner>/<name>/` folder in its path; (None, "", "") when
+        none (the tree's own repository applies). A vendored copy has no commit of its own: ""."""
         for folder in (skill_dir, *skill_dir.parents):
             if folder == root:
                 break
             is_checkout, repo, commit = checkout_at(folder)
             if is_checkout:
                 return folder, repo or f"local/{folder.name}", commit
+            vendored = _VENDORED.fullmatch(folder.name) if folder != skill_dir else None
+            if vendored and folder.parent.name in VENDORED_PARENTS:
+                return folder, f"{vendored[1]}/{vendored[2]}", ""
         parts = skill_dir.relative_to(root).parts
         for i, part in enumerate(parts[:-2]):
             if part == "repos":

@@ -36,7 +36,7 @@ import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -53,13 +53,28 @@ FIELD_NAMES: dict[str, tuple[str, ...]] = {
     "commit": ("commit", "commit_sha", "sha", "revision", "head_sha", "commit_hash", "ref"),
     "license": ("license", "licence", "spdx", "spdx_id", "license_spdx", "license_spdx_id", "license_id",
                 "license_key", "repo_license"),
-    "content_hash": ("content_hash", "hash", "sha256", "content_sha256", "text_hash", "blob_sha", "digest",
-                     "md5", "content_md5"),
+    "content_hash": ("content_hash", "hash", "sha256", "content_sha256", "text_hash", "file_sha", "blob_sha",
+                     "digest", "md5", "content_md5"),
     "stars": ("stars", "stargazers", "stargazers_count", "stargazer_count", "star_count", "repo_stars",
               "github_stars"),
     "references": ("references", "refs", "reference_files"),
+    # The release's own choice of the row that stands for its content (GitSkills: `dedup_primary`).
+    "primary": ("dedup_primary", "is_primary", "primary", "is_representative", "representative"),
+    # Kept in the skill's metadata, for a filter to use (GitSkills' artifacts columns).
+    "frontmatter_valid": ("frontmatter_valid", "front_matter_valid"),
+    "composition_truncated": ("composition_truncated",),
+    "has_scripts": ("has_scripts",),
+    "has_references": ("has_references",),
 }
 FIELDS = tuple(FIELD_NAMES)
+#: Fields copied into the skill's metadata as they are.
+METADATA_FIELDS = ("frontmatter_valid", "composition_truncated", "has_scripts", "has_references")
+# A folder-listing table (GitSkills' `artifact_siblings`): one row per file or folder beside a SKILL.md.
+SIBLING_PATH_NAMES = ("artifact_path", "parent_path", "skill_dir")
+SIBLING_ENTRY_NAMES = ("entry_name", "entry_path", "sibling_path", "file_name")
+SIBLING_TYPE_NAMES = ("entry_type", "type", "kind")
+# A listed file under scripts/ or with one of these endings counts as a script (`has_scripts`).
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".ts", ".rb", ".go", ".ps1", ".pl")
 # A text column found by content: most sampled values are strings this long with line breaks.
 _TEXT_MIN_AVG_CHARS = 120
 _SAMPLE_ROWS = 50
@@ -90,13 +105,18 @@ class SourceOptions:
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
-    """`["text=content", "repo=full_name"]` -> {"text": "content", "repo": "full_name"}; bad pairs raise."""
+    """`["text=content", "content_hash=occurrences.sha"]` -> {"text": "content", "content_hash": "occurrences.sha"};
+    a column may be table-qualified (TABLE.COLUMN, for a SQLite source; unqualified names the text table's), and
+    `TABLE.COLUMN=FIELD` is read as `FIELD=TABLE.COLUMN`. Bad pairs raise."""
     overrides: dict[str, str] = {}
     for pair in pairs:
         key, sep, column = pair.partition("=")
         key, column = key.strip().lower().replace("licence", "license"), column.strip()
         if not sep or not column:
             raise SourceError(f"--map wants FIELD=COLUMN, got {pair!r}")
+        swapped = column.lower().replace("licence", "license")
+        if key not in FIELD_NAMES and "." in key and swapped in FIELD_NAMES:
+            key, column = swapped, pair.partition("=")[0].strip()
         if key not in FIELD_NAMES:
             raise SourceError(f"--map: unknown field {key!r} (fields: {', '.join(FIELDS)})")
         overrides[key] = column
@@ -248,6 +268,8 @@ class Row:
     stars: int | None = None
     repos: int | None = None
     references: Any = None
+    # METADATA_FIELDS and the folder listing's counts (`sibling_files`, `sibling_scripts`), when the source has them
+    metadata: dict[str, Any] | None = None
 
 
 def _as_str(value: Any) -> str:
@@ -272,6 +294,22 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+@dataclass(frozen=True)
+class SiblingsTable:
+    """A folder-listing table: which files sit beside each SKILL.md (GitSkills' `artifact_siblings`)."""
+
+    table: str
+    repo: str
+    path: str
+    entry: str
+    type: str | None = None
+
+    def describe(self) -> str:
+        kind = f", {self.type}='file' rows" if self.type else ""
+        return (f"{self.table}: repo={self.repo}, path={self.path}, entry={self.entry}{kind} "
+                "(files beside each SKILL.md: sibling_files, sibling_scripts in the skill's metadata)")
+
+
 @dataclass
 class SqlitePlan:
     """What a SQLite source reads: the mapped text table, and the detected joins."""
@@ -282,20 +320,37 @@ class SqlitePlan:
     sql: str = ""
     # Tables declared WITHOUT ROWID have no rowid to keep the release's order (or pick a first occurrence) by.
     without_rowid: frozenset[str] = frozenset()
+    # The text table holds one row per occurrence (a content hash and a repo column, no occurrences table): rows
+    # are grouped by hash, one representative read per content, its distinct repositories counted.
+    occurrence_rows: bool = False
+    siblings: SiblingsTable | None = None
+    # One line per table that looks like occurrences, repositories or text and was not used: why, and how to.
+    unused: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         lines = [self.text.describe()]
+        if self.occurrence_rows:
+            primary = self.text.fields.get("primary")
+            chosen = f"the row with {primary} set, else the first" if primary else "the first row"
+            lines.append(f"one row per occurrence, grouped by {self.text.fields['content_hash']}: repository count "
+                         f"per content; {chosen} of each content is read")
         if self.occurrences is not None:
             lines.append(f"joined by {self.text.fields['content_hash']}: " + self.occurrences.describe()
                          + " (repository count per content)")
         if self.repos is not None:
             lines.append(f"joined by repo: {self.repos.describe()}")
+        if self.siblings is not None:
+            lines.append(f"joined by repo and path: {self.siblings.describe()}")
+        lines += [f"not joined: {line}" for line in self.unused]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text.to_dict(),
                 "occurrences": self.occurrences.to_dict() if self.occurrences else None,
-                "repos": self.repos.to_dict() if self.repos else None, "sql": self.sql}
+                "occurrence_rows": self.occurrence_rows,
+                "repos": self.repos.to_dict() if self.repos else None,
+                "siblings": asdict(self.siblings) if self.siblings else None,
+                "not_joined": list(self.unused), "sql": self.sql}
 
 
 def open_sqlite(path: Path) -> sqlite3.Connection:
@@ -347,6 +402,34 @@ def plan_sqlite(path: Path, options: SourceOptions) -> SqlitePlan:
         connection.close()
 
 
+def _split_overrides(overrides: dict[str, str], tables: Sequence[str]) -> tuple[dict[str, str],
+                                                                             dict[str, dict[str, str]]]:
+    """(unqualified overrides: the text table's, {table: its overrides}) for `--map FIELD=TABLE.COLUMN`."""
+    by_name = {t.lower(): t for t in tables}
+    plain: dict[str, str] = {}
+    qualified: dict[str, dict[str, str]] = {}
+    for key, column in overrides.items():
+        table, dot, rest = column.partition(".")
+        if dot and rest and table.lower() in by_name:
+            qualified.setdefault(by_name[table.lower()], {})[key] = rest
+        else:
+            plain[key] = column
+    return plain, qualified
+
+
+def _column(columns: Sequence[str], names: Sequence[str]) -> str | None:
+    lower = {c.lower(): c for c in columns}
+    return next((lower[n] for n in names if n in lower), None)
+
+
+def _siblings_of(table: str, mapping: ColumnMapping) -> SiblingsTable | None:
+    path = _column(mapping.columns, SIBLING_PATH_NAMES)
+    entry = _column(mapping.columns, SIBLING_ENTRY_NAMES)
+    if "repo" not in mapping.fields or path is None or entry is None:
+        return None
+    return SiblingsTable(table, mapping.fields["repo"], path, entry, _column(mapping.columns, SIBLING_TYPE_NAMES))
+
+
 def _plan_sqlite(connection: sqlite3.Connection, path: Path, options: SourceOptions) -> SqlitePlan:
     if options.sql:
         try:
@@ -359,37 +442,95 @@ def _plan_sqlite(connection: sqlite3.Connection, path: Path, options: SourceOpti
     tables = _tables(connection)
     if not tables:
         raise SourceError(f"{path.name}: the database has no tables")
+    plain, qualified = _split_overrides(options.overrides, tables)
     mappings: dict[str, ColumnMapping] = {}
     samples: dict[str, list[dict[str, Any]]] = {}
     for table in tables:
         names, sample = _sample(connection, f"SELECT * FROM {_quote(table)}")
-        mappings[table] = detect_mapping(table, names, sample, need_text=False)
+        mappings[table] = detect_mapping(table, names, sample, qualified.get(table), need_text=False)
         samples[table] = sample
+    virtual = {name for name, sql in ((_as_str(n), _as_str(q).lower()) for n, q in connection.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table'")) if "virtual table" in sql}
+    siblings = {t: _siblings_of(t, mappings[t]) for t in tables}
+    # A folder listing may carry its files' text; it is not the skills' table while another table has text.
     with_text = [t for t in tables if "text" in mappings[t].fields]
-    if options.overrides.get("text"):
-        owners = [t for t in tables if options.overrides["text"].lower() in map(str.lower, mappings[t].columns)]
-        with_text = owners or with_text
-    if not with_text:
+    with_text = [t for t in with_text if siblings[t] is None] or with_text
+    # The skills' table maps the most fields (GitSkills' `artifacts` beside the text of `artifact_siblings`);
+    # regular tables before FTS ones, then by name.
+    with_text.sort(key=lambda t: (t in virtual, -len(mappings[t].fields), t))
+    chosen = [t for t in tables if "text" in qualified.get(t, {})]
+    if plain.get("text"):
+        chosen += [t for t in tables if plain["text"].lower() in map(str.lower, mappings[t].columns)]
+    if not with_text and not chosen:
         seen = "; ".join(f"{t}({', '.join(mappings[t].columns)})" for t in tables)
         raise SourceError(f"{path.name}: no table has a text column (tables: {seen}); "
                           "name it with --map text=COLUMN or --sql 'SELECT ...'")
-    text_table = with_text[0]
+    text_table = (chosen or with_text)[0]
     without_rowid = frozenset(_as_str(name) for name, sql in connection.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table'") if "without rowid" in _as_str(sql).lower())
     names = mappings[text_table].columns
-    text = detect_mapping(text_table, names, samples[text_table], options.overrides)
+    text = detect_mapping(text_table, names, samples[text_table], {**qualified.get(text_table, {}), **plain})
     check_text_values(text, samples[text_table])
     plan = SqlitePlan(text=text, without_rowid=without_rowid)
-    others = [t for t in tables if t != text_table and t not in with_text]
-    if "content_hash" in text.fields:
-        occurrence = [t for t in others if {"content_hash", "repo"} <= set(mappings[t].fields)]
-        if occurrence:
-            plan.occurrences = mappings[occurrence[0]]
+    others = [t for t in tables if t != text_table]
+    has_hash = "content_hash" in text.fields
+    occurrence = [t for t in others if {"content_hash", "repo"} <= set(mappings[t].fields)
+                  and "text" not in mappings[t].fields]
+    occurrence.sort(key=lambda t: "content_hash" not in qualified.get(t, {}))  # the one --map names first
+    if has_hash and occurrence:
+        plan.occurrences = mappings[occurrence[0]]
+    elif has_hash and "repo" in text.fields and text_table not in without_rowid:
+        plan.occurrence_rows = True
     repo_tables = [t for t in others if "repo" in mappings[t].fields and "content_hash" not in mappings[t].fields
+                   and "text" not in mappings[t].fields and siblings[t] is None
                    and ({"license", "stars"} & set(mappings[t].fields))]
     if repo_tables:
         plan.repos = mappings[repo_tables[0]]
+    listing = [t for t in others if siblings[t] is not None]
+    if listing and {"repo", "path"} <= set(text.fields):
+        plan.siblings = siblings[listing[0]]
+    used = {text_table} | {m.table for m in (plan.occurrences, plan.repos) if m is not None} | \
+        ({plan.siblings.table} if plan.siblings else set())
+    plan.unused = [line for t in others if t not in used and t not in virtual
+                   for line in [_why_not_joined(t, mappings[t], plan, siblings[t])] if line]
     return plan
+
+
+def _why_not_joined(table: str, mapping: ColumnMapping, plan: SqlitePlan, listing: SiblingsTable | None) -> str:
+    """One line on a table that looks like occurrences, repositories, a folder listing or text and was not used
+    (why, and the --map that would use it); "" for a table that looks like none of them."""
+    fields, text = mapping.fields, plan.text
+    columns = mapping.columns
+    hash_like = [c for c in columns if re.search(r"sha|hash|digest|md5", c, re.I)]
+    if listing is not None:
+        return (f"{table} (a folder listing: {listing.repo}, {listing.path}, {listing.entry}): the text table "
+                f"{text.table} has no repo and path to join it by; name them with --map repo={text.table}.COLUMN "
+                f"--map path={text.table}.COLUMN")
+    if "text" in fields:
+        return (f"{table} (text column {fields['text']}): only one table is read as the skills ({text.table}); "
+                f"to read {table} instead: --map text={table}.{fields['text']}")
+    if "repo" not in fields:
+        return ""
+    if "content_hash" in fields or "path" in fields or hash_like:
+        if "content_hash" not in text.fields:
+            return (f"{table} (occurrences? columns: {', '.join(columns)}): the text table {text.table} has no "
+                    f"content hash column to join it by; name it with --map content_hash={text.table}.COLUMN")
+        if "content_hash" not in fields:
+            guess = next((c for c in hash_like if c != fields.get("repo")), "COLUMN")
+            taken = f" ({guess} reads as {next(k for k, v in fields.items() if v == guess)})" \
+                if guess in fields.values() else ""
+            return (f"{table} (occurrences? columns: {', '.join(columns)}): no content hash column{taken}; "
+                    f"join it with --map content_hash={table}.{guess}")
+        if plan.occurrences is not None:
+            return f"{table} (occurrences): only one occurrences table is joined ({plan.occurrences.table})"
+        return ""
+    if not {"license", "stars"} & set(fields):
+        return (f"{table} (repositories? columns: {', '.join(columns)}): no licence or stars column; "
+                f"join it with --map license={table}.COLUMN or --map stars={table}.COLUMN")
+    if plan.repos is not None:
+        return f"{table} (repositories): only one repository table is joined ({plan.repos.table})"
+    return (f"{table} (repositories): the text table {text.table} has no repo column to join it by; "
+            f"name it with --map repo={text.table}.COLUMN")
 
 
 def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
@@ -413,6 +554,30 @@ def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
         for key in ("repo", "path", "commit"):
             if key in o:
                 selects[key] = f"COALESCE({selects[key]}, o.first_{key})" if key in selects else f"o.first_{key}"
+    where = ""
+    if plan.occurrence_rows:
+        h, repo = _quote(text.fields["content_hash"]), _quote(text.fields["repo"])
+        primary = text.fields.get("primary")
+        # The representative of a content: the row the release marks primary, else the first row with a text.
+        firsts = [f"MIN(CASE WHEN {_quote(primary)} IN (1, '1', 'true', 'True', 'TRUE', 't') THEN rowid END)"] \
+            if primary else []
+        # typeof() reads the row header only, not a text spilled to overflow pages
+        firsts += [f"MIN(CASE WHEN typeof({_quote(text.fields['text'])}) <> 'null' THEN rowid END)", "MIN(rowid)"]
+        joins += (f" LEFT JOIN (SELECT {h} AS hash, COALESCE({', '.join(firsts)}) AS representative, "
+                  f"COUNT(DISTINCT {repo}) AS n_repos FROM {_quote(text.table)} WHERE {h} IS NOT NULL "
+                  f"GROUP BY {h}) o ON o.hash = t.{h}")
+        where = f" WHERE t.{h} IS NULL OR t.rowid = o.representative"
+        selects["repos"] = "o.n_repos"
+    listing = plan.siblings
+    if listing is not None:
+        entry = f"lower({_quote(listing.entry)})"
+        script = " OR ".join([f"{entry} LIKE 'scripts/%'"] + [f"{entry} LIKE '%{s}'" for s in SCRIPT_SUFFIXES])
+        only_files = f" WHERE lower({_quote(listing.type)}) = 'file'" if listing.type else ""
+        joins += (f" LEFT JOIN (SELECT {_quote(listing.repo)} AS repo, {_quote(listing.path)} AS path, "
+                  f"COUNT(*) AS files, MAX({script}) AS scripts FROM {_quote(listing.table)}{only_files} "
+                  f"GROUP BY 1, 2) s ON s.repo = {selects['repo']} AND s.path = {selects['path']}")
+        selects["sibling_files"] = "COALESCE(s.files, 0)"
+        selects["sibling_scripts"] = "COALESCE(s.scripts, 0)"
     repos = plan.repos
     if repos is not None and "repo" in selects:
         r = repos.fields
@@ -427,7 +592,7 @@ def _sqlite_query(plan: SqlitePlan, max_bytes: int) -> str:
                f"{size} AS text_bytes"]
     columns += [f"{expr} AS {_quote(key)}" for key, expr in selects.items()]
     ordered = not plan.sql and text.table not in plan.without_rowid
-    return f"SELECT {', '.join(columns)} FROM {base} t{joins}" + (" ORDER BY t.rowid" if ordered else "")
+    return f"SELECT {', '.join(columns)} FROM {base} t{joins}{where}" + (" ORDER BY t.rowid" if ordered else "")
 
 
 def iter_sqlite_rows(path: Path, plan: SqlitePlan, max_bytes: int) -> Iterator[Row]:
@@ -444,8 +609,24 @@ def iter_sqlite_rows(path: Path, plan: SqlitePlan, max_bytes: int) -> Iterator[R
         connection.close()
 
 
+def _as_flag(value: Any) -> bool | None:
+    if value is None or value == "" or value == b"":
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "t", "yes", "y")
+    return bool(value)
+
+
 def _row(where: str, values: dict[str, Any]) -> Row:
-    return Row(where=where, text=values.get("text"), text_bytes=_as_int(values.get("text_bytes")) or 0,
+    metadata: dict[str, Any] = {key: flag for key in METADATA_FIELDS
+                                if (flag := _as_flag(values.get(key))) is not None}
+    if values.get("sibling_files") is not None:
+        metadata["sibling_files"] = _as_int(values["sibling_files"]) or 0
+        metadata["sibling_scripts"] = bool(_as_flag(values.get("sibling_scripts")))
+    return Row(metadata=metadata or None, where=where, text=values.get("text"),
+               text_bytes=_as_int(values.get("text_bytes")) or 0,
                name=_as_str(values.get("name")), description=_as_str(values.get("description")),
                repo=_as_str(values.get("repo")), path=_as_str(values.get("path")),
                commit=_as_str(values.get("commit")), license=_as_str(values.get("license")),
@@ -628,6 +809,15 @@ def iter_parquet_rows(plan: ParquetPlan, max_bytes: int) -> Iterator[Row]:
         counts = RepoCounts.count(
             (b.column(0).to_pylist(), b.column(1).to_pylist())
             for file in plan.files for b in _batches(pq, file, [fields["content_hash"], fields["repo"]], 65536))
+    # Contents the release marks a representative row of: their other rows are occurrences, not read.
+    with_primary = None
+    if "content_hash" in fields and "primary" in fields:
+        import numpy as np
+
+        marked = [hash(_as_str(h)) for file in plan.files
+                  for b in _batches(pq, file, [fields["content_hash"], fields["primary"]], 65536)
+                  for h, flag in zip(b.column(0).to_pylist(), b.column(1).to_pylist()) if _as_flag(flag)]
+        with_primary = np.unique(np.asarray(marked, dtype=np.int64))
     # pyarrow's pool keeps freed buffers for reuse; hand them back between passes and at the end, so the
     # index merge that follows does not stack on top of them (35-50 MB of the benchmark's release).
     pa.default_memory_pool().release_unused()
@@ -644,6 +834,11 @@ def iter_parquet_rows(plan: ParquetPlan, max_bytes: int) -> Iterator[Row]:
                 values["text_bytes"] = size
                 if size is not None and size > max_bytes:
                     values["text"] = None
+                if with_primary is not None and not _as_flag(values.get("primary")) and values.get("content_hash"):
+                    key = hash(_as_str(values["content_hash"]))
+                    at = int(with_primary.searchsorted(key))
+                    if at < len(with_primary) and with_primary[at] == key:
+                        continue
                 row = _row(f"{file.name}:{number}", values)
                 if counts is not None and row.content_hash:
                     row.repos = counts.get(row.content_hash)

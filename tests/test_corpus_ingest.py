@@ -197,7 +197,8 @@ def test_manifest_folder(tmp_path: Path) -> None:
     records, report = load_corpus(root)
     assert [r.id for r in records] == ["o__r/a/SKILL.md"]
     rec = records[0]
-    assert (rec.repo, rec.commit, rec.path, rec.license) == ("o/r", "c0ffee", "a/SKILL.md", "Apache-2.0")
+    # the skill's front matter says MIT: it comes before the manifest row's licence (the repository's)
+    assert (rec.repo, rec.commit, rec.path, rec.license) == ("o/r", "c0ffee", "a/SKILL.md", "MIT")
     assert rec.references[0].path == "a/references/x.md"
     assert report.reasons_for("b/SKILL.md") == ["empty"]
     assert report.reasons_for("gone/SKILL.md") == ["missing_file"]
@@ -270,3 +271,14 @@ def test_dedupe_keys_are_compact_and_exact_across_merges(tmp_path: Path, monkeyp
     records, report = load_corpus([dump])
     assert [r.id for r in records] == [f"x/{i}" for i in range(20)]
     assert report.skip_counts() == {"duplicate": 5}
+
+
+def test_licence_values_of_front_matter() -> None:
+    from corpus_tools.ingest import detect_license, license_value
+
+    assert [license_value(v) for v in ("MIT", "MIT License", "Apache License 2.0", "BSD 3-Clause License",
+                                       "Proprietary. LICENSE.txt has complete terms", "Complete terms in LICENSE.txt",
+                                       "see the repository", "Unknown", "LICENSE", "internal", "CC0-1.0")] == \
+        ["MIT", "MIT", "Apache-2.0", "BSD-3-Clause", "proprietary", "", "", "", "", "", "CC0-1.0"]
+    bsd = "Copyright (c) 2020, A. All rights reserved.\n\nRedistribution and use in source and binary forms ..."
+    assert detect_license(bsd) == "BSD" and detect_license("Copyright 2026 A. All rights reserved.\n") == "proprietary"

@@ -523,3 +523,213 @@ def test_parquet_rows_are_read_in_flat_memory(tmp_path: Path) -> None:
     small = _parquet_read_peak_mb(20_000, tmp_path / "small")
     large = _parquet_read_peak_mb(80_000, tmp_path / "large")
     assert large - small <= 12, f"peak RSS {small} MB -> {large} MB reading 20k -> 80k rows"
+
+
+# -------------------------------------------------------------------------------------------------- GitSkills' layout
+
+
+def write_gitskills_release(file: Path) -> Path:
+    """GitSkills as third-party analysis code reads it (docs/corpus-sources.md: which columns are verified): one
+    `artifacts` row per SKILL.md occurrence (the text on the `dedup_primary` row, and on some others),
+    `artifact_siblings` listing each skill folder, `repos` with licences and stars. Content h1 sits in three
+    repositories, its primary row in the middle; h2 in two, no row marked primary; h3 in one."""
+    db = sqlite3.connect(file)
+    db.execute("CREATE TABLE artifacts (repo_full_name TEXT, path TEXT, filename TEXT, file_sha TEXT, "
+               "dedup_primary INTEGER, content TEXT, name TEXT, description TEXT, frontmatter_valid INTEGER, "
+               "body_chars INTEGER, has_scripts INTEGER, has_references INTEGER, composition_truncated INTEGER, "
+               "discovered_at TEXT)")
+    db.execute("CREATE TABLE artifact_siblings (repo_full_name TEXT, artifact_path TEXT, entry_name TEXT, "
+               "entry_type TEXT)")
+    db.execute("CREATE TABLE repos (full_name TEXT PRIMARY KEY, language TEXT, is_fork INTEGER, license TEXT, "
+               "stars INTEGER)")
+    texts = {h: skill_text(i) for i, h in enumerate(("h1", "h2", "h3"))}
+    rows = [("a/one", "skills/s0/SKILL.md", "h1", 0, None), ("b/two", "s0/SKILL.md", "h1", 1, texts["h1"]),
+            ("c/three", "x/s0/SKILL.md", "h1", 0, texts["h1"]), ("d/four", "s1/SKILL.md", "h2", 0, texts["h2"]),
+            ("e/five", "s1/SKILL.md", "h2", 0, texts["h2"]), ("f/six", "s2/SKILL.md", "h3", 1, texts["h3"])]
+    for repo, path, sha, primary, text in rows:
+        truncated = int(sha == "h3")
+        db.execute("INSERT INTO artifacts VALUES (?, ?, 'SKILL.md', ?, ?, ?, NULL, NULL, ?, 100, ?, 0, ?, "
+                   "'2026-07-01')", (repo, path, sha, primary, text, 1 - truncated, int(sha == "h1"), truncated))
+    db.executemany("INSERT INTO artifact_siblings VALUES (?, ?, ?, ?)", [
+        ("b/two", "s0/SKILL.md", "scripts", "dir"), ("b/two", "s0/SKILL.md", "scripts/fill.py", "file"),
+        ("b/two", "s0/SKILL.md", "reference.md", "file"), ("d/four", "s1/SKILL.md", "notes.txt", "file"),
+        ("a/one", "skills/s0/SKILL.md", "run.sh", "file")])
+    for i, repo in enumerate(("a/one", "b/two", "c/three", "d/four", "e/five", "f/six")):
+        db.execute("INSERT INTO repos VALUES (?, 'Python', 0, ?, ?)", (repo, "MIT" if i % 2 else "Apache-2.0", i))
+    db.commit()
+    db.close()
+    return file
+
+
+def test_gitskills_layout_counts_occurrences_and_reads_the_representative(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    db = write_gitskills_release(tmp_path / "gitskills.sqlite")
+    records, report = load_corpus(db)
+    by_hash = {r.content_hash: r for r in records}
+    assert sorted(by_hash) == ["h1", "h2", "h3"]  # file_sha is the dedupe key
+    # the dedup_primary row stands for h1; h2 has none marked, so its first row
+    assert [(by_hash[h].repo, by_hash[h].path, by_hash[h].license) for h in ("h1", "h2", "h3")] == \
+        [("b/two", "s0/SKILL.md", "MIT"), ("d/four", "s1/SKILL.md", "MIT"), ("f/six", "s2/SKILL.md", "MIT")]
+    # distinct repositories holding each content, counted over every occurrence row
+    assert [by_hash[h].metadata["repos"] for h in ("h1", "h2", "h3")] == [3, 2, 1]
+    # the folder listing (files only) and the release's flags, in the skill's metadata
+    assert (by_hash["h1"].metadata["sibling_files"], by_hash["h1"].metadata["sibling_scripts"]) == (2, True)
+    assert (by_hash["h2"].metadata["sibling_files"], by_hash["h2"].metadata["sibling_scripts"]) == (1, False)
+    assert by_hash["h3"].metadata["sibling_files"] == 0
+    assert by_hash["h3"].metadata["composition_truncated"] is True
+    assert by_hash["h3"].metadata["frontmatter_valid"] is False
+    assert by_hash["h1"].metadata["has_scripts"] is True and by_hash["h1"].metadata["composition_truncated"] is False
+    described = report.mappings[str(db)]["described"]
+    assert "artifacts: text=content, name=name, description=description, repo=repo_full_name, path=path" in described
+    assert "one row per occurrence, grouped by file_sha" in described and "dedup_primary" in described
+    assert "joined by repo and path: artifact_siblings" in described
+    assert "joined by repo: repos: repo=full_name, license=license, stars=stars" in described
+    assert "not joined" not in described
+    # the index's popularity column carries the same counts
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(db), "--out", str(out)]) == 0
+    index = SectionIndex.load(out)
+    repos_column = np.asarray(index.doc_columns["repos"])
+    counts = {index.section(doc).repo: int(repos_column[doc]) for doc in range(len(index))}
+    assert counts == {"b/two": 3, "d/four": 2, "f/six": 1}
+
+
+def test_detection_names_each_table_it_did_not_join(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A second occurrences table whose hash is named like a commit (`sha`), and a repository table without
+    licence or stars: each is one line saying why and which --map joins it; the table-qualified --map does."""
+    db = write_gitskills_release(tmp_path / "gitskills.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE forks (repo_full_name TEXT, path TEXT, sha TEXT)")
+    con.executemany("INSERT INTO forks VALUES (?, ?, ?)", [("g/seven", "s2/SKILL.md", "h3"),
+                                                           ("h/eight", "s2/SKILL.md", "h3")])
+    con.execute("CREATE TABLE owners (full_name TEXT, language TEXT)")
+    con.execute("INSERT INTO owners VALUES ('g/seven', 'Go')")
+    con.commit()
+    con.close()
+    assert run(["corpus", "build", str(db), "--out", str(tmp_path / "a")]) == 0
+    printed = capsys.readouterr().out
+    lines = [line.strip() for line in printed.splitlines() if line.strip().startswith("not joined:")]
+    assert len(lines) == 2, printed
+    assert "forks (occurrences? columns: repo_full_name, path, sha): no content hash column (sha reads as commit)" \
+        in lines[0] and lines[0].endswith("--map content_hash=forks.sha")
+    assert lines[1].startswith("not joined: owners (repositories? columns: full_name, language): no licence or stars")
+    # an unqualified column is the text table's
+    assert run(["corpus", "build", str(db), "--out", str(tmp_path / "b"), "--map", "content_hash=sha"]) == 2
+    assert "--map content_hash=sha: artifacts has no column 'sha'" in one_error_line(capsys)
+    for given in ("content_hash=forks.sha", "forks.sha=content_hash"):
+        out = tmp_path / given.replace("=", "-")
+        assert run(["corpus", "build", str(db), "--out", str(out), "--map", given]) == 0
+        printed = capsys.readouterr().out
+        assert "joined by file_sha: forks: repo=repo_full_name, path=path, content_hash=sha (--map)" in printed
+        assert "not joined: forks" not in printed
+        index = SectionIndex.load(out)
+        repos_column = np.asarray(index.doc_columns["repos"])
+        assert {int(repos_column[d]) for d in range(len(index)) if index.section(d).repo == "f/six"} == {2}
+
+
+def test_gitskills_layout_as_parquet_honours_the_primary_row(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="parquet sources need the `parquet` extra (pyarrow)")
+    import pyarrow.parquet as pq
+
+    db = write_gitskills_release(tmp_path / "gitskills.sqlite")
+    con = sqlite3.connect(db)
+    cursor = con.execute("SELECT repo_full_name, path, file_sha, dedup_primary, content FROM artifacts ORDER BY rowid")
+    names = [d[0] for d in cursor.description]
+    columns = list(zip(*cursor.fetchall()))
+    con.close()
+    pq.write_table(pa.table(dict(zip(names, columns))), tmp_path / "artifacts.parquet", row_group_size=2)
+    records, _ = load_corpus(tmp_path / "artifacts.parquet")
+    assert [(r.content_hash, r.repo, r.metadata["repos"]) for r in records] == \
+        [("h1", "b/two", 3), ("h2", "d/four", 2), ("h3", "f/six", 1)]
+
+
+# -------------------------------------------------------------------------------------------------- one dedupe key
+
+
+def test_the_same_pool_dedupes_alike_from_jsonl_sqlite_and_parquet(tmp_path: Path) -> None:
+    """Six rows, two of them the text of another with other line endings and trailing whitespace: every source
+    keeps the same four contents under the same keys (the JSONL reader strips its text, the tables do not)."""
+    pa = pytest.importorskip("pyarrow", reason="parquet sources need the `parquet` extra (pyarrow)")
+    import pyarrow.parquet as pq
+
+    texts = [skill_text(0), skill_text(1), skill_text(0).replace("\n", "\r\n"), skill_text(2),
+             skill_text(1) + "\n\n  \n", skill_text(3)]
+    pool = [(f"o/r{i}", f"s{i}/SKILL.md", text) for i, text in enumerate(texts)]
+    (tmp_path / "pool.jsonl").write_text("".join(json.dumps({"repo": r, "path": p, "text": t}) + "\n"
+                                                 for r, p, t in pool), encoding="utf-8")
+    db = sqlite3.connect(tmp_path / "pool.sqlite")
+    db.execute("CREATE TABLE skills (repo TEXT, path TEXT, content TEXT)")
+    db.executemany("INSERT INTO skills VALUES (?, ?, ?)", pool)
+    db.commit()
+    db.close()
+    pq.write_table(pa.table({"repo": [r for r, _, _ in pool], "path": [p for _, p, _ in pool],
+                             "content": [t for _, _, t in pool]}), tmp_path / "pool.parquet")
+    keys = {}
+    for source in ("pool.jsonl", "pool.sqlite", "pool.parquet"):
+        records, report = load_corpus(tmp_path / source)
+        keys[source] = [r.content_hash for r in records]
+        assert report.skip_counts() == {"duplicate": 2}, source
+    assert keys["pool.jsonl"] == keys["pool.sqlite"] == keys["pool.parquet"]
+    assert len(set(keys["pool.jsonl"])) == 4
+
+
+def test_two_contents_at_one_repository_and_path_stay_two_skills(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    db = sqlite3.connect(tmp_path / "twice.sqlite")
+    db.execute("CREATE TABLE skills (repo TEXT, path TEXT, content TEXT)")
+    db.executemany("INSERT INTO skills VALUES (?, ?, ?)", [("o/r", "a/SKILL.md", skill_text(0)),
+                                                           ("o/r", "a/SKILL.md", skill_text(1)),
+                                                           ("o/r", "b/SKILL.md", skill_text(2))])
+    db.commit()
+    db.close()
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(tmp_path / "twice.sqlite"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: 1 skill(s) share a repository and path with a different content" in printed
+    index = SectionIndex.load(out)
+    skill_ids = {s.skill_id for s in index.iter_sections()}
+    assert len(skill_ids) == 3 and "o/r/a/SKILL.md" in skill_ids
+    assert any(i.startswith("o/r/a/SKILL.md@") for i in skill_ids)
+    assert index.meta["skill_index"]["documents"] == 3  # the skill level keeps them apart too
+
+
+# -------------------------------------------------------------------------------------------------- licences
+
+# The shape of anthropics/skills' docx/pdf/pptx/xlsx skills (read at its HEAD snapshot): front matter
+# `license: Proprietary. LICENSE.txt has complete terms` and a LICENSE.txt opening with a copyright line that
+# ends "All rights reserved."; its other skills say `license: Complete terms in LICENSE.txt` beside an
+# Apache-2.0 LICENSE.txt. The texts below are this test's own words in those shapes.
+RESERVED = "(c) 2026 Example Vendor. All rights reserved.\n\nUse of these files is governed by your agreement.\n"
+
+
+def test_licences_from_front_matter_skill_folder_and_repository(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    repo = tmp_path / "tree" / "repos" / "vendor" / "skills"
+    skills = {"doc-maker": ("Proprietary. See LICENSE.txt for the terms", RESERVED),
+              "reserved-folder": (None, RESERVED),
+              "art": ("Complete terms in LICENSE.txt", APACHE),
+              "plain": (None, None)}
+    for i, (name, (front, licence_file)) in enumerate(skills.items()):
+        folder = repo / "skills" / name
+        folder.mkdir(parents=True)
+        text = skill_text(i)
+        if front:
+            text = text.replace("---\n#", f"license: {front}\n---\n#", 1)
+        (folder / "SKILL.md").write_text(text, encoding="utf-8")
+        if licence_file:
+            (folder / "LICENSE.txt").write_text(licence_file, encoding="utf-8")
+    (repo / "LICENSE").write_text(MIT, encoding="utf-8")
+    records, _ = load_corpus(tmp_path / "tree")
+    assert {r.path.split("/")[1]: r.license for r in records} == \
+        {"doc-maker": "proprietary", "reserved-folder": "proprietary", "art": "Apache-2.0", "plain": "MIT"}
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(tmp_path / "tree"), "--out", str(out), "--license", "mit,apache-2.0"]) == 0
+    printed = capsys.readouterr().out
+    assert "licences of the skills read: proprietary 2, apache-2.0 1, mit 1" in printed
+    assert "--license mit,apache-2.0: dropped 2 skills (proprietary 2)" in printed
+    card = json.loads((out / CARD_FILE).read_text())
+    assert card["counts"]["licences"] == {"proprietary": 2, "apache-2.0": 1, "mit": 1}
+    assert card["counts"]["dropped_by_licence"] == {"proprietary": 2} and card["counts"]["dropped"]["licence"] == 2
+    assert {s[8] for s in sections_of(out)} == {"Apache-2.0", "MIT"}
+    assert run(["corpus", "stats", str(out)]) == 0
+    assert "licences of the skills read: proprietary 2, apache-2.0 1, mit 1" in capsys.readouterr().out

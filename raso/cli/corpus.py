@@ -77,7 +77,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="for a folder tree you trust: follow links to files and folders outside it (by "
                        "default they are reported as link_outside and not read)")
     build.add_argument("--license", default="", metavar="SPDX,...",
-                       help="keep only skills under these licences (SPDX ids, any case), e.g. mit,apache-2.0")
+                       help="keep only skills under these licences (SPDX ids, any case), e.g. mit,apache-2.0; a skill "
+                       "whose front matter or LICENSE file reserves the rights (Proprietary, All rights reserved) is "
+                       "`proprietary` and dropped; the build prints how many per licence")
     build.add_argument("--unknown-license", choices=("keep", "drop"), default="keep",
                        help="with --license: keep (default) or drop skills whose licence is unknown")
     build.add_argument("--name", help="the corpus's name in its card and in every run that uses it "
@@ -229,9 +231,14 @@ def build_command(args: argparse.Namespace) -> int:
     if "skill_index" in meta:
         print(f"skill-level index: {meta['skill_index']['documents']} skills")
     if result.blocklist is not None:
-        excluded = result.blocklist.excluded_repos
-        print(f"blocklist {', '.join(blocklists)}: excluded {len(excluded)} repositories "
-              f"({result.blocklist.excluded_skill_count} skills)" + (f": {', '.join(excluded)}" if excluded else ""))
+        print(result.blocklist.summary() + f" ({args.out}/blocklist_report.md)")
+    if result.card is not None:
+        counts = result.card["counts"]
+        print("licences of the skills read: " + ", ".join(f"{k} {v:,}" for k, v in counts["licences"].items()))
+        if args.license:
+            by_class = ", ".join(f"{k} {v:,}" for k, v in counts["dropped_by_licence"].items())
+            print(f"--license {args.license}: dropped {counts['dropped']['licence']:,} skills"
+                  + (f" ({by_class})" if by_class else ""))
     print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items()))
     if result.card is not None:
         print(f"corpus card: {result.card['name']}, {result.card['skills']:,} skills, digest {result.card['digest'][:12]}"
@@ -289,6 +296,8 @@ def _card_lines(card: dict) -> list[str]:
         skipped = ", ".join(f"{k} {v}" for k, v in (counts.get("skipped") or {}).items())
         lines.append(f"  read {counts.get('read')}; kept {counts.get('kept')}; dropped: {dropped or 'none'}"
                      + (f"; skipped: {skipped}" if skipped else ""))
+        if counts.get("licences"):
+            lines.append("  licences of the skills read: " + ", ".join(f"{k} {v}" for k, v in counts["licences"].items()))
     build = card.get("build") or {}
     if build:
         lines.append("  build: " + ", ".join(f"{k}={v}" for k, v in build.items() if v not in (None, [], {}, "")))
