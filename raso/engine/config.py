@@ -125,21 +125,27 @@ class RetrievalSection(RetrievalOptions):
         return RetrievalOptions.model_validate(self.model_dump(exclude={"index", "allow_unfiltered_index"}))
 
 
+MAX_COUNT = 10_000_000  # tasks, rollouts, iterations: more is a typo on any machine this runs on
+
+
 class ScheduleOptions(BaseModel):
     """How long a run goes and on which tasks."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    epochs: int = Field(default=2, ge=1, description="passes over the train split")
-    minibatch: int = Field(default=40, ge=1, description="train tasks per iteration")
-    max_iterations: int | None = Field(default=None, ge=1, description="stop after this many update iterations")
-    train_limit: int | None = Field(default=None, ge=1, description="use only the first N train tasks")
-    val_limit: int | None = Field(default=None, ge=1, description="use only the first N val tasks")
+    # upper bounds: a count past them is a typo (a 20-digit epoch count), never a run
+    epochs: int = Field(default=2, ge=1, le=10_000, description="passes over the train split")
+    minibatch: int = Field(default=40, ge=1, le=MAX_COUNT, description="train tasks per iteration")
+    max_iterations: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+                                       description="stop after this many update iterations")
+    train_limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N train tasks")
+    val_limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N val tasks")
     test: bool = Field(default=True, description="at the end, score s0 and the best skill on the test split "
                        "(reported only, never used for selection, not counted in the rollout budget)")
-    test_limit: int | None = Field(default=None, ge=1, description="use only the first N test tasks")
-    seed: int = Field(default=0, description="seed of the minibatch order and of every embedded-model call")
-    workers: int = Field(default=4, ge=1, description="rollouts run in parallel (also the model-call limit)")
+    test_limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N test tasks")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of the minibatch order and of every "
+                      "embedded-model call (llama.cpp takes 32 bits)")
+    workers: int = Field(default=4, ge=1, le=1024, description="rollouts run in parallel (also the model-call limit)")
 
 
 class BudgetOptions(BaseModel):
@@ -147,7 +153,7 @@ class BudgetOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    rollouts: int | None = Field(default=None, ge=1, description="train + val rollouts, never exceeded",
+    rollouts: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="train + val rollouts, never exceeded",
                                  json_schema_extra=cli("--budget-rollouts"))
     usd: float | None = Field(default=None, gt=0, description="USD budget, checked before each model call with the "
                               "call's worst case (spend exceeds it by at most one call); every model needs a known "
@@ -579,6 +585,8 @@ def build_config(
     """Config from an optional file plus overrides (dotted keys, section tables or words; None values are
     ignored), the quick schedule filling what neither sets. Raises ConfigError."""
     values: dict[str, Any] = nested(_without_records(read_config_file(file))) if file is not None else {}
+    if file is not None:  # the file's own values, before flags override some: a bad one is the file's to fix
+        validate(fill_limits(values), str(file))
     values = merge(values, nested({k: v for k, v in (overrides or {}).items() if v is not None}))
     values.pop("quick_defaults_applied", None)
     values = fill_limits(values)
