@@ -341,3 +341,34 @@ def test_init_refuses_to_replace_a_skill_without_force(tmp_path: Path, capsys) -
     assert Skill.load(skills / "toy-skill").body == "mine\n"
     assert _main([*init, "--out", str(skills), "--force"]) == 0
     assert "LEVEL=1" in Skill.load(skills / "toy-skill").body
+
+
+def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(tmp_path: Path, models: tuple[str, str],
+                                                                   capsys, monkeypatch) -> None:
+    import errno
+
+    from raso.engine import engine
+
+    agent, optimizer = models
+    run_dir = tmp_path / "run"
+    real = engine.atomic_write_json
+    writes = {"n": 0}
+
+    def filling_disk(path, data):
+        writes["n"] += 1
+        if path.name == "checkpoint.json" and writes["n"] > 6:  # the disk fills after the run has started
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(engine, "atomic_write_json", filling_disk)
+    argv = ["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer, "--init", "rfsi",
+            "--update", "rfsu", "--epochs", "1", "--minibatch", "3", "--workers", "2", "--run-dir", str(run_dir),
+            "--no-progress"]
+    assert _main(argv) == 1
+    err = capsys.readouterr().err
+    assert "the disk is full (writing " in err and f"raso resume {run_dir}" in err and "Traceback" not in err
+    saved = json.loads((run_dir / "checkpoint.json").read_text())  # the last checkpoint written is whole
+    assert saved["rollouts_used"] < 18
+    monkeypatch.setattr(engine, "atomic_write_json", real)  # space freed
+    assert _main(["resume", str(run_dir), "--no-progress"]) == 0
+    assert "rollouts: 18" in capsys.readouterr().out  # as the uninterrupted run

@@ -9,6 +9,7 @@ on a laptop CPU.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,17 @@ def _execute(run: Any, no_progress: bool, title: str, run_dir: Any, llm_hint: st
         return 1
     except LLMError as exc:
         _error(f"{exc} ({llm_hint})")
+        return 1
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # every run file is written to a temporary sibling and renamed into place: what was saved is whole
+        where = f" (writing {exc.filename})" if exc.filename else ""
+        if (Path(run_dir) / "checkpoint.json").is_file():
+            _error(f"the disk is full{where}; free some space, then `raso resume {run_dir}` continues from the last "
+                   "checkpoint")
+        else:
+            _error(f"the disk is full{where} before the run started; free some space and run the command again")
         return 1
     except KeyboardInterrupt:
         if (Path(run_dir) / "checkpoint.json").is_file():
