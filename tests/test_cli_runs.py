@@ -372,3 +372,16 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(tmp_path: P
     monkeypatch.setattr(engine, "atomic_write_json", real)  # space freed
     assert _main(["resume", str(run_dir), "--no-progress"]) == 0
     assert "rollouts: 18" in capsys.readouterr().out  # as the uninterrupted run
+
+
+@pytest.mark.parametrize("command", ["optimize", "eval"])
+def test_a_model_string_litellm_cannot_route_is_refused_before_any_folder_is_made(command, tmp_path: Path,
+                                                                                 capsys, monkeypatch) -> None:
+    from raso.cli.main import main as raso_main
+
+    monkeypatch.chdir(tmp_path)
+    assert raso_main([command, "--harness", TOY, "--model", "foo/bar", "--no-progress"] if command == "optimize"
+                     else [command, "--harness", TOY, "--model", "foo/bar"]) == 2
+    err = capsys.readouterr().err
+    assert "litellm knows no provider 'foo'; write it as PROVIDER/MODEL" in err and "raso resume" not in err
+    assert list(tmp_path.iterdir()) == []  # no run directory, no eval output folder

@@ -137,6 +137,12 @@ def _run_eval(args: argparse.Namespace) -> int:
     tasks = api.eval_tasks(harness, args.split, args.limit)
     gateway = api.make_gateway(config, cache_dir=args.cache_dir)
     api.check_budget_prices(config, gateway)  # before the output folder is made
+    from raso.llm import LLMError
+
+    try:
+        gateway.preflight()  # an unknown provider, a missing key or install: before the output folder too
+    except LLMError as exc:
+        raise UsageError(f"the model cannot be used: {exc}") from None
     mode = config.agent.mode
     out = args.out or _default_out(harness.name, args.split, mode)
     out.mkdir(parents=True, exist_ok=True)

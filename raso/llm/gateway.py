@@ -200,6 +200,20 @@ def _missing_keys(model: str) -> list[str]:
     return [name for name in missing if not str(name).endswith("_API_BASE")]
 
 
+def _check_provider(model: str, role: str) -> None:
+    """LLMError before any work when litellm knows no provider for `model` (`foo/bar`): the first call would fail
+    the same way, after a run directory exists."""
+    try:
+        litellm.get_llm_provider(model)
+    except Exception:  # noqa: BLE001 - litellm raises its BadRequestError, with a banner
+        custom = {str(entry.get("provider")) for entry in litellm.custom_provider_map}
+        if provider_of(model) in custom:
+            return
+        raise LLMError(f"model {model!r} (role {role!r}): litellm knows no provider {provider_of(model) or model!r}; "
+                       "write it as PROVIDER/MODEL (openai/..., anthropic/..., ollama/..., local/...; a server given "
+                       "by --api-base is openai/NAME)", model=model, role=role) from None
+
+
 def _key_missing(model: str) -> bool:
     """Whether litellm finds no API key for `model` in the environment."""
     return bool(_missing_keys(model))
@@ -481,6 +495,7 @@ class LLMGateway:
             if served_by == "embedded":
                 local.ensure_ready(role_cfg.model)
             elif served_by == "litellm":
+                _check_provider(role_cfg.model, role)
                 self._check_credentials(role_cfg.model, role, role_cfg)
 
     def _check_credentials(self, model: str, role: str, role_cfg: RoleConfig) -> None:
