@@ -596,9 +596,16 @@ def plan(
     from raso.engine.plan import plan_run
 
     cfg = resolve_config(harness, config, config_file=config_file, overrides=overrides)
-    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options)
+    # a plan needs the tasks, not this machine's sandbox or container runtime: what the run would lack is a note
+    harness_obj = load_harness(harness if isinstance(harness, Harness) else cfg.harness, cfg.harness_options,
+                               for_runs=False)
     check_splits(harness_obj, cfg)
-    return plan_run(cfg, harness_obj, previous_run=Path(previous_run) if previous_run is not None else None)
+    made = plan_run(cfg, harness_obj, previous_run=Path(previous_run) if previous_run is not None else None)
+    try:
+        harness_obj.check_runnable()
+    except Exception as exc:  # noqa: BLE001 - each harness raises its own kind; the plan only reports it
+        made = made.model_copy(update={"cannot_run_here": str(exc).splitlines()[0]})
+    return made
 
 
 def eval_tasks(harness: Harness, split: str, limit: int | None = None) -> list[Task]:

@@ -433,6 +433,10 @@ def test_without_bubblewrap_the_folder_loads_for_reading_and_a_run_is_refused_in
         api.load_harness(harness)  # a script's own instance is refused the same way
     (row,) = registry.describe_harnesses([spec])
     assert not row.loaded and "apt-get install bubblewrap" in row.error  # `raso harnesses` says it cannot run
+    from raso.engine.plan import format_plan
+    made = api.plan(spec)  # `raso optimize --plan` needs the tasks, not the sandbox: it plans and says so
+    assert made.rollouts and "apt-get install bubblewrap" in (made.cannot_run_here or "")
+    assert "note: the run itself would be refused on this machine" in format_plan(made)
 
 
 # ---------------------------------------------------------------------------------------------- honest scores

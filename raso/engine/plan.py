@@ -81,6 +81,7 @@ class CostPlan(BaseModel):
                                    "calls); None: the agent's model is unpriced")
     budget_usd: float | None = None  # the run's budget.usd
     budget_test_usd: float | None = None  # the run's budget.test_usd (None: budget.usd covers the test evaluation)
+    cannot_run_here: str | None = None  # why `optimize` would refuse to start on this machine (a plan is still made)
 
     @property
     def optimization_rollouts(self) -> int:
@@ -301,6 +302,8 @@ def format_plan(plan: CostPlan) -> str:
     total = plan.usd
     lines += ["", f"estimated total: {'$' + format(total, '.4f') if total is not None else 'unknown (unpriced models)'}"]
     lines += plan.budget_lines()
+    if plan.cannot_run_here:
+        lines += ["", f"note: the run itself would be refused on this machine: {plan.cannot_run_here}"]
     return "\n".join(lines)
 
 
