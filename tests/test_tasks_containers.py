@@ -164,7 +164,7 @@ def test_a_verifier_that_writes_no_reward_is_a_check_error_with_its_reason(folde
     harness = TasksHarness(folder)
     _, steps, _ = run_task(harness, "silent", ["submit"])
     info = steps[-1][4]
-    assert steps[-1][0] == "Submitted: the check could not score the work." and "forgot" not in steps[-1][0]
+    assert steps[-1][0] == "Submitted: the check could not score the files." and "forgot" not in steps[-1][0]
     assert "wrote no /logs/verifier/reward.txt" in info["check_error"] and "forgot its reward" in info["check"]["output"]
     from raso.agent import AgentConfig, ExecutionAgent
     from raso.testing import scripted_gateway

@@ -33,16 +33,20 @@ AGENT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def agent_script(open_tmp_path, monkeypatch):
-    tmp_path = open_tmp_path
+def write_agent(tmp_path, monkeypatch, text: str, name: str = "agent.py"):
+    """The agent program's script under `tmp_path/prog`, rollouts under `tmp_path/rollouts` (RASO_AGENT_ROOT)."""
     root = tmp_path / "rollouts"
     root.mkdir()
     monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
-    script = tmp_path / "prog" / "agent.py"
+    script = tmp_path / "prog" / name
     script.parent.mkdir()
-    script.write_text(AGENT)
+    script.write_text(text)
     return script
+
+
+@pytest.fixture
+def agent_script(open_tmp_path, monkeypatch):
+    return write_agent(open_tmp_path, monkeypatch, AGENT)
 
 
 @pytest.mark.parametrize("reply, reward", [("7", 1.0), ("6", 0.0)])
@@ -98,13 +102,7 @@ APP_AGENT = textwrap.dedent('''
 
 
 def test_an_external_agent_finds_a_harbor_tasks_files_at_its_workdir(open_tmp_path, monkeypatch):
-    tmp_path = open_tmp_path
-    root = tmp_path / "rollouts"
-    root.mkdir()
-    monkeypatch.setenv("RASO_AGENT_ROOT", str(root))
-    script = tmp_path / "prog" / "app_agent.py"
-    script.parent.mkdir()
-    script.write_text(APP_AGENT)
+    script = write_agent(open_tmp_path, monkeypatch, APP_AGENT, "app_agent.py")
     harness = TasksHarness("example")
     task = next(t for s in harness.splits().values() for t in s if t.id == "harbor-word-count")
     assert harness.workspace_path(task) == "/app"

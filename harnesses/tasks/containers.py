@@ -31,7 +31,7 @@ from raso.harness import Score, Task, TextEnv
 from raso.safe_files import list_files, read_bytes
 
 from .checks import MAX_REWARD_BYTES, _failed, _score, harbor_reward
-from .env import SUBMIT
+from .env import SUBMIT, StepResult, no_action_step, submitted_step
 from .folder import TASK_FOLDER_LIMITS, FolderTask, TasksFolderError
 
 log = logging.getLogger(__name__)
@@ -285,27 +285,17 @@ class ContainerTaskEnv(TextEnv):
                        f"Run one shell command per action; `{self.submit}` when the work is ready to be checked.")
         return observation, {"task_id": self.task.id}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:
         if self.container is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
             return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
         command = action.strip()
         if not command:
-            return (f"No action found. End your reply with a line `Action: <one shell command>`, or a ```bash block "
-                    f"and `Action: run`, or `Action: {self.submit}` when the work is ready."), 0.0, False, False, \
-                {"error": "no action"}
+            return no_action_step()
         if command.lower() == self.submit:
             self.done = True
-            score = self.container.verify()
-            info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info}
-            if score.check_error:  # TasksHarness.score makes it the rollout's check error; the agent sees no reason
-                info["check_error"] = score.check_error
-                return "Submitted: the check could not score the work.", 0.0, True, False, info
-            verdict = "passed" if score.reward >= 1.0 else "did not pass"
-            if score.reward < 1.0:
-                info["error"] = "the check did not pass"
-            return f"Submitted: the check {verdict}.", score.reward, True, False, info
+            return submitted_step(self.container.verify(), {})
         result = self.container.exec(command)
         head = f"exit code {'killed (time limit)' if result.timed_out else result.exit_code}"
         shown = result.output.rstrip()

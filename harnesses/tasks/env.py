@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from raso.harness import Task, TextEnv, WorkspaceTasks
+from raso.harness import Score, Task, TextEnv, WorkspaceTasks
 from raso.safe_files import list_files, remove_tree
 
 from .checks import CheckRunner
@@ -30,6 +30,29 @@ def workspace_listing(workspace: Path) -> str:
     if not shown:
         return "(empty)"
     return "\n".join(f"- {name}" for name in shown) + ("\n... and more" if more else "")
+
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+def no_action_step() -> StepResult:
+    """A reply with no command: the format again, no step spent on the task."""
+    return (f"No action found. End your reply with a line `Action: <one shell command>`, or a ```bash block and "
+            f"`Action: run`, or `Action: {SUBMIT}` when the files are ready."), 0.0, False, False, {"error": "no action"}
+
+
+def submitted_step(score: Score, extra: dict[str, Any]) -> StepResult:
+    """The step that submits: the check's verdict (a check error is TasksHarness.score's to make the rollout's;
+    the agent sees no reason), the score's details in the info."""
+    info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info, **extra}
+    if score.check_error:
+        info["check_error"] = score.check_error
+        return "Submitted: the check could not score the files.", 0.0, True, False, info
+    verdict = "passed" if score.reward >= 1.0 else "did not pass"
+    soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
+    if score.reward < 1.0:
+        info["error"] = "the check did not pass"
+    return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
 
 
 class ShellTaskEnv(TextEnv):
@@ -57,29 +80,18 @@ class ShellTaskEnv(TextEnv):
                        f"Run one shell command per action; `{SUBMIT}` when the files are ready to be checked.")
         return observation, {"task_id": self.task.id}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:
         if self.workspace is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
             return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
         command = action.strip()
         if not command:
-            return (f"No action found. End your reply with a line `Action: <one shell command>`, or a ```bash block "
-                    f"and `Action: run`, or `Action: {SUBMIT}` when the files are ready."), 0.0, False, False, \
-                {"error": "no action"}
+            return no_action_step()
         if command.lower() == SUBMIT:
             self.done = True
             score = self.workspace_form.score_workspace(self.task, self.workspace)
-            info: dict[str, Any] = {"soft_score": score.soft_score, "check": score.info,
-                                    "final_output": workspace_listing(self.workspace)}
-            if score.check_error:  # TasksHarness.score makes it the rollout's check error; the agent sees no reason
-                info["check_error"] = score.check_error
-                return "Submitted: the check could not score the files.", 0.0, True, False, info
-            verdict = "passed" if score.reward >= 1.0 else "did not pass"
-            soft = f" (score {score.soft_score:.2f})" if score.soft_score is not None and score.reward < 1.0 else ""
-            if score.reward < 1.0:
-                info["error"] = "the check did not pass"
-            return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
+            return submitted_step(score, {"final_output": workspace_listing(self.workspace)})
         folder_task = self.folder_task
         if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)
             result = self.sandbox.run_command(
@@ -106,4 +118,4 @@ class ShellTaskEnv(TextEnv):
         super().close()
 
 
-__all__ = ["SUBMIT", "ShellTaskEnv", "workspace_listing"]
+__all__ = ["SUBMIT", "ShellTaskEnv", "StepResult", "no_action_step", "submitted_step", "workspace_listing"]
