@@ -190,9 +190,10 @@ def test_the_image_is_built_once_and_the_container_has_no_network_and_is_removed
     _, steps, env = run_task(harness, "double", ["ls /sys/class/net", "sleep 30", "submit"])
     assert not [c for c in calls if c[0] == "build"]  # reused by its content tag
     assert steps[0][0].split("\n")[1:] == ["lo"]  # no interface but loopback
+    started = next(c for c in calls if c[0] == "run")
+    assert started[started.index("--pids-limit") + 1] == "4096" and started[-1].startswith("sleep ")
     assert "killed (time limit)" in steps[1][0]
     assert steps[2][1] == 0.0
-    started = next(c for c in calls if c[0] == "run")
     name = started[started.index("--name") + 1]
     left = original(runtime, "ps", "--all", "--filter", f"name={name}", "--format", "{{.Names}}")
     assert left.exit_code == 0 and name not in left.output

@@ -48,6 +48,8 @@ DEFAULT_BUILD_TIMEOUT_S = 600.0
 DEFAULT_VERIFIER_TIMEOUT_S = 600.0
 CONTROL_TIMEOUT_S = 120.0  # starting, copying into and removing a container
 KILL_GRACE_S = 5
+MAX_CONTAINER_LIFETIME_S = 3 * 3600  # a rollout's container outlives no rollout by more than this
+MAX_CONTAINER_PROCESSES = 4096  # a fork bomb in an agent's command stops there
 # Messages of a runtime whose defaults this machine refuses, and what to set instead.
 _SETUP_FAILURES = re.compile(r"setrlimit|error setting rlimit|RLIMIT_NOFILE|cgroups in hybrid mode|"
                              r"cannot set up namespace|newuidmap", re.IGNORECASE)
@@ -203,9 +205,12 @@ class TaskContainer:
             limits += ["--cpus", str(task.container.cpus)]
         if task.container.memory_mb:
             limits += ["--memory", f"{task.container.memory_mb}m"]
+        # it sleeps for a bounded time, not forever: a raso killed mid-rollout leaves a container that ends itself
+        lifetime = max(MAX_CONTAINER_LIFETIME_S, round((task.agent_timeout_s or 0) + (task.check_timeout_s or 0)))
         runtime.check("run", "--detach", "--rm", "--name", self.name, "--network", "none",
-                      "--label", f"raso.task={task.id}", *limits, "--entrypoint", "/bin/sh", image,
-                      "-c", "sleep infinity", what=f"starting a container of task {task.id}")
+                      "--pids-limit", str(MAX_CONTAINER_PROCESSES), "--label", f"raso.task={task.id}", *limits,
+                      "--entrypoint", "/bin/sh", image, "-c", f"sleep {lifetime}",
+                      what=f"starting a container of task {task.id}")
         self.exec(f"mkdir -p {_quote(task.workdir)} /logs/verifier /logs/agent", timeout_s=CONTROL_TIMEOUT_S)
 
     def exec(self, command: str, *, timeout_s: float | None = None, workdir: str | None = None) -> CommandResult:
