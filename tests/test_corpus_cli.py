@@ -377,9 +377,16 @@ def test_search_returns_what_the_runs_retriever_returns(library: Path, capsys: p
     assert "\nexcel-formulas (local/team-skills)\n  1. [" in printed  # each hit under its skill and repository
 
 
-def test_search_refuses_a_retriever_it_cannot_run(library: Path, capsys: pytest.CaptureFixture) -> None:
+def test_search_refuses_a_retriever_it_cannot_run(library: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture) -> None:
     assert run(["corpus", "search", str(library), "formulas", "--retriever", "dreamer"]) == 2
     assert "raso retrieval eval --method dreamer" in one_error_line(capsys.readouterr().err)
+    import raso.retrieval.retrievers as retrievers
+
+    monkeypatch.setattr(retrievers, "default_encoder", lambda cache_progress=False: None)  # no `dense` extra
+    assert run(["corpus", "search", str(library), "formulas", "--retriever", "hybrid"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("error: cannot build the 'hybrid' retriever") and "`dense` extra" in line
     with pytest.raises(SystemExit) as exited:
         run(["corpus", "search", str(library), "formulas", "--retriever", "bm26"])
     assert exited.value.code == 2 and "two_stage" in capsys.readouterr().err  # the choices are listed

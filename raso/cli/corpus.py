@@ -106,11 +106,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "with the number of copies the retriever left out.")
     search.add_argument("index", metavar="INDEX", help="index folder, or `starter`")
     search.add_argument("query")
-    search.add_argument("-k", type=positive_int, default=5, help="how many sections to print (default 5, a run's "
-                        "retrieval.k default)")
+    default_k = RetrievalOptions.model_fields["k"].default
+    search.add_argument("-k", type=positive_int, default=default_k, help="how many sections to print, as "
+                        f"retrieval.k of a run (default {default_k})")
     search.add_argument("--retriever", choices=RETRIEVER_KINDS, default=None, metavar="KIND",
                         help=f"the retriever kind, as retrieval.kind of a run: {', '.join(RETRIEVER_KINDS)} "
-                        f"(default: a run's default, {default_kind}; dreamer calls a model and is not offered here)")
+                        f"(default: a run's default, {default_kind}; dreamer, which calls a model per query, is refused)")
     search.add_argument("--exclude-repo", action="append", default=[], metavar="OWNER/NAME")
     search.add_argument("--exclude-skill", action="append", default=[], metavar="SKILL_ID")
     search.add_argument("--json", action="store_true", help="print hits as JSON lines")
@@ -279,7 +280,7 @@ def search_command(args: argparse.Namespace) -> int:
     config = OptimizeConfig(retrieval={"kind": args.retriever} if args.retriever else {})
     try:
         retriever = make_retriever(config, index=index)
-    except (ValueError, RuntimeError, ImportError) as exc:
+    except (OSError, ValueError, RuntimeError, ImportError, NotImplementedError) as exc:  # as a run's RunError
         print(f"error: cannot build the {config.retrieval.kind!r} retriever over {args.index}: {exc}", file=sys.stderr)
         return 2
     hits = retriever.search(args.query, k=args.k, exclude_repos=tuple(args.exclude_repo),
