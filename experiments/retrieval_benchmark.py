@@ -250,13 +250,10 @@ SKILL_STAGES: dict[str, dict[str, object]] = {
 }
 
 
-def skill_stage_study(args: argparse.Namespace) -> int:
-    """The `two_stage` retriever (shipped options, vetted as RASI/RASU run it) with each skill-stage scoring on
-    every query set: the reference-file queries (long and short) and the instruction-style queries."""
+def query_sets(args: argparse.Namespace) -> tuple[list, dict[str, list]]:
+    """The pool and every query set of the studies: the reference-file queries (long and short, --limit each) and
+    the instruction-style queries."""
     from corpus_tools.retrieval.dataset import build_instruction_benchmarks, load_pool
-    from raso.api import make_retriever
-    from raso.engine.config import OptimizeConfig
-    from raso.retrieval.retrievers import RetrievalOptions, encoder_from_spec
 
     t = time.perf_counter()
     pool = load_pool(args.corpus)
@@ -270,6 +267,17 @@ def skill_stage_study(args: argparse.Namespace) -> int:
                                                 roots={"repo": REPO, "shared": Path(args.corpus).parent}):
         sets[f"{dataset.name} ({len(dataset.queries)})"] = dataset.queries
     log(f"pool {len(pool)} skills; query sets: {', '.join(sets)} ({time.perf_counter() - t:.0f}s)")
+    return pool, sets
+
+
+def skill_stage_study(args: argparse.Namespace) -> int:
+    """The `two_stage` retriever (shipped options, vetted as RASI/RASU run it) with each skill-stage scoring on
+    every query set: the reference-file queries (long and short) and the instruction-style queries."""
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+    from raso.retrieval.retrievers import RetrievalOptions, encoder_from_spec
+
+    pool, sets = query_sets(args)
     index = pool_section_index(pool)
     encoder = None if args.no_dense else encoder_from_spec("minilm")
     rows: dict[str, dict[str, dict[str, float]]] = {}
@@ -293,6 +301,62 @@ def skill_stage_study(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "skill_stage.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+# label -> the retrieval section of `raso corpus search` before and after issue 47 (a run's retriever)
+SEARCH_COMMANDS: dict[str, dict[str, object]] = {
+    "section BM25, unvetted (corpus search before issue 47)": {"kind": "bm25", "vet": False},
+    "section BM25, vetted (near-duplicates collapsed)": {"kind": "bm25"},
+    "two_stage, unvetted": {"vet": False},
+    "two_stage, vetted (a run's default; corpus search now)": {},
+}
+
+
+def top_sections_rating(retriever, queries, k: int = 5) -> dict[str, float]:
+    """What `raso corpus search -k K` prints, rated: the share of each query's gold skills among the skills of the
+    K sections (gold@K), the distinct skills among them, and the sections whose normalised text (the vetting's
+    word shingles) repeats one printed above it."""
+    from corpus_tools.vetting import shingles
+
+    gold_found = distinct = repeats = 0.0
+    for q in queries:
+        hits = retriever.search(q.text, k=k, exclude_skills=q.exclude)
+        skills = {h.section.skill_id for h in hits}
+        gold_found += len(skills & set(q.gold)) / len(set(q.gold))
+        distinct += len(skills)
+        texts = [shingles(h.section.text) for h in hits]
+        repeats += sum(t in texts[:i] for i, t in enumerate(texts))
+    n = len(queries)
+    return {f"gold@{k}": gold_found / n, "skills": distinct / n, "repeats": repeats / n}
+
+
+def search_command_study(args: argparse.Namespace) -> int:
+    """`raso corpus search` before issue 47 (section BM25, unvetted) and now (the run's default retriever), on
+    every query set: R@5 / R@10 / MRR of the skills of the top 50 sections, and what the default `-k 5` prints."""
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+
+    pool, sets = query_sets(args)
+    index = pool_section_index(pool)
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    cpu = time.process_time()
+    for label, retrieval in SEARCH_COMMANDS.items():
+        retriever = make_retriever(OptimizeConfig(retrieval=retrieval), index=index)
+        rows[label] = {name: {**rate_section_retriever(retriever, queries), **top_sections_rating(retriever, queries)}
+                       for name, queries in sets.items()}
+        log(f"{label}: " + ", ".join(f"{n} R@5 {100 * r['R@5']:.1f}" for n, r in rows[label].items()))
+    lines = ["| corpus search | " + " | ".join(f"{name}: R@5 / R@10 / MRR; at -k 5: gold@5, skills, repeats"
+                                             for name in sets) + " |", "|---|" + "---|" * len(sets)]
+    for label, by_set in rows.items():
+        lines.append(f"| {label} | " + " | ".join(
+            f"{100 * r['R@5']:.1f} / {100 * r['R@10']:.1f} / {r['MRR']:.3f}; {100 * r['gold@5']:.1f}, "
+            f"{r['skills']:.2f}, {r['repeats']:.2f}" for r in by_set.values()) + " |")
+    lines += ["", f"CPU s of the scoring (this process): {time.process_time() - cpu:.1f}"]
+    print("\n".join(lines))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search_command.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
 
 
@@ -331,7 +395,12 @@ def main() -> int:
                              "instruction-style queries, then exit")
     parser.add_argument("--instruction-queries", default=str(REPO / "experiments" / "data" / "instruction_queries.json"),
                         help="the instruction-query judgements (task ids and gold skills; texts read from the tasks)")
+    parser.add_argument("--search-command", action="store_true",
+                        help="rate `raso corpus search` before issue 47 (section BM25, unvetted) and now (the run's "
+                             "default retriever) on the query sets of --skill-stage, then exit")
     args = parser.parse_args()
+    if args.search_command:
+        return search_command_study(args)
     if args.write_short_bench:
         return write_short_bench(args)
     if args.skill_stage:

@@ -323,3 +323,110 @@ def test_a_build_not_on_a_terminal_prints_its_counts_periodically(
     monkeypatch.setattr(build_module, "build_corpus_index", build_that_waits_for_a_line)
     assert run(["corpus", "build", str(sources[0]), "--out", str(tmp_path / "index")]) == 0
     assert "corpus build: reading files 7" in capsys.readouterr().err  # capsys's stderr is not a terminal
+
+
+# --- `corpus search` runs the retriever a run builds (issue 47) ---------------------------------------------------
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    """A built index of six skills; excel-formulas has three sections that match a formulas query."""
+    team = tmp_path / "team-skills"
+    skill(team, "excel-formulas", "## Formulas\n\nWrite formulas into workbook cells with openpyxl.\n\n"
+          "## Recalculate formulas\n\nRecalculate workbook formulas with LibreOffice headless so values are cached.\n\n"
+          "## Formula errors\n\nFind formula errors such as #REF! in workbook cells after writing formulas.\n")
+    skill(team, "excel-charts", "## Charts\n\nAdd a bar chart to a workbook sheet from a cell range.\n\n"
+          "## Chart formulas\n\nChart series can reference formulas in workbook cells.\n")
+    skill(team, "csv-cleaning", "## Clean\n\nDrop empty rows from a CSV file with pandas.\n")
+    skill(team, "pdf-tables", "## Tables\n\nExtract tables from a PDF with pdfplumber into a workbook.\n")
+    skill(team, "planning", "## Plan\n\nWrite a checklist of steps before acting.\n")
+    skill(team, "git-rebase", "## Rebase\n\nSquash commits with an interactive rebase.\n")
+    out = tmp_path / "index"
+    assert run(["corpus", "build", str(team), "--out", str(out)]) == 0
+    return out
+
+
+def searched_ids(capsys: pytest.CaptureFixture, argv: list[str]) -> list[str]:
+    capsys.readouterr()
+    assert run(["corpus", "search", *argv, "--json"]) == 0
+    return [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()]
+
+
+def test_search_returns_what_the_runs_retriever_returns(library: Path, capsys: pytest.CaptureFixture) -> None:
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+
+    queries = ["write formulas into workbook cells", "extract pdf tables into a workbook", "formula errors",
+               "a checklist before acting"]
+    found: dict[str | None, list[list[str]]] = {}
+    for kind in (None, "bm25", "tfidf"):  # None: no --retriever, the run's default
+        chosen = {"kind": kind} if kind else {}
+        retriever = make_retriever(OptimizeConfig(retrieval={"index": library, **chosen}))
+        for query in queries:
+            for k in (1, 3, 5):
+                expected = [hit.section.id for hit in retriever.search(query, k=k)]
+                argv = [str(library), query, "-k", str(k), *(["--retriever", kind] if kind else [])]
+                assert searched_ids(capsys, argv) == expected, (kind, query, k)
+                found.setdefault(kind, []).append(expected)
+    # The kinds rank differently here (the default keeps at most 2 sections of a skill), so the comparison above
+    # would catch a search that ignored --retriever or ran BM25 alone.
+    assert found[None] != found["bm25"]
+    assert run(["corpus", "search", str(library), "write formulas into workbook cells"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"retriever {OptimizeConfig().retrieval.kind}, k 5\n")
+    assert "\nexcel-formulas (local/team-skills)\n  1. [" in printed  # each hit under its skill and repository
+
+
+def test_search_refuses_a_retriever_it_cannot_run(library: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    assert run(["corpus", "search", str(library), "formulas", "--retriever", "dreamer"]) == 2
+    assert "raso retrieval eval --method dreamer" in one_error_line(capsys.readouterr().err)
+    import raso.retrieval.retrievers as retrievers
+
+    monkeypatch.setattr(retrievers, "default_encoder", lambda cache_progress=False: None)  # no `dense` extra
+    assert run(["corpus", "search", str(library), "formulas", "--retriever", "hybrid"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("error: cannot build the 'hybrid' retriever") and "`dense` extra" in line
+    with pytest.raises(SystemExit) as exited:
+        run(["corpus", "search", str(library), "formulas", "--retriever", "bm26"])
+    assert exited.value.code == 2 and "two_stage" in capsys.readouterr().err  # the choices are listed
+
+
+RECALC = "Recalculate every formula with LibreOffice headless after editing the xlsx file, then reopen it."
+
+
+def test_near_duplicate_sections_of_forks_are_one_hit_with_their_copies(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from corpus_tools.vetting import shingles
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+
+    variants = {"fork-a": RECALC, "fork-b": RECALC.upper().replace(" ", "  \n"), "fork-c": RECALC}  # case, spacing
+    for fork, text in variants.items():
+        skill(tmp_path / fork, "xlsx", f"## Recalculate\n\n{text}\n\n## Notes\n\nKept by {fork} for its own team.\n")
+    skill(tmp_path / "other", "xlsx-charts", "## Charts\n\nAdd a chart to the xlsx file after editing it.\n")
+    out = tmp_path / "index"
+    sources = [str(tmp_path / name) for name in (*variants, "other")]
+    assert run(["corpus", "build", *sources, "--out", str(out)]) == 0
+    query = "recalculate formula libreoffice after editing xlsx"
+
+    def recalc_copies(config: dict[str, Any]) -> int:
+        hits = make_retriever(OptimizeConfig(retrieval={"index": out, **config})).search(query, k=5)
+        return sum(shingles(hit.section.text) == shingles(f"## Recalculate\n\n{RECALC}") for hit in hits)
+
+    assert recalc_copies({"vet": False}) == 3  # unvetted, the optimizer would read the same text three times
+    assert recalc_copies({}) == 1  # a run's default retriever hands it over once
+
+    capsys.readouterr()
+    assert run(["corpus", "search", str(out), query, "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    recalc = [h for h in hits if "Recalculate" in h["heading_path"]]
+    assert len(recalc) == 1 and recalc[0]["copies"] == 3
+    assert sorted(c["repo"] for c in recalc[0]["other_copies"]) == sorted(
+        {"local/fork-a", "local/fork-b", "local/fork-c"} - {recalc[0]["repo"]})
+    assert all(h["copies"] == 1 for h in hits if h is not recalc[0])
+    assert run(["corpus", "search", str(out), query]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "copies" in x).strip()
+    assert line.startswith("3 copies; also in ")
+    assert all(f"{repo}/xlsx/SKILL.md" in line for repo in {"local/fork-a", "local/fork-b", "local/fork-c"}
+               - {recalc[0]["repo"]})

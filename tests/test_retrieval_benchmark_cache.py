@@ -46,3 +46,27 @@ def test_saved_text_vectors_are_kept_per_encoder_model(tmp_path):
     fresh = SavedTextVectors(other, tmp_path)
     fresh.encode(["alpha"])
     assert other.encoded == ["alpha"]
+
+
+def test_the_search_command_rating_counts_gold_skills_and_repeated_texts() -> None:
+    """`--search-command`'s rating of what `corpus search -k 5` prints, on a scripted stand-in retriever."""
+    from corpus_tools.index import Hit
+    from corpus_tools.retrieval.dataset import RetrievalQuery
+    from corpus_tools.sections import Section
+    from experiments.retrieval_benchmark import top_sections_rating
+
+    def hit(i: int, skill: str, text: str) -> Hit:
+        return Hit(Section(id=f"{skill}#{i}", skill_id=skill, skill_name=skill, heading_path=skill, text=text,
+                           repo=f"o/{skill}", path="SKILL.md", commit="c", license="MIT"), 1.0 / (i + 1))
+
+    class ScriptedRetriever:
+        def search(self, query, k=5, exclude_repos=(), exclude_skills=()):
+            return [hit(0, "xlsx", "Recalculate formulas with LibreOffice."),
+                    hit(1, "xlsx-fork", "recalculate  FORMULAS with libreoffice"),  # the same normalised text
+                    hit(2, "charts", "Add a chart.")][:k]
+
+    queries = [RetrievalQuery(id="q1", text="recalc", gold=["xlsx", "pdf"]),
+               RetrievalQuery(id="q2", text="recalc", gold=["charts"])]
+    rating = top_sections_rating(ScriptedRetriever(), queries, k=5)
+    assert rating == {"gold@5": (0.5 + 1.0) / 2, "skills": 3.0, "repeats": 1.0}
+    assert top_sections_rating(ScriptedRetriever(), queries, k=1) == {"gold@1": 0.25, "skills": 1.0, "repeats": 0.0}

@@ -45,7 +45,7 @@ def test_vetted_bm25_drops_flagged_and_duplicate_sections_and_reports_each() -> 
     assert drops["pivot-a#1"].reason == "flagged: override"
     assert drops["pivot-d#4"].reason == "flagged: pipe-to-shell"
     twin = drops["pivot-b#2"]
-    assert twin.reason == "near-duplicate of pivot-a#0 (owner/pivot-a)"
+    assert twin.reason == "near-duplicate of pivot-a#0 (owner/pivot-a)" and twin.duplicate_of == "pivot-a#0"
     assert (twin.repo, twin.path, twin.commit, twin.query) == ("mirror/pivot-b", "SKILL.md", "c02", QUERY)
     assert "mirror/pivot-b/SKILL.md@c02" in twin.describe()
     assert retriever.take_dropped() == []  # taken once

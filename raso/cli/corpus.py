@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 STARTER = "starter"
 #: How often `corpus build` prints a line of its counts when stderr is not a terminal (a log file, CI), where
@@ -95,10 +96,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="lucene (default) or okapi (rank-bm25 BM25Okapi parity)")
     build.set_defaults(func=build_command)
 
-    search = sub.add_parser("search", help="top-K sections for a query")
+    from raso.retrieval.retrievers import RETRIEVER_KINDS, RetrievalOptions
+
+    default_kind = RetrievalOptions.model_fields["kind"].default
+    search = sub.add_parser("search", help="the top-K sections a run retrieves for a query, by skill",
+                            description="Runs the retriever a run builds (raso.api.make_retriever, vetted as in a "
+                            "run), so the sections printed are the sections RASI/RASU would be handed for this "
+                            "query. Near-duplicate sections (other forks or copies of the same text) are one hit "
+                            "with the number of copies the retriever left out.")
     search.add_argument("index", metavar="INDEX", help="index folder, or `starter`")
     search.add_argument("query")
-    search.add_argument("-k", type=positive_int, default=5, help="how many sections to print (default 5)")
+    default_k = RetrievalOptions.model_fields["k"].default
+    search.add_argument("-k", type=positive_int, default=default_k, help="how many sections to print, as "
+                        f"retrieval.k of a run (default {default_k})")
+    search.add_argument("--retriever", choices=RETRIEVER_KINDS, default=None, metavar="KIND",
+                        help=f"the retriever kind, as retrieval.kind of a run: {', '.join(RETRIEVER_KINDS)} "
+                        f"(default: a run's default, {default_kind}; dreamer, which calls a model per query, is refused)")
     search.add_argument("--exclude-repo", action="append", default=[], metavar="OWNER/NAME")
     search.add_argument("--exclude-skill", action="append", default=[], metavar="SKILL_ID")
     search.add_argument("--json", action="store_true", help="print hits as JSON lines")
@@ -252,24 +265,66 @@ def _snippet(text: str, limit: int = 200) -> str:
 
 
 def search_command(args: argparse.Namespace) -> int:
+    from raso.api import make_retriever
+    from raso.engine.config import OptimizeConfig
+
+    if args.retriever == "dreamer":
+        print("error: --retriever dreamer calls the optimizer model for every query; score it with `raso retrieval "
+              "eval --method dreamer`, or choose another kind", file=sys.stderr)
+        return 2
     try:
         index, _, _ = _open_index(args.index)
     except (FileNotFoundError, ValueError) as exc:
         return _open_error(args.index, exc)
-    hits = index.search(args.query, k=args.k, exclude_repos=args.exclude_repo, exclude_skills=args.exclude_skill)
+    # The run's own construction (the retrieval section's defaults, vetting included), over the index opened here.
+    config = OptimizeConfig(retrieval={"kind": args.retriever} if args.retriever else {})
+    try:
+        retriever = make_retriever(config, index=index)
+    except (OSError, ValueError, RuntimeError, ImportError, NotImplementedError) as exc:  # as a run's RunError
+        print(f"error: cannot build the {config.retrieval.kind!r} retriever over {args.index}: {exc}", file=sys.stderr)
+        return 2
+    hits = retriever.search(args.query, k=args.k, exclude_repos=tuple(args.exclude_repo),
+                            exclude_skills=tuple(args.exclude_skill))
+    take_dropped = getattr(retriever, "take_dropped", None)
+    drops = take_dropped() if callable(take_dropped) else []
+    copies: dict[str, list] = {}
+    for drop in drops:
+        if drop.duplicate_of:
+            copies.setdefault(drop.duplicate_of, []).append(drop)
+    flagged = sum(1 for drop in drops if not drop.duplicate_of)
     if not hits:
         print("no matching sections", file=sys.stderr)
         return 1
+    if args.json:
+        for rank, hit in enumerate(hits, 1):
+            s = hit.section
+            print(json.dumps({"rank": rank, "score": round(hit.score, 4), "id": s.id, "skill_id": s.skill_id,
+                              "skill_name": s.skill_name, "heading_path": s.heading_path, "repo": s.repo,
+                              "path": s.path, "commit": s.commit, "license": s.license, "text": s.text,
+                              "copies": 1 + len(copies.get(s.id, [])),
+                              "other_copies": [{"id": d.section_id, "repo": d.repo, "path": d.path}
+                                               for d in copies.get(s.id, [])]}, ensure_ascii=False))
+        return 0
+    print(f"retriever {config.retrieval.kind}, k {args.k}")
+    by_skill: dict[str, list[tuple[int, Any]]] = {}  # in order of each skill's best hit
     for rank, hit in enumerate(hits, 1):
-        s = hit.section
-        if args.json:
-            print(json.dumps({"rank": rank, "score": round(hit.score, 4), "id": s.id, "heading_path": s.heading_path,
-                              "repo": s.repo, "path": s.path, "commit": s.commit, "license": s.license,
-                              "text": s.text}, ensure_ascii=False))
-            continue
-        print(f"{rank}. [{hit.score:.2f}] {s.heading_path}")
-        print(f"   {s.repo}/{s.path} @ {s.commit[:12]} ({s.license})")
-        print(f"   {_snippet(s.text)}")
+        by_skill.setdefault(hit.section.skill_id, []).append((rank, hit))
+    for ranked in by_skill.values():
+        first = ranked[0][1].section
+        print(f"{first.skill_name} ({first.repo})")
+        for rank, hit in ranked:
+            s = hit.section
+            print(f"  {rank}. [{hit.score:.2f}] {s.heading_path}")
+            print(f"     {s.repo}/{s.path} @ {s.commit[:12]} ({s.license})")
+            print(f"     {_snippet(s.text)}")
+            others = copies.get(s.id, [])
+            if others:
+                named = ", ".join(f"{d.repo}/{d.path}" for d in others[:3])
+                more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+                print(f"     {1 + len(others)} copies; also in {named}{more}")
+    if flagged:
+        print(f"(the vetting scan left out {flagged} flagged section{'s' if flagged > 1 else ''}, as a run does)",
+              file=sys.stderr)
     return 0
 
 

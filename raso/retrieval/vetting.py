@@ -31,15 +31,16 @@ class Drop:
     commit: str
     heading_path: str
     query: str
+    duplicate_of: str = ""  # a near-duplicate's kept twin (its section id), so a caller can count the copies
 
     def describe(self) -> str:
         return (f"vetting left out section {self.section_id!r} ({self.repo}/{self.path}@{self.commit[:12]}, "
                 f"{self.heading_path!r}) for query {self.query[:60]!r}: {self.reason}")
 
 
-def drop_of(section: Any, reason: str, query: str) -> Drop:
+def drop_of(section: Any, reason: str, query: str, *, duplicate_of: str = "") -> Drop:
     return Drop(reason=reason, section_id=section.id, repo=section.repo, path=section.path, commit=section.commit,
-                heading_path=section.heading_path, query=query)
+                heading_path=section.heading_path, query=query, duplicate_of=duplicate_of)
 
 
 class VettedSearcher:
@@ -73,7 +74,8 @@ class VettedSearcher:
                         None)
             if twin is not None:
                 first = kept[twin].section
-                drops.append(drop_of(hit.section, f"near-duplicate of {first.id} ({first.repo})", query))
+                drops.append(drop_of(hit.section, f"near-duplicate of {first.id} ({first.repo})", query,
+                                     duplicate_of=first.id))
                 continue
             kept.append(hit)
             kept_shingles.append(mine)
