@@ -296,3 +296,53 @@ def test_a_gepa_cell_killed_mid_cell_resumes_without_paying_twice(tmp_path: Path
     assert resumed_usage["update"]["cache_hits"] > 0
     # the models were asked no more often, but for the one killed call
     assert resumed_calls == straight_calls + 1
+
+
+def _changed(value):
+    """Another JSON value of the same kind (what a changed option looks like in a dumped config)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, list):
+        return [*value, {"changed": 1}]
+    if isinstance(value, dict):
+        return {**value, "changed": 1}
+    return "changed"  # None
+
+
+def test_every_experiment_option_is_a_result_key_unless_declared_not_to_change_results() -> None:
+    from experiments.config import NOT_AFFECTING_RESULTS, ExperimentConfig
+    from experiments.runner import RESULT_KEYS, differing_result_options
+
+    fields = set(ExperimentConfig.model_fields)
+    assert set(NOT_AFFECTING_RESULTS) <= fields  # no stale declaration
+    assert "textgrad_trajectories" in RESULT_KEYS and "gepa_minibatch" in RESULT_KEYS
+    base = load_experiment(CONFIGS / "update_table.yaml").model_dump(mode="json")
+    for name in sorted(fields):
+        # exactly one of the two, and the comparison a finished cell is reused under sees a change of it
+        assert (name in RESULT_KEYS) != (name in NOT_AFFECTING_RESULTS), name
+        changed = differing_result_options(base, {**base, name: _changed(base[name])})
+        assert changed == ([name] if name in RESULT_KEYS else []), name
+
+
+def test_a_changed_result_option_reuses_no_finished_or_unfinished_cell(tmp_path: Path) -> None:
+    agent, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["none"], test_limit=2, jobs=1)
+    summary = run_experiment(CONFIGS / "update_table.yaml", values)
+    assert (summary.ran, summary.failed) == (1, [])
+    full = {**values, "textgrad_trajectories": "full"}
+    with pytest.raises(ConfigError, match="made with other textgrad_trajectories"):
+        run_experiment(CONFIGS / "update_table.yaml", full)
+    # the refused run left the experiment's record of its config alone
+    root = Path(summary.results_dir)
+    assert json.loads((root / "config.json").read_text())["config"]["textgrad_trajectories"] == "equal"
+    # an interrupted cell (its folder, no result.json) is not finished under another value either
+    cell = next((root / "cells").glob("*/none/*"))
+    (cell / "result.json").unlink()
+    with pytest.raises(ConfigError, match="unfinished cell .* started with other textgrad_trajectories"):
+        run_experiment(CONFIGS / "update_table.yaml", full)
+    again = run_experiment(CONFIGS / "update_table.yaml", values)  # under its own config it finishes
+    assert (again.ran, again.failed) == (1, [])
