@@ -333,16 +333,17 @@ def test_a_changed_result_option_reuses_no_finished_or_unfinished_cell(tmp_path:
     values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["none"], test_limit=2, jobs=1)
     summary = run_experiment(CONFIGS / "update_table.yaml", values)
     assert (summary.ran, summary.failed) == (1, [])
-    full = {**values, "textgrad_trajectories": "full"}
+    assert load_experiment(CONFIGS / "update_table.yaml").textgrad_trajectories == "full"
+    changed = {**values, "textgrad_trajectories": "equal"}
     with pytest.raises(ConfigError, match="made with other textgrad_trajectories"):
-        run_experiment(CONFIGS / "update_table.yaml", full)
+        run_experiment(CONFIGS / "update_table.yaml", changed)
     # the refused run left the experiment's record of its config alone
     root = Path(summary.results_dir)
-    assert json.loads((root / "config.json").read_text())["config"]["textgrad_trajectories"] == "equal"
+    assert json.loads((root / "config.json").read_text())["config"]["textgrad_trajectories"] == "full"
     # an interrupted cell (its folder, no result.json) is not finished under another value either
     cell = next((root / "cells").glob("*/none/*"))
     (cell / "result.json").unlink()
     with pytest.raises(ConfigError, match="unfinished cell .* started with other textgrad_trajectories"):
-        run_experiment(CONFIGS / "update_table.yaml", full)
+        run_experiment(CONFIGS / "update_table.yaml", changed)
     again = run_experiment(CONFIGS / "update_table.yaml", values)  # under its own config it finishes
     assert (again.ran, again.failed) == (1, [])
