@@ -8,8 +8,10 @@
 
 The decomposition's and s0's folder names carry a key of everything that produces them (`producer_options`: the
 models and how they are reached, the prompt templates, the prompt limits, the init options, the task and harness
-descriptions; s0 adds its retrieval options): a changed model, prompt or option makes a new artifact instead of
-reusing another model's.
+descriptions; a retrieving s0 adds its retrieval options and its corpus's digest, never the index's path, so an
+index rebuilt in place makes a new s0): a changed model, prompt, option or corpus makes a new artifact instead of
+reusing another's. The decomposition reads no corpus (the query-init role sees only the task and harness
+descriptions), so one decomposition serves every corpus of a (harness, seed).
 
 Each artifact is written atomically with its own ledger of model calls (its cost is reported in the init stage of
 every cell that uses it) and reused when present, so an interrupted experiment never pays for it twice.
@@ -197,7 +199,10 @@ class SharedArtifacts:
         decomposition = self.decomposition(harness, harness_key, cfg, seed)
         retrieval = {} if init == "rfsi" else {"k": cfg.retrieval.k, "retrieval": cfg.retrieval.retriever_options(),
                                                "index": str(cfg.retrieval.index)}
-        key = options_key({**retrieval, "m": cfg.init.num_requirements, **producer_options(cfg, harness)})
+        # the corpus by its digest, not its path: an index rebuilt at the same path makes a new s0
+        corpus = {} if init == "rfsi" else {"corpus": corpus_identity(cfg.retrieval.index).digest}
+        key = options_key({**{k: v for k, v in retrieval.items() if k != "index"}, **corpus,
+                           "m": cfg.init.num_requirements, **producer_options(cfg, harness)})
         folder = self.root / harness_key / f"seed{seed}" / f"{init}-{key}"
         path = folder / "SKILL.md"
         with _lock(path):
@@ -212,7 +217,7 @@ class SharedArtifacts:
                 UnitGateway(gw, f"seed{seed}/{init}"))
             result = default_initializer(options, requirements=requirements).init(ctx)
             recorded = dict(retrieval)
-            if recorded:  # the index by name ('starter corpus', never 'None'); the key above is left as it was
+            if recorded:  # the index by name ('starter corpus', never 'None')
                 recorded["index"] = str(cfg.retrieval.index) if cfg.retrieval.index is not None else STARTER_NAME
             atomic_write_json(folder / "init.json", {
                 **result.to_dict(), "retrieval": recorded,

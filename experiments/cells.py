@@ -2,7 +2,8 @@
 result on test, and write result.json — last, so its presence means the cell is finished.
 
 An interrupted cell resumes: the engine run (RFSU, RASU, TextGrad) continues from its checkpoint, GEPA from its
-saved state, the test evaluation replays its cached model replies.
+saved state (what it reruns replays from its response cache and is not counted again), the test evaluation replays
+its cached model replies.
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ class CellRunner:
         from .baselines.gepa_baseline import run_gepa
 
         run_dir = self.dir / "gepa"
-        gw = ledgered_gateway(self.cfg, cache_dir=None, ledger_path=run_dir / "ledger.calls.jsonl")
+        # cached like every other method's calls: a resumed GEPA run replays the rollouts it reruns (the seed's val
+        # evaluation, the interrupted iteration) for free, and its adapter does not count them again
+        gw = ledgered_gateway(self.cfg, cache_dir=run_dir / "cache", ledger_path=run_dir / "ledger.calls.jsonl")
         outcome = run_gepa(
             self.harness, make_agent(self.cfg, gw, self.harness), gw, seed_skill=s0,
             train=_limited(self.harness.tasks("train"), self.cfg.schedule.train_limit),

@@ -251,6 +251,31 @@ class Cell(BaseModel):
         return f"{self.harness.key}/{method}/s{self.setting_index}_seed{self.seed}"
 
 
+#: The experiment options that do not change what a finished cell computed, each with why. Every other option of
+#: ExperimentConfig is a result option (`result_options`): cells made under another value of one are never reused
+#: in its table (a new option is one until it is declared here).
+NOT_AFFECTING_RESULTS: dict[str, str] = {
+    "name": "names the results folder",
+    "description": "text shown with the tables",
+    "harnesses": "in each cell's own key (its folder names the harness and its options)",
+    "methods": "in each cell's own key (its folder); methods may be added to a table",
+    "seeds": "in each cell's own key (its folder); seeds may be added to a table",
+    "reference": "which row the tables pair every row with: read when the tables are written",
+    "reference_setting": "which sweep point the tables pair with: read when the tables are written",
+    "jobs": "how many cells run at once",
+    "backend": "where the cells run",
+    "cluster": "where the cells run",
+    "results_dir": "where the results folder is",
+    "mlflow_uri": "where finished cells are also logged",
+    "allow_starter_corpus": "permits a run; the corpus a cell retrieved from is recorded in its result and tables",
+}
+
+
+def result_options() -> tuple[str, ...]:
+    """The ExperimentConfig options a finished cell is reused under: all but `NOT_AFFECTING_RESULTS`."""
+    return tuple(name for name in ExperimentConfig.model_fields if name not in NOT_AFFECTING_RESULTS)
+
+
 def expand_cells(config: ExperimentConfig) -> list[Cell]:
     return [Cell(method=m, harness=h, seed=seed, setting=setting, setting_index=i)
             for h in config.harnesses for i, setting in enumerate(config.settings)
@@ -329,6 +354,6 @@ def load_experiment(source: str | Path | dict[str, Any], overrides: dict[str, An
         raise ConfigError("\n".join(lines)) from None
 
 
-__all__ = ["ALIASES", "Cell", "ExperimentConfig", "HarnessSpec", "INIT_METHODS", "Method", "S0_METHODS",
-           "UPDATE_METHODS", "apply_harness_args", "check_harness_options", "expand_cells", "harness_option_names",
-           "load_experiment"]
+__all__ = ["ALIASES", "Cell", "ExperimentConfig", "HarnessSpec", "INIT_METHODS", "Method", "NOT_AFFECTING_RESULTS",
+           "S0_METHODS", "UPDATE_METHODS", "apply_harness_args", "check_harness_options", "expand_cells",
+           "harness_option_names", "load_experiment", "result_options"]

@@ -11,6 +11,7 @@ file carries the experiment's config and the git commit that made it.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,16 @@ from raso.engine.config import merge, nested
 from raso.engine.run_dir import atomic_write_json
 from raso.errors import ConfigError
 
-from .cells import git_commit, load_result, run_cell
-from .config import RUNNER_SETTING_KEYS, Cell, ExperimentConfig, check_harness_options, expand_cells, load_experiment
+from .cells import cell_dir, git_commit, load_result, run_cell
+from .config import (
+    RUNNER_SETTING_KEYS,
+    Cell,
+    ExperimentConfig,
+    check_harness_options,
+    expand_cells,
+    load_experiment,
+    result_options,
+)
 from .results import CellResult
 
 
@@ -86,31 +95,54 @@ def _guarded(config_data: dict[str, Any], cell_data: dict[str, Any]) -> dict[str
 
 
 #: Config keys that change what a cell computes; cells made under other values must not share a table.
-RESULT_KEYS = ("table", "model", "optimizer_model", "api_base", "optimizer_api_base", "optimize", "settings",
-               "rollout_convention", "budget_rollouts", "test_limit", "gepa_minibatch")
+RESULT_KEYS = result_options()
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
     """An experiment config with its options under their nested names (cells made before the nested config
-    spelled them flat)."""
-    out = dict(config)
+    spelled them flat), and an option its cell's config did not have yet at its default (what that cell ran)."""
+    out = {name: field.get_default(call_default_factory=True) for name, field in ExperimentConfig.model_fields.items()
+           if name in RESULT_KEYS and not field.is_required()}
+    out.update(config)
     out["optimize"] = nested(out.get("optimize") or {})
     out["settings"] = [nested({k: v for k, v in s.items() if k not in RUNNER_SETTING_KEYS}) | {
         k: v for k, v in s.items() if k in RUNNER_SETTING_KEYS} for s in out.get("settings") or [{}]]
     return out
 
 
+def differing_result_options(made: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """The result options (RESULT_KEYS) in which two experiment configs (as dumped) differ."""
+    a, b = _comparable(made), _comparable(wanted)
+    return [k for k in RESULT_KEYS if a.get(k) != b.get(k)]
+
+
 def _refuse_mixed_results(config: ExperimentConfig, results: list[CellResult]) -> None:
     """Finished cells are reused only when they were made under the same result-defining options (more seeds,
     methods or harnesses may be added; a changed model or budget needs another results folder)."""
-    wanted = _comparable(config.model_dump(mode="json"))
+    wanted = config.model_dump(mode="json")
     for result in results:
-        made = _comparable(result.config)
-        differ = [k for k in RESULT_KEYS if made.get(k) != wanted.get(k)]
+        differ = differing_result_options(result.config, wanted)
         if differ:
             raise ConfigError(
                 f"{config.results_root} holds cell {result.cell} made with other {', '.join(differ)}; its "
                 "results cannot share a table with this config: use another results_dir (or name), or delete it")
+
+
+def _refuse_changed_unfinished(config: ExperimentConfig, unfinished: list[Cell]) -> None:
+    """An interrupted cell resumes from its folder only under the result options it was started with (the
+    experiment's config.json, written by the run that started it): a changed option would finish it half under
+    each."""
+    path = config.results_root / "config.json"
+    started = [c.key for c in unfinished if cell_dir(config, c).exists()]
+    if not started or not path.is_file():
+        return
+    made = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+    differ = differing_result_options(made, config.model_dump(mode="json"))
+    if differ:
+        raise ConfigError(
+            f"{config.results_root} holds unfinished cell {started[0]} started with other {', '.join(differ)}; "
+            "finishing it under this config would mix the two: use another results_dir (or name), or rerun "
+            "with the config it was started with")
 
 
 def preflight(config: ExperimentConfig) -> None:
@@ -155,10 +187,11 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     started = time.perf_counter()
     root = config.results_root
     root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(root / "config.json", {"config": config.model_dump(mode="json"), "git": git_commit()})
     cells = expand_cells(config)
     finished = {c.key: load_result(config, c) for c in cells}
     _refuse_mixed_results(config, [r for r in finished.values() if r is not None])
+    _refuse_changed_unfinished(config, [c for c in cells if finished[c.key] is None])
+    atomic_write_json(root / "config.json", {"config": config.model_dump(mode="json"), "git": git_commit()})
     todo = [c for c in cells if finished[c.key] is None]
     data = config.model_dump(mode="json")
     outcomes: list[dict[str, Any]] = []
@@ -182,4 +215,4 @@ def run_experiment(source: str | Path | dict[str, Any] | ExperimentConfig,
     return summary
 
 
-__all__ = ["ExperimentSummary", "preflight", "run_experiment"]
+__all__ = ["RESULT_KEYS", "ExperimentSummary", "differing_result_options", "preflight", "run_experiment"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from raso.fileio import atomic_write_text
 
-from .config import Cell, ExperimentConfig
+from .config import Cell, ExperimentConfig, Method
 from .results import CellResult, Headline, Record, TableResult, TableRow
 from .stats import HEADLINE_METHODS, cell_n, is_baseline, paired_difference, reference_for
 
@@ -274,7 +274,7 @@ def headline_table(config: ExperimentConfig, lines: list[Headline]) -> str:
     return _markdown(header, body)
 
 
-def cost_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
+def cost_table(config: ExperimentConfig, rows: list[TableRow], results: Sequence[CellResult] | None = None) -> str:
     """Per method and harness: the headline cost of producing the skill (init + update: USD and tokens), then each
     stage, the test evaluation in its own column (means over seeds)."""
     header = ["Method", "Harness", "Rollouts", "USD (init + update)", "Tokens (init + update)", "USD init",
@@ -288,17 +288,27 @@ def cost_table(config: ExperimentConfig, rows: list[TableRow]) -> str:
              f"{r.update_cost_usd:.4f}", f"{r.init_tokens:.0f}", f"{r.update_tokens:.0f}",
              f"{r.test_cost_usd:.4f}", f"{r.test_tokens:.0f}",
              f"{r.rollouts_used_max}/{r.budget_rollouts}" if r.budget_rollouts else "–"] for r in rows if r.seeds]
-    return _markdown(header, body + failed) + textgrad_setting_line(config)
+    return _markdown(header, body + failed) + textgrad_setting_line(config, results)
 
 
-def textgrad_setting_line(config: ExperimentConfig) -> str:
-    """Which trajectories TextGrad's loss read (its cost depends on it), for a table with a TextGrad row."""
+TEXTGRAD_SETTINGS = {
+    "full": "full trajectories (every step unclipped, the paper's setting)",
+    "equal": "equal information (each trajectory clipped to limits.trajectory_chars_each, as every method's "
+             "reflection; the paper's setting is `textgrad_trajectories: full`)",
+}
+
+
+def textgrad_setting_line(config: ExperimentConfig, results: Sequence[CellResult] | None = None) -> str:
+    """Which trajectories TextGrad's loss read (its cost depends on it), for a table with a TextGrad row: what its
+    finished cells ran (each result's config; one made before the option existed ran `equal`), else the config's."""
     if not any(m.update == "textgrad" for m in config.parsed_methods()):
         return ""
-    if config.textgrad_trajectories == "full":
-        return "\n\nTextGrad: full trajectories (every step unclipped, the paper's setting)."
-    return ("\n\nTextGrad: equal information (each trajectory clipped to limits.trajectory_chars_each, as every "
-            "method's reflection; the paper's setting is `textgrad_trajectories: full`).")
+    ran = sorted({str(r.config.get("textgrad_trajectories", "equal")) for r in results or ()
+                  if Method.parse(r.method).update == "textgrad"}) or [config.textgrad_trajectories]
+    if len(ran) == 1:
+        return f"\n\nTextGrad: {TEXTGRAD_SETTINGS.get(ran[0], ran[0])}."
+    return "\n\nTextGrad: cells ran under different settings: " + "; ".join(
+        f"`{name}`, {TEXTGRAD_SETTINGS.get(name, name)}" for name in ran) + "."
 
 
 def _plot_sweep(config: ExperimentConfig, rows: list[TableRow], axis: str, path: Path, *, log: bool) -> Path:
@@ -463,7 +473,7 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
               f"`{config.name}` ({config.table}); model `{config.model}`; commit(s) "
               f"{', '.join(c[:10] for c in table.commits)}.\n\nData:\n{data_lines(table)}\n"
               f"\nCorpus:\n{corpus_lines(table)}\n")
-    main = cost_table(config, rows) if config.table == "cost" else score_table(config, rows)
+    main = cost_table(config, rows, typed) if config.table == "cost" else score_table(config, rows)
     headlines = headline_table(config, table.headline)
     if headlines:
         footer += (f"\nHeadline: {table.headline[0].label} minus the strongest baseline (the method "
@@ -480,7 +490,7 @@ def write_tables(config: ExperimentConfig, results: Sequence[CellResult | Mappin
         footer += "\nFailed cells (not in the scores; rerun the experiment to retry them):\n\n" + "\n".join(
             f"- {f.label} · {f.harness_label} · {f.setting} · seed {f.seed}: {f.reason}" for f in failed) + "\n"
     out["markdown"] = atomic_write_text(root / f"{config.table}.md", f"# {config.name}\n\n{main}{footer}")
-    out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows)}\n")
+    out["cost"] = atomic_write_text(root / "cost.md", f"# {config.name}: cost\n\n{cost_table(config, rows, typed)}\n")
     scored = [r for r in rows if r.seeds]  # a row whose every seed failed has no point to plot
     if scored and config.table == "k_sweep":
         out["plot"] = _plot_sweep(config, scored, "retrieval.k", root / "k_sweep.png", log=False)

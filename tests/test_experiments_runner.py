@@ -245,3 +245,105 @@ def test_a_test_evaluation_hit_by_an_outage_is_not_recorded_and_reruns(tmp_path:
     again = run_experiment(CONFIGS / "init_table.yaml", values)
     assert (again.ran, again.failed) == (1, [])
     assert [r.test_mean for r in read_results(Path(again.results_dir))] == [0.0]  # scored now: no skill
+
+
+def test_a_gepa_cell_killed_mid_cell_resumes_without_paying_twice(tmp_path: Path) -> None:
+    """Killed at its first reflection (after the seed's val evaluation and the first minibatch were paid), a GEPA
+    cell resumed from its folder ends with the uninterrupted cell's result, rollout count and paid calls: gepa's
+    rerun of the seed's val evaluation and of the interrupted iteration replays from the cell's response cache and
+    is not counted again."""
+    from test_experiments_support import Interrupted, optimizer_reply
+
+    from raso.llm.scripted import ScriptedModel
+
+    def gepa_cell(root: Path, kill: bool) -> tuple[CellResult, dict, int]:
+        armed = {"on": kill}
+
+        def optimizer_killed_at_reflection(messages: list) -> str:
+            if armed["on"] and "Provide the new instructions" in "\n".join(str(m.get("content")) for m in messages):
+                armed["on"] = False
+                raise Interrupted("killed at GEPA's first reflection")
+            return optimizer_reply(messages)
+
+        agent, _ = scripted_models()
+        optimizer = ScriptedModel(optimizer_killed_at_reflection, name="exp-optimizer-killed")
+        # one worker: concurrent rollouts with the same prompt would hit or miss the cache by timing alone
+        values = overrides(root, agent, optimizer, seeds=[0], methods=["gepa"], jobs=1,
+                           optimize={**TWO_EPOCHS, "schedule.workers": 1})
+        if kill:
+            with pytest.raises(Interrupted):
+                run_experiment(CONFIGS / "update_table.yaml", values)
+            cell = next((root / "results" / "update_table" / "cells").glob("*/gepa/*"))
+            assert not (cell / "result.json").exists()
+            assert len(list((cell / "gepa" / "trajectories").glob("gepa*/*.json"))) == 6  # seed on val, a minibatch
+        summary = run_experiment(CONFIGS / "update_table.yaml", values)
+        assert summary.failed == []
+        result = next(r for r in read_results(Path(summary.results_dir)) if r.method == "gepa")
+        return result, result.usage.to_dict(), len(agent.calls) + len(optimizer.calls)
+
+    straight, straight_usage, straight_calls = gepa_cell(tmp_path / "straight", kill=False)
+    resumed, resumed_usage, resumed_calls = gepa_cell(tmp_path / "killed", kill=True)
+    assert straight.test_mean == 1.0 and straight.update.gepa["candidates"] >= 2  # GEPA really found the fix
+    # the same cell: counted rollouts, the candidates and when GEPA found them, the test scores
+    assert resumed.rollouts_used == straight.rollouts_used <= resumed.budget_rollouts
+    assert resumed.update.gepa["val_scores"] == straight.update.gepa["val_scores"]
+    assert resumed.update.gepa["discovery_eval_counts"] == straight.update.gepa["discovery_eval_counts"]
+    assert resumed.test_per_task == straight.test_per_task
+    # the same bill: every stage's paid calls and tokens; the replays are cache hits
+    for stage in ("init", "update", "test"):
+        for key in ("calls", "prompt_tokens", "completion_tokens"):
+            assert resumed_usage[stage][key] == straight_usage[stage][key], (stage, key)
+    assert resumed_usage["update"]["cache_hits"] > 0
+    # the models were asked no more often, but for the one killed call
+    assert resumed_calls == straight_calls + 1
+
+
+def _changed(value):
+    """Another JSON value of the same kind (what a changed option looks like in a dumped config)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, list):
+        return [*value, {"changed": 1}]
+    if isinstance(value, dict):
+        return {**value, "changed": 1}
+    return "changed"  # None
+
+
+def test_every_experiment_option_is_a_result_key_unless_declared_not_to_change_results() -> None:
+    from experiments.config import NOT_AFFECTING_RESULTS, ExperimentConfig
+    from experiments.runner import RESULT_KEYS, differing_result_options
+
+    fields = set(ExperimentConfig.model_fields)
+    assert set(NOT_AFFECTING_RESULTS) <= fields  # no stale declaration
+    assert "textgrad_trajectories" in RESULT_KEYS and "gepa_minibatch" in RESULT_KEYS
+    base = load_experiment(CONFIGS / "update_table.yaml").model_dump(mode="json")
+    for name in sorted(fields):
+        # exactly one of the two, and the comparison a finished cell is reused under sees a change of it
+        assert (name in RESULT_KEYS) != (name in NOT_AFFECTING_RESULTS), name
+        changed = differing_result_options(base, {**base, name: _changed(base[name])})
+        assert changed == ([name] if name in RESULT_KEYS else []), name
+
+
+def test_a_changed_result_option_reuses_no_finished_or_unfinished_cell(tmp_path: Path) -> None:
+    agent, optimizer = scripted_models()
+    values = overrides(tmp_path, agent, optimizer, seeds=[0], methods=["none"], test_limit=2, jobs=1)
+    summary = run_experiment(CONFIGS / "update_table.yaml", values)
+    assert (summary.ran, summary.failed) == (1, [])
+    assert load_experiment(CONFIGS / "update_table.yaml").textgrad_trajectories == "full"
+    changed = {**values, "textgrad_trajectories": "equal"}
+    with pytest.raises(ConfigError, match="made with other textgrad_trajectories"):
+        run_experiment(CONFIGS / "update_table.yaml", changed)
+    # the refused run left the experiment's record of its config alone
+    root = Path(summary.results_dir)
+    assert json.loads((root / "config.json").read_text())["config"]["textgrad_trajectories"] == "full"
+    # an interrupted cell (its folder, no result.json) is not finished under another value either
+    cell = next((root / "cells").glob("*/none/*"))
+    (cell / "result.json").unlink()
+    with pytest.raises(ConfigError, match="unfinished cell .* started with other textgrad_trajectories"):
+        run_experiment(CONFIGS / "update_table.yaml", changed)
+    again = run_experiment(CONFIGS / "update_table.yaml", values)  # under its own config it finishes
+    assert (again.ran, again.failed) == (1, [])

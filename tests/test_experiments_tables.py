@@ -100,3 +100,20 @@ def test_a_cell_whose_optimizer_produced_nothing_says_so(tmp_path: Path) -> None
         assert (f"| {label} | spreadsheet | **optimizer produced nothing** in 1 of 1 seed(s): the reported skill is "
                 f"s0; {what}: 4 of 4 iterations in 1 of 1 seed(s) |") in text
     assert "| RASU | spreadsheet |" not in text.split("Notes per row:")[1]
+
+
+def test_the_paper_configs_run_the_papers_textgrad_and_cost_md_names_what_its_cells_ran(tmp_path: Path) -> None:
+    with_textgrad = [load_experiment(path) for path in sorted(CONFIGS.glob("*.yaml"))]
+    with_textgrad = [c for c in with_textgrad if any(m.update == "textgrad" for m in c.parsed_methods())]
+    assert {c.name for c in with_textgrad} == {"cost", "update_table"}
+    assert all(c.textgrad_trajectories == "full" for c in with_textgrad)  # the paper's TextGrad setting
+    # the line comes from the TextGrad cells' own configs, not the config the tables are written with
+    config = load_experiment(CONFIGS / "cost.yaml", {"harnesses": ["spreadsheet"], "results_dir": str(tmp_path),
+                                                     "textgrad_trajectories": "full"})
+    ran_equal = [{**_result("textgrad", "TextGrad", s, 0.5), "config": {"textgrad_trajectories": "equal"}}
+                 for s in range(3)]
+    cost = write_tables(config, ran_equal)["cost"].read_text()
+    assert "TextGrad: equal information" in cost and "full trajectories" not in cost
+    mixed = ran_equal[:2] + [{**ran_equal[2], "config": {"textgrad_trajectories": "full"}}]
+    cost = write_tables(config, mixed)["cost"].read_text()
+    assert "cells ran under different settings: `equal`" in cost and "`full`, full trajectories" in cost

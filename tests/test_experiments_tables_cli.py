@@ -232,6 +232,48 @@ def test_s0_and_the_decomposition_are_not_reused_across_models(tmp_path: Path) -
     assert len(decompositions) == 2
 
 
+def test_an_index_rebuilt_at_the_same_path_makes_a_new_s0(tmp_path: Path) -> None:
+    import shutil
+
+    from corpus_tools.identity import corpus_identity
+    from corpus_tools.index import SectionIndex
+    from corpus_tools.starter import starter_index
+    from experiments.artifacts import SharedArtifacts
+    from raso.engine.config import validate
+    from raso.testing import CountingHarness
+
+    agent, optimizer = scripted_models()
+    harness = CountingHarness(n_tasks=6)
+    shared = SharedArtifacts(tmp_path / "shared")
+    sections = list(starter_index().iter_sections())
+    skills = sorted({s.skill_id for s in sections})
+    index = tmp_path / "index"
+    cfg = validate({"harness": "raso.testing.toy:CountingHarness",
+                    "models": {"target": agent.model, "optimizer": optimizer.model},
+                    "init": {"num_requirements": 2}, "retrieval": {"k": 2, "index": str(index)}}, "test")
+
+    def build(keep: set[str]) -> str:
+        shutil.rmtree(index, ignore_errors=True)
+        SectionIndex.build(s for s in sections if s.skill_id in keep).save(index)
+        return corpus_identity(index).digest
+
+    first_digest = build(set(skills[: len(skills) // 2]))
+    first = shared.initial_skill(harness, "toy", cfg, init="rasi", seed=0)
+    lessons = calls_matching(optimizer, '"lesson": {')
+    assert shared.initial_skill(harness, "toy", cfg, init="rasi", seed=0) == first  # the same corpus: reused
+    assert calls_matching(optimizer, '"lesson": {') == lessons
+
+    second_digest = build(set(skills[len(skills) // 2:]))  # another corpus, at the same path
+    assert second_digest != first_digest
+    second = shared.initial_skill(harness, "toy", cfg, init="rasi", seed=0)
+    assert second != first and calls_matching(optimizer, '"lesson": {') > lessons  # made again, from it
+    recorded = [json.loads((p.parent / "init.json").read_text())["corpus"]["digest"] for p in (first, second)]
+    assert recorded == [first_digest, second_digest]
+    # the decomposition reads no corpus: one, shared by both
+    assert len(list((tmp_path / "shared" / "toy" / "seed0").glob("decomposition-*"))) == 1
+    assert calls_matching(optimizer, '"requirements": {') == 1
+
+
 def test_a_toy_update_table_shows_every_methods_rollouts_within_its_budget(tmp_path: Path) -> None:
     import re
 

@@ -24,14 +24,23 @@ unauthorised optimizer stops GEPA at once and the run raises OptimizerUnavailabl
 Infrastructure: a rollout that got no agent result (`not rollout.counts`: an outage, an unusable model, the USD
 budget) is never scored as 0: the adapter raises InfrastructureError, nothing of that evaluation enters GEPA's
 state, and the next run resumes.
-Resume: GEPA saves its state in its run directory after every iteration and continues from it when given the same
-directory again; the rollout count includes those of an interrupted iteration (they were spent).
+Resume: GEPA saves its state in its run directory at the start of every iteration and continues from it when given
+the same directory again. Two things of gepa 0.1.4 would make a resumed run pay twice: it evaluates the seed on the
+whole val set again before it loads its state (and drops that evaluation), and it reruns the interrupted iteration.
+The cell's gateway caches every reply in the run directory, so those rollouts replay their model calls for free; the
+adapter counts them once: the seed's val evaluation, and each (candidate, task) rollout paid after the state's last
+save, are replays (`trajectories/replay*`, not counted, never refused by the budget), every other rollout is paid
+(`trajectories/gepa*`). A rollout of the interrupted iteration that the rerun does not ask for again stays counted (it
+was spent).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +59,9 @@ from .common import rollout_feedback, score_feedback, skill_from_text, task_and_
 
 COMPONENT = "skill"
 REFLECTION_LOG = "reflection.json"  # the ReflectionLog's counts, beside GEPA's state
+SAVES_FILE = "saves.json"  # GEPA iteration of each state save -> the adapter's batches done by then
+#: trajectories/<gepa (paid) | replay><index>-<candidate digest> (folders of older runs carry no digest)
+_BATCH_DIR = re.compile(r"^(gepa|replay)(\d+)(?:-([0-9a-f]+))?$")
 
 #: GEPA's reflection instruction, preceded by T and H (`{context}`); `<curr_param>` and `<side_info>` are GEPA's
 #: placeholders (the current skill and the reflective dataset).
@@ -74,7 +86,7 @@ class HarnessGEPAAdapter:
 
     def __init__(self, harness: Harness, agent: RolloutRunner, *, seed_skill: Skill, workers: int = 2,
                  trajectories_dir: Path | None = None, limits: PromptLimits | None = None,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, replays: Counter[tuple[str, str]] | None = None) -> None:
         self.harness = harness
         self.budget = budget  # rollouts this adapter may run in all (None: no limit of its own)
         self.limits = limits or PromptLimits()
@@ -82,12 +94,20 @@ class HarnessGEPAAdapter:
         self.seed_skill = seed_skill
         self.workers = workers
         self.trajectories_dir = trajectories_dir
+        # (candidate digest, task id) rollouts already paid that this run will ask for again: run, never counted
+        self.replays: Counter[tuple[str, str]] = Counter(replays or {})
         # a resumed run continues the numbering and the count: rollouts of an interrupted run were spent too
-        done = sorted(trajectories_dir.glob("gepa[0-9]*")) if trajectories_dir is not None else []
-        self._batches = len(done)
-        self.rollouts_used = sum(len(list(d.glob("*.json"))) for d in done)
+        batches = list_batches(trajectories_dir)
+        self._batches = max((b.index for b in batches), default=0)
+        self.rollouts_used = sum(len(b.task_ids) for b in batches if b.paid)
         self._in_flight = 0
         self._lock = threading.Lock()
+
+    @property
+    def batches_done(self) -> int:
+        """The number of the last batch started (what a state save records)."""
+        with self._lock:
+            return self._batches
 
     def skill_of(self, candidate: Mapping[str, str]) -> Skill:
         return skill_from_text(candidate.get(COMPONENT, ""), fallback=self.seed_skill)
@@ -95,31 +115,61 @@ class HarnessGEPAAdapter:
     def evaluate(self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False) -> Any:
         from gepa import EvaluationBatch
 
+        digest = candidate_digest(candidate)
         with self._lock:
-            if self.budget is not None and self.rollouts_used + self._in_flight + len(batch) > self.budget:
-                raise GEPABudgetReached(f"{len(batch)} more rollouts would pass the budget of {self.budget} "
+            replayed = []
+            for position, task in enumerate(batch):
+                if self.replays[(digest, str(task.id))] > 0:
+                    self.replays[(digest, str(task.id))] -= 1
+                    replayed.append(position)
+            new = [position for position in range(len(batch)) if position not in replayed]
+            if self.budget is not None and self.rollouts_used + self._in_flight + len(new) > self.budget:
+                for position in replayed:  # nothing runs: the replays stay owed
+                    self.replays[(digest, str(batch[position].id))] += 1
+                raise GEPABudgetReached(f"{len(new)} more rollouts would pass the budget of {self.budget} "
                                         f"({self.rollouts_used} used)")
-            self._in_flight += len(batch)
-            self._batches += 1
-            index = self._batches
+            self._in_flight += len(new)
+        rollouts: list[Rollout | None] = [None] * len(batch)
         try:
-            result = self._run(batch, candidate, index)
+            # the replays first, in their own folder (their model calls come from the cache), then the paid ones
+            for paid, positions in ((False, replayed), (True, new)):
+                if not positions:
+                    continue
+                with self._lock:
+                    self._batches += 1
+                    index = self._batches
+                result = self._run([batch[p] for p in positions], candidate, index, paid=paid, digest=digest)
+                for position, rollout in zip(positions, result.rollouts):
+                    rollouts[position] = rollout
+                if paid:
+                    with self._lock:
+                        self.rollouts_used += len(result.rollouts)
         finally:
             with self._lock:
-                self._in_flight -= len(batch)
-        rollouts = list(result.rollouts)
-        with self._lock:
-            self.rollouts_used += len(rollouts)
-        refuse_uncounted(rollouts)
-        return EvaluationBatch(outputs=rollouts, scores=[r.reward for r in rollouts],
-                               trajectories=rollouts if capture_traces else None)
+                self._in_flight -= len(new)
+        done = [r for r in rollouts if r is not None]
+        refuse_uncounted(done)
+        return EvaluationBatch(outputs=done, scores=[r.reward for r in done],
+                               trajectories=done if capture_traces else None)
 
-    def _run(self, batch: list[Task], candidate: dict[str, str], index: int) -> Any:
+    def _run(self, batch: list[Task], candidate: dict[str, str], index: int, *, paid: bool = True,
+             digest: str = "") -> Any:
         from raso.agent.evaluate import evaluate
 
-        out_dir = self.trajectories_dir / f"gepa{index:04d}" if self.trajectories_dir is not None else None
+        name = f"{'gepa' if paid else 'replay'}{index:04d}-{digest or candidate_digest(candidate)}"
+        out_dir = self.trajectories_dir / name if self.trajectories_dir is not None else None
         return evaluate(self.harness, self.agent, batch, skills=[self.skill_of(candidate)],
                         max_workers=self.workers, trajectories_dir=out_dir)
+
+    def on_state_saved(self, event: Mapping[str, Any]) -> None:
+        """GEPA's callback after each state save: the state of iteration i accounts for every batch started so
+        far (kept as first recorded: a resumed run saves the loaded state again before rerunning its iteration)."""
+        if self.trajectories_dir is None:
+            return
+        path = self.trajectories_dir.parent / SAVES_FILE
+        saves = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        saves.setdefault(str(int(event["iteration"]) - 1), self.batches_done)
+        atomic_write_json(path, saves)
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -128,6 +178,57 @@ class HarnessGEPAAdapter:
                     "Generated Outputs": rollout_feedback(r, self.limits),
                     "Feedback": score_feedback(r)} for r in rollouts]
         return {name: records for name in components_to_update}
+
+
+def candidate_digest(candidate: Mapping[str, str]) -> str:
+    """A short digest of a GEPA candidate's text (names its trajectory folders; matches replays on resume)."""
+    return hashlib.sha256(json.dumps(dict(candidate), sort_keys=True).encode()).hexdigest()[:12]
+
+
+class BatchRecord(BaseModel):
+    """One evaluation batch of the adapter, read back from its trajectory folder."""
+
+    index: int
+    paid: bool
+    candidate: str
+    task_ids: list[str]
+
+
+def list_batches(trajectories_dir: Path | None) -> list[BatchRecord]:
+    """The adapter's batches so far (each rollout file written when its rollout finished: a killed batch lists
+    the rollouts that ran), in order."""
+    if trajectories_dir is None or not trajectories_dir.is_dir():
+        return []
+    out = []
+    for folder in trajectories_dir.iterdir():
+        match = _BATCH_DIR.match(folder.name)
+        if match is None or not folder.is_dir():
+            continue
+        tasks = [str(json.loads(f.read_text(encoding="utf-8"))["task_id"]) for f in sorted(folder.glob("*.json"))]
+        out.append(BatchRecord(index=int(match[2]), paid=match[1] == "gepa", candidate=match[3] or "",
+                               task_ids=tasks))
+    return sorted(out, key=lambda b: b.index)
+
+
+def owed_replays(run_dir: Path, seed_candidate: Mapping[str, str], val: Sequence[Task]) -> Counter[tuple[str, str]]:
+    """What a resumed GEPA run will ask for again that was paid already: the seed's val evaluation (gepa 0.1.4
+    reruns it before loading its state) and the rollouts paid after the saved state's last save (the interrupted
+    iteration, which it reruns). Empty for a fresh run."""
+    from gepa.core.state import GEPAState
+
+    state_dir = run_dir / "gepa_state"
+    if not (state_dir / "gepa_state.bin").is_file():
+        return Counter()
+    saves_path = run_dir / SAVES_FILE
+    saves = json.loads(saves_path.read_text(encoding="utf-8")) if saves_path.is_file() else {}
+    batches = list_batches(run_dir / "trajectories")
+    # a save whose record is missing was the last thing that happened (killed right after it): nothing after it
+    saved_at = int(saves.get(str(GEPAState.load(str(state_dir)).i), max((b.index for b in batches), default=0)))
+    owed: Counter[tuple[str, str]] = Counter((b.candidate, task) for b in batches
+                                             if b.paid and b.index > saved_at for task in b.task_ids)
+    seed = candidate_digest(seed_candidate)
+    owed.update((seed, str(task.id)) for task in val)
+    return owed
 
 
 def refuse_uncounted(rollouts: Sequence[Rollout]) -> None:
@@ -268,8 +369,10 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     limits = limits_for(gateway)
+    seed_candidate = {COMPONENT: seed_skill.to_markdown()}
     adapter = HarnessGEPAAdapter(harness, agent, seed_skill=seed_skill, workers=workers,
-                                 trajectories_dir=run_dir / "trajectories", limits=limits, budget=budget_rollouts)
+                                 trajectories_dir=run_dir / "trajectories", limits=limits, budget=budget_rollouts,
+                                 replays=owed_replays(run_dir, seed_candidate, val))
     log = ReflectionLog.load(run_dir / REFLECTION_LOG)  # a resumed run keeps counting
     state_dir = run_dir / "gepa_state"
     stop_reason = "GEPA budget"
@@ -277,8 +380,9 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
         # gepa's adapter, language-model and stopper types are Protocols that these objects meet structurally (and
         # at run time: tests/test_experiments_baselines.py); mypy cannot match gepa's generic parameters to them
         result: GEPAResult = gepa.optimize(
-            seed_candidate={COMPONENT: seed_skill.to_markdown()}, trainset=list(train), valset=list(val),
+            seed_candidate=seed_candidate, trainset=list(train), valset=list(val),
             adapter=adapter,  # type: ignore[arg-type]
+            callbacks=[adapter],  # type: ignore[list-item]  # on_state_saved
             reflection_lm=gateway_reflection_lm(gateway, log=log),  # type: ignore[arg-type]
             max_metric_calls=budget_rollouts,
             stop_callbacks=[log.should_stop],  # type: ignore[list-item]
@@ -321,6 +425,6 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
     )
 
 
-__all__ = ["COMPONENT", "REFLECTION_TEMPLATE", "GEPABudgetReached", "GEPAOutcome", "HarnessGEPAAdapter", "ReflectionLog",
-           "best_within_budget", "gateway_reflection_lm", "reflection_template", "refuse_uncounted", "run_gepa",
-           "validated_at"]
+__all__ = ["COMPONENT", "REFLECTION_TEMPLATE", "BatchRecord", "GEPABudgetReached", "GEPAOutcome", "HarnessGEPAAdapter",
+           "ReflectionLog", "best_within_budget", "candidate_digest", "gateway_reflection_lm", "list_batches",
+           "owed_replays", "reflection_template", "refuse_uncounted", "run_gepa", "validated_at"]
