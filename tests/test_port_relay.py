@@ -56,6 +56,58 @@ def test_idle_connections_neither_kill_the_relay_nor_lock_a_client_out():
     assert not thread.is_alive() and listener.fileno() == -1  # stop() ends the loop and closes what it held
 
 
+def test_a_request_waiting_for_its_answer_is_not_closed_for_idle_connections_behind_it():
+    # under load a request can wait for its answer while idle connections queue behind it; past the limit the relay
+    # makes room by closing a connection that never carried a byte, not the working one that looks idle longest
+    upstream = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    answer = threading.Event()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = upstream.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if len(accepted) == 1:  # the first is the request's: read it, answer when told
+                def reply(c: socket.socket = conn) -> None:
+                    c.recv(100)
+                    answer.wait(10)
+                    c.sendall(b"the answer")
+                    c.close()
+                threading.Thread(target=reply, daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    relay = Relay(max_connections=4)
+    listener = socket.create_server(("127.0.0.1", 0))
+    relay.add_listener(listener, socket.AF_INET, ("127.0.0.1", upstream.getsockname()[1]))
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port), timeout=10)
+    client.sendall(b"request")
+    for _ in range(1000):  # the request has reached the upstream
+        if accepted:
+            break
+        threading.Event().wait(0.01)
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(10)]
+    for _ in range(1000):  # every idle connection accepted (each opens its upstream connection)
+        if len(accepted) == 11:
+            break
+        threading.Event().wait(0.01)
+    answer.set()
+    try:
+        assert client.recv(100) == b"the answer"
+    finally:
+        for sock in [client, *idle]:
+            sock.close()
+        relay.stop()
+        thread.join(10)
+        upstream.close()
+    assert len(accepted) == 11
+
+
 def test_an_unreachable_upstream_ends_that_connection_only():
     closed = socket.create_server(("127.0.0.1", 0))
     closed_port = closed.getsockname()[1]

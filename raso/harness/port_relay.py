@@ -9,7 +9,8 @@ status. On the host, `raso.harness.sandbox` imports `Relay` to forward that Unix
 Why one loop and a cap: a thread per connection ran out of the run's process and file limits after a few hundred
 idle connections, killing the accept thread and the run's endpoint with it. Here each connection costs two sockets
 and at most two 64 KiB buffers, at most `max_connections` are open at once, and a new connection past that closes
-the one idle longest (so idle ones cannot lock a working client out). An error on one connection closes that
+the one idle longest among those that never carried a byte, else the one idle longest (so idle ones cannot lock a
+working client out, not even one whose request waits for its answer). An error on one connection closes that
 connection only; the loop never stops for it.
 """
 
@@ -33,13 +34,14 @@ class _Pair:
     """A client connection and its upstream, with the bytes read from each side not yet sent to the other."""
 
     __slots__ = ("client", "upstream", "connecting", "to_client", "to_upstream", "client_eof", "upstream_eof",
-                 "last_active")
+                 "last_active", "used")
 
     def __init__(self, client: socket.socket, upstream: socket.socket, connecting: bool) -> None:
         self.client, self.upstream, self.connecting = client, upstream, connecting
         self.to_client, self.to_upstream = b"", b""
         self.client_eof = self.upstream_eof = False
         self.last_active = time.monotonic()
+        self.used = False  # a byte has passed: a client at work (a request waiting for its answer looks idle too)
 
 
 class Relay:
@@ -92,14 +94,14 @@ class Relay:
         except OSError as exc:  # out of file descriptors (or a connection reset before accept): make room, go on
             if exc.errno in (errno.EMFILE, errno.ENFILE):
                 if self.pairs:
-                    self._close(min(self.pairs, key=lambda p: p.last_active))
+                    self._close(self._victim())
                 else:  # nothing of ours to close: wait instead of spinning on a listener that stays readable
                     time.sleep(0.05)
             return
         upstream = None
         try:
             if len(self.pairs) >= self.max_connections:
-                self._close(min(self.pairs, key=lambda p: p.last_active))
+                self._close(self._victim())
             client.setblocking(False)
             upstream = socket.socket(family, socket.SOCK_STREAM)
             upstream.setblocking(False)
@@ -113,6 +115,13 @@ class Relay:
             client.close()
             if upstream is not None:
                 upstream.close()
+
+    def _victim(self) -> _Pair:
+        """The connection to close for room: the longest idle of those that never carried a byte, else the longest
+        idle of all. Under load a working client's request can sit unanswered behind queued idle connections; by
+        idle time alone it would be closed first."""
+        unused = [p for p in self.pairs if not p.used]
+        return min(unused or self.pairs, key=lambda p: p.last_active)
 
     def _serve(self, pair: _Pair, sock: socket.socket, mask: int) -> None:
         if pair not in self.pairs:  # closed by an earlier event of the same round
@@ -140,8 +149,10 @@ class Relay:
             else:
                 pair.to_upstream = pair.to_upstream[sock.send(pair.to_upstream):]
             pair.last_active = time.monotonic()
+            pair.used = True
         if mask & selectors.EVENT_READ:
             data = sock.recv(BUFFER_BYTES)
+            pair.used = pair.used or bool(data)
             if data and is_client:
                 pair.to_upstream = data
             elif data:
