@@ -158,18 +158,21 @@ def check_budget_prices(config: OptimizeConfig, gateway: "LLMGateway") -> None:
 
 
 def check_index_blocklist(config: OptimizeConfig, harness: Harness) -> None:
-    """Refuse a corpus index that was not built with the blocklist of the benchmark being run (its skills may
-    name or solve the benchmark), unless `allow_unfiltered_index`. The starter corpus is chosen from
-    repositories that name no benchmark (corpus_tools.starter.select_starter), so it passes."""
+    """Refuse a path that is no section index, and a corpus index that was not built with the blocklist of the
+    benchmark being run (its skills may name or solve the benchmark), unless `allow_unfiltered_index`. The
+    starter corpus is chosen from repositories that name no benchmark (corpus_tools.starter.select_starter), so
+    it passes."""
     from corpus_tools.blocklist import benchmark_for, index_blocklists
 
     benchmark, index = benchmark_for(harness.name), config.retrieval.index
-    if benchmark is None or index is None or config.retrieval.allow_unfiltered_index:
+    if index is None:
         return
-    try:
+    try:  # read for every harness: a path that is no index is refused before a run directory exists
         blocklists = index_blocklists(index)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the index {index}: {exc}") from None
+        raise ConfigError(f"cannot read the index {index}: {exc} (build one with `raso corpus build`)") from None
+    if benchmark is None or config.retrieval.allow_unfiltered_index:
+        return
     if benchmark not in blocklists:
         built = ", ".join(blocklists) if blocklists else "no blocklist"
         raise ConfigError(f"the index {index} was built with {built}, not the {benchmark!r} blocklist: its "

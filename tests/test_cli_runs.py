@@ -385,3 +385,19 @@ def test_a_model_string_litellm_cannot_route_is_refused_before_any_folder_is_mad
     err = capsys.readouterr().err
     assert "litellm knows no provider 'foo'; write it as PROVIDER/MODEL" in err and "raso resume" not in err
     assert list(tmp_path.iterdir()) == []  # no run directory, no eval output folder
+
+
+def test_an_index_path_that_is_no_index_is_refused_before_a_run_directory_exists(tmp_path: Path, models, capsys,
+                                                                               monkeypatch) -> None:
+    from raso.cli.main import main as raso_main
+
+    agent, optimizer = models
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("not an index\n")
+    monkeypatch.chdir(tmp_path)
+    for index in ("missing-index", "notes"):
+        assert raso_main(["optimize", "--harness", TOY, "--model", agent, "--optimizer-model", optimizer,
+                          "--index", index, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot read the index {index}: " in err and "is not a section index" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]  # no runs/ folder
