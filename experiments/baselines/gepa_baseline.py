@@ -254,7 +254,8 @@ class ReflectionLog:
     and `fatal` holds an error that means the optimizer cannot be used at all (unreachable, refused credentials,
     the USD budget): GEPA is stopped at once (`should_stop`) instead of spending its budget on minibatches."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path  # where `on_state_saved` keeps the counts
         self.calls = 0
         self.failures = 0
         self.first_error: str | None = None
@@ -264,7 +265,7 @@ class ReflectionLog:
     @classmethod
     def load(cls, path: Path) -> "ReflectionLog":
         """The counts a previous (interrupted) run of the same GEPA state saved, or a fresh log."""
-        log = cls()
+        log = cls(path)
         if path.is_file():
             saved = json.loads(path.read_text(encoding="utf-8"))
             log.calls, log.failures, log.first_error = int(saved["calls"]), int(saved["failures"]), saved["first_error"]
@@ -284,6 +285,13 @@ class ReflectionLog:
             if self.fatal is None and (failure_kind(error) in ("infrastructure", "unusable", "budget")
                                        or isinstance(error, LLMAuthError)):
                 self.fatal = error
+
+    def on_state_saved(self, _event: Mapping[str, Any]) -> None:
+        """GEPA's callback after each state save: the counts the saved state resumes with. A run killed mid-
+        iteration reruns that iteration from this state, its reflections replayed from the cache and recorded
+        again, so the counts at the kill would count them twice."""
+        if self.path is not None:
+            self.save(self.path)
 
     def should_stop(self, _state: Any = None) -> bool:
         """GEPA's stopper protocol: stop once the optimizer is known to be unusable."""
@@ -382,7 +390,7 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
         result: GEPAResult = gepa.optimize(
             seed_candidate=seed_candidate, trainset=list(train), valset=list(val),
             adapter=adapter,  # type: ignore[arg-type]
-            callbacks=[adapter],  # type: ignore[list-item]  # on_state_saved
+            callbacks=[adapter, log],  # type: ignore[list-item]  # on_state_saved
             reflection_lm=gateway_reflection_lm(gateway, log=log),  # type: ignore[arg-type]
             max_metric_calls=budget_rollouts,
             stop_callbacks=[log.should_stop],  # type: ignore[list-item]
@@ -397,10 +405,7 @@ def run_gepa(harness: Harness, agent: RolloutRunner, gateway: LLMGateway, *, see
         # start, so every candidate in it was validated within the budget
         result = GEPAResult.from_state(GEPAState.load(str(state_dir)), run_dir=str(state_dir), seed=seed)
         stop_reason = "GEPA budget (the next evaluation would have passed it)"
-    except BaseException:
-        log.save(run_dir / REFLECTION_LOG)
-        raise
-    else:
+    else:  # (an exception leaves the counts of the last state save: what a resumed run reruns from)
         log.save(run_dir / REFLECTION_LOG)
     if log.fatal is not None:
         if failure_kind(log.fatal) != "budget":
