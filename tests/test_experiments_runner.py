@@ -347,3 +347,85 @@ def test_a_changed_result_option_reuses_no_finished_or_unfinished_cell(tmp_path:
         run_experiment(CONFIGS / "update_table.yaml", changed)
     again = run_experiment(CONFIGS / "update_table.yaml", values)  # under its own config it finishes
     assert (again.ran, again.failed) == (1, [])
+
+
+#: Where each kill lands. "proposal": the second optimizer call of the method's first update step, one call
+#: of that step paid (s0's val evaluation and the first train minibatch too): RFSU's / RASU's second reflection
+#: chunk, TextGrad's second loss critique. "rollout": the fifth train rollout, one rollout after the first
+#: minibatch of 3: for the engine's methods in the second epoch's minibatch (after the first epoch's
+#: checkpoint), for GEPA in its first iteration's re-scoring of the new candidate on its minibatch (after the
+#: reflection was paid: the resumed run reruns that iteration). RASO is killed only mid-rollout: its s0 (RASI's)
+#: already solves every toy task, so its update makes no optimizer call to kill. (GEPA's kill at its reflection
+#: is the test above.)
+UPDATE_PROPOSAL_PROMPT = {"rfsu": '"gradients": {', "rasu": '"gradients": {', "textgrad": "You evaluate one trajectory"}
+TRAIN_ENVS_BEFORE_THE_ROLLOUT_KILL = 3 + 1  # the first minibatch of 3, then one rollout
+
+
+@pytest.mark.parametrize(("method", "kill"), [*((m, "proposal") for m in UPDATE_PROPOSAL_PROMPT),
+                                              *((m, "rollout") for m in ("rfsu", "rasu", "textgrad", "raso", "gepa"))])
+def test_a_cell_killed_mid_cell_resumes_to_the_uninterrupted_result(tmp_path: Path, method: str, kill: str) -> None:
+    """TextGrad, RASU, RFSU and RASO (raso's engine) and GEPA (its package), killed mid-cell and resumed from the
+    cell's folder, end with the uninterrupted cell's result, rollout count, ledger and table; what the resumed run
+    redoes (the interrupted minibatch's paid rollouts, the interrupted proposal's paid calls) replays from the
+    cell's response cache and is not paid or counted again."""
+    from test_experiments_support import Interrupted, InterruptOnceHarness, optimizer_reply
+
+    from raso.llm.scripted import ScriptedModel
+
+    def engine_cell(root: Path, killed: bool) -> tuple[CellResult, dict, int, str]:
+        armed = {"on": killed and kill == "proposal", "let_through": 1}
+
+        def optimizer_killed_at_proposal(messages: list) -> str:
+            text = "\n".join(str(m.get("content")) for m in messages)
+            if armed["on"] and UPDATE_PROPOSAL_PROMPT[method] in text:
+                if armed["let_through"] == 0:
+                    armed["on"] = False
+                    raise Interrupted(f"killed in {method}'s first proposal")
+                armed["let_through"] -= 1
+            return optimizer_reply(messages)
+
+        agent, _ = scripted_models()
+        optimizer = ScriptedModel(optimizer_killed_at_proposal, name="exp-optimizer-killed")
+        # one worker: concurrent rollouts with the same prompt would hit or miss the cache by timing alone
+        values = overrides(root, agent, optimizer, seeds=[0], methods=[method], jobs=1,
+                           optimize={**TWO_EPOCHS, "schedule.workers": 1},
+                           harnesses=[{"name": "test_experiments_support:InterruptOnceHarness",
+                                       "options": {"n_tasks": 6}}])
+        InterruptOnceHarness.armed = killed and kill == "rollout"
+        InterruptOnceHarness.let_through = TRAIN_ENVS_BEFORE_THE_ROLLOUT_KILL
+        if killed:
+            with pytest.raises(Interrupted):
+                run_experiment(CONFIGS / "update_table.yaml", values)
+            assert not InterruptOnceHarness.armed and not armed["on"]  # the kill happened where it was meant to
+            cell = next((root / "results" / "update_table" / "cells").glob(f"*/{method}/*"))
+            saved = cell / "gepa" / "gepa_state" / "gepa_state.bin" if method == "gepa" else cell / "run" / "checkpoint.json"
+            assert not (cell / "result.json").exists() and saved.exists()
+        summary = run_experiment(CONFIGS / "update_table.yaml", values)
+        assert (summary.ran, summary.failed) == (1, [])
+        results_dir = Path(summary.results_dir)
+        result = next(r for r in read_results(results_dir) if r.method == method)
+        # the table names the models; each run's scripted stand-ins have their own names
+        table = (results_dir / "update.md").read_text().replace(agent.model, "AGENT").replace(optimizer.model, "OPT")
+        return result, result.usage.to_dict(), len(agent.calls) + len(optimizer.calls), table
+
+    straight, straight_usage, straight_calls, straight_table = engine_cell(tmp_path / "straight", killed=False)
+    resumed, resumed_usage, resumed_calls, resumed_table = engine_cell(tmp_path / "killed", killed=True)
+    assert straight.test_mean == 1.0 and straight.update.accepted == (0 if method == "raso" else 1)
+    # the same cell: counted rollouts, the update's path (iterations, accepted candidates, curve), the test scores
+    assert resumed.rollouts_used == straight.rollouts_used <= resumed.budget_rollouts
+    assert resumed.rollouts == straight.rollouts
+    for field in ("val_best", "val_initial", "train_rollouts", "val_rollouts", "iterations", "accepted",
+                  "stop_reason"):
+        assert getattr(resumed.update, field) == getattr(straight.update, field), field
+    assert [(p.rollouts, p.val) for p in resumed.curve] == [(p.rollouts, p.val) for p in straight.curve]
+    assert resumed.update.gepa == straight.update.gepa  # None but for GEPA: its candidates and when it found them
+    assert resumed.test_per_task == straight.test_per_task
+    # the same ledger: every stage's paid calls and tokens; the replays are cache hits
+    for stage in ("init", "update", "test"):
+        for key in ("calls", "prompt_tokens", "completion_tokens"):
+            assert resumed_usage[stage][key] == straight_usage[stage][key], (stage, key)
+    assert resumed_usage["update"]["cache_hits"] > straight_usage["update"]["cache_hits"]
+    # the models were asked no more often, but for the killed optimizer call (a rollout kill asks none)
+    assert resumed_calls == straight_calls + (1 if kill == "proposal" else 0)
+    # the same table: the rows (scores, intervals) are the uninterrupted run's
+    assert resumed_table == straight_table and "AGENT" in resumed_table

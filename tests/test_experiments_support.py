@@ -96,14 +96,19 @@ class Interrupted(BaseException):
 
 
 class InterruptOnceHarness(CountingHarness):
-    """The toy harness; while `armed`, the first train environment it makes raises Interrupted (then disarms)."""
+    """The toy harness; while `armed`, the first train environment it makes after `let_through` others raises
+    Interrupted (then disarms)."""
 
     armed = False
+    let_through = 0
 
     def make_env(self, task: Any) -> Any:
         if InterruptOnceHarness.armed and task.id in {t.id for t in self.tasks("train")}:
-            InterruptOnceHarness.armed = False
-            raise Interrupted("killed during the first train minibatch")
+            if InterruptOnceHarness.let_through > 0:
+                InterruptOnceHarness.let_through -= 1
+            else:
+                InterruptOnceHarness.armed = False
+                raise Interrupted("killed during a train minibatch")
         return super().make_env(task)
 
 
