@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from raso.harness import Score, Task, TextEnv
+from raso.harness import Score, Task
 from raso.safe_files import list_files, read_bytes
 
 from .checks import MAX_REWARD_BYTES, _failed, _score, harbor_reward
-from .env import SUBMIT, StepResult, no_action_step, submitted_step
+from .env import SUBMIT, CommandStepsEnv, StepResult, submitted_step
 from .folder import TASK_FOLDER_LIMITS, FolderTask, TasksFolderError
 
 log = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ def _quote(path: str) -> str:
     return "'" + path.replace("'", "'\\''") + "'"
 
 
-class ContainerTaskEnv(TextEnv):
+class ContainerTaskEnv(CommandStepsEnv):
     """The builtin agent's environment for a container task: each action a shell command in the task's container,
     `submit` runs the verifier there."""
 
@@ -290,17 +290,15 @@ class ContainerTaskEnv(TextEnv):
                        f"Run one shell command per action; `{self.submit}` when the work is ready to be checked.")
         return observation, {"task_id": self.task.id}
 
-    def step(self, action: str) -> StepResult:
-        if self.container is None:
-            raise RuntimeError("call reset() before step()")
-        if self.done:
-            return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
-        command = action.strip()
-        if not command:
-            return no_action_step()
-        if command.lower() == self.submit:
-            self.done = True
-            return submitted_step(self.container.verify(), {})
+    def _ready(self) -> bool:
+        return self.container is not None
+
+    def _submit(self) -> StepResult:
+        assert self.container is not None
+        return submitted_step(self.container.verify(), {})
+
+    def _run(self, command: str) -> StepResult:
+        assert self.container is not None
         result = self.container.exec(command)
         head = f"exit code {'killed (time limit)' if result.timed_out else result.exit_code}"
         shown = result.output.rstrip()

@@ -55,7 +55,36 @@ def submitted_step(score: Score, extra: dict[str, Any]) -> StepResult:
     return f"Submitted: the check {verdict}{soft}.", score.reward, True, False, info
 
 
-class ShellTaskEnv(TextEnv):
+class CommandStepsEnv(TextEnv):
+    """The step protocol of the builtin agent's shell environments: a command per action, `submit` ends the task
+    with the check's verdict. Subclasses say whether they are ready, how a command runs and how the check scores."""
+
+    done = False
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    def _run(self, command: str) -> StepResult:
+        raise NotImplementedError
+
+    def _submit(self) -> StepResult:
+        raise NotImplementedError
+
+    def step(self, action: str) -> StepResult:
+        if not self._ready():
+            raise RuntimeError("call reset() before step()")
+        if self.done:
+            return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
+        command = action.strip()
+        if not command:
+            return no_action_step()
+        if command.lower() == SUBMIT:
+            self.done = True
+            return self._submit()
+        return self._run(command)
+
+
+class ShellTaskEnv(CommandStepsEnv):
     """`workspace_form` prepares and scores the workspace (the harness's workspace form, the external agents'
     scorer too); `checks` holds the sandbox the commands run in and their environment."""
 
@@ -80,18 +109,16 @@ class ShellTaskEnv(TextEnv):
                        f"Run one shell command per action; `{SUBMIT}` when the files are ready to be checked.")
         return observation, {"task_id": self.task.id}
 
-    def step(self, action: str) -> StepResult:
-        if self.workspace is None:
-            raise RuntimeError("call reset() before step()")
-        if self.done:
-            return "The task was already submitted.", 0.0, True, False, {"error": "step after submit"}
-        command = action.strip()
-        if not command:
-            return no_action_step()
-        if command.lower() == SUBMIT:
-            self.done = True
-            score = self.workspace_form.score_workspace(self.task, self.workspace)
-            return submitted_step(score, {"final_output": workspace_listing(self.workspace)})
+    def _ready(self) -> bool:
+        return self.workspace is not None
+
+    def _submit(self) -> StepResult:
+        assert self.workspace is not None
+        score = self.workspace_form.score_workspace(self.task, self.workspace)
+        return submitted_step(score, {"final_output": workspace_listing(self.workspace)})
+
+    def _run(self, command: str) -> StepResult:
+        assert self.workspace is not None
         folder_task = self.folder_task
         if folder_task.kind == "harbor":  # the instruction names paths under the task's working directory (/app)
             result = self.sandbox.run_command(
@@ -118,4 +145,4 @@ class ShellTaskEnv(TextEnv):
         super().close()
 
 
-__all__ = ["SUBMIT", "ShellTaskEnv", "StepResult", "no_action_step", "submitted_step", "workspace_listing"]
+__all__ = ["SUBMIT", "CommandStepsEnv", "ShellTaskEnv", "StepResult", "no_action_step", "submitted_step", "workspace_listing"]
